@@ -1,0 +1,1 @@
+//! executor (work in progress)

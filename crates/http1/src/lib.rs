@@ -1,0 +1,1 @@
+//! http1 (work in progress)

@@ -1,0 +1,3 @@
+//! reactor (work in progress)
+pub mod epoll;
+pub mod sys;

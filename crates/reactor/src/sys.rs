@@ -1,0 +1,388 @@
+//! The thin syscall layer: every raw `libc` call of the runtime crates that
+//! deals in file descriptors goes through here.
+//!
+//! Rules this module enforces, so callers cannot forget them:
+//! - a failed call (`-1`) becomes an [`io::Error`] through [`syscall!`];
+//! - every fd it creates is `CLOEXEC` and non-blocking, and comes back as an
+//!   [`OwnedFd`] so that it is closed exactly once.
+
+use std::io;
+use std::mem::{self, MaybeUninit};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Calls a `libc` function and turns the C convention (`-1` and `errno`) into
+/// an `io::Result` carrying the return value.
+///
+/// The macro expands to an `unsafe` call: the caller's `// SAFETY:` comment
+/// must justify the arguments it passes.
+#[macro_export]
+macro_rules! syscall {
+    ($fn:ident ( $($arg:expr),* $(,)? )) => {{
+        let res = unsafe { ::libc::$fn($($arg),*) };
+        if res == -1 {
+            Err(::std::io::Error::last_os_error())
+        } else {
+            Ok(res)
+        }
+    }};
+}
+
+/// Takes ownership of a freshly created fd.
+///
+/// # Safety
+/// `fd` must be an open descriptor that nothing else owns.
+unsafe fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Puts `fd` in non-blocking mode (and leaves its other flags alone).
+pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
+    // SAFETY: F_GETFL takes no pointer; a bad fd only yields EBADF.
+    let flags = syscall!(fcntl(fd, libc::F_GETFL))?;
+    let new = if nonblocking {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    if new != flags {
+        // SAFETY: F_SETFL with an int argument; no memory is passed.
+        syscall!(fcntl(fd, libc::F_SETFL, new))?;
+    }
+    Ok(())
+}
+
+/// Creates a non-blocking, close-on-exec eventfd with a zero counter.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the kernel returns a new fd or -1.
+    let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
+    // SAFETY: the fd was just created and is owned by nobody else.
+    Ok(unsafe { owned(fd) })
+}
+
+/// Creates a non-blocking, close-on-exec pipe: `(read end, write end)`.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
+    syscall!(pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC))?;
+    // SAFETY: pipe2 succeeded, so both fds are new and owned by us alone.
+    Ok(unsafe { (owned(fds[0]), owned(fds[1])) })
+}
+
+/// `read(2)` into `buf`; `Ok(0)` means end of file.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+    let n = syscall!(read(fd, buf.as_mut_ptr().cast(), buf.len()))?;
+    Ok(n as usize)
+}
+
+/// `write(2)` from `buf`. For sockets prefer [`send`], which never raises
+/// `SIGPIPE`.
+pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+    let n = syscall!(write(fd, buf.as_ptr().cast(), buf.len()))?;
+    Ok(n as usize)
+}
+
+/// `send(2)` with `MSG_NOSIGNAL`: a vanished peer gives `EPIPE`, not a signal.
+pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+    let n = syscall!(send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL))?;
+    Ok(n as usize)
+}
+
+/// `sendmsg(2)` of several buffers at once with `MSG_NOSIGNAL` (a `writev`
+/// that cannot raise `SIGPIPE`).
+pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    // IoSlice is guaranteed ABI-compatible with `struct iovec` on Unix.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    // SAFETY: msg points at `bufs`, which lives for the call and is only read.
+    let n = syscall!(sendmsg(fd, &msg, libc::MSG_NOSIGNAL))?;
+    Ok(n as usize)
+}
+
+/// Flags for [`accept`]: the new fd is non-blocking and close-on-exec.
+const ACCEPT_FLAGS: libc::c_int = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+
+/// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, returning the peer address.
+pub fn accept(listener: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: storage/len describe a writable sockaddr_storage, as accept4 requires.
+    let fd = syscall!(accept4(
+        listener,
+        storage.as_mut_ptr().cast(),
+        &mut len,
+        ACCEPT_FLAGS
+    ))?;
+    // SAFETY: accept4 succeeded: the fd is new, and the kernel filled `storage`.
+    let fd = unsafe { owned(fd) };
+    // SAFETY: zero-initialised and (partly) written by the kernel.
+    let addr = sockaddr_to_std(unsafe { storage.assume_init_ref() })?;
+    Ok((fd, addr))
+}
+
+/// `accept4(2)` without asking for the peer address (one copy fewer).
+pub fn accept_fd(listener: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: null address pointers are allowed and mean "don't report it".
+    let fd = syscall!(accept4(
+        listener,
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        ACCEPT_FLAGS
+    ))?;
+    // SAFETY: accept4 succeeded, so the fd is new and ours.
+    Ok(unsafe { owned(fd) })
+}
+
+/// Options for [`tcp_listener`].
+#[derive(Debug, Clone, Copy)]
+pub struct ListenOptions {
+    /// Length of the kernel's accept queue (capped by `net.core.somaxconn`).
+    pub backlog: i32,
+    /// Set `SO_REUSEPORT` so that several listeners can share the address.
+    pub reuse_port: bool,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            backlog: 4096,
+            reuse_port: false,
+        }
+    }
+}
+
+/// Creates a non-blocking, close-on-exec TCP listener bound to `addr`, with
+/// `SO_REUSEADDR` (and `SO_REUSEPORT` if asked).
+pub fn tcp_listener(addr: SocketAddr, opts: ListenOptions) -> io::Result<OwnedFd> {
+    let sock = tcp_socket(addr)?;
+    setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    if opts.reuse_port {
+        setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
+    let (storage, len) = std_to_sockaddr(&addr);
+    // SAFETY: storage/len describe a valid sockaddr for the socket's family.
+    syscall!(bind(
+        sock.as_raw_fd(),
+        (&storage as *const libc::sockaddr_storage).cast(),
+        len
+    ))?;
+    // SAFETY: no pointers.
+    syscall!(listen(sock.as_raw_fd(), opts.backlog))?;
+    Ok(sock)
+}
+
+/// Creates a non-blocking, close-on-exec TCP socket for `addr`'s family.
+pub fn tcp_socket(addr: SocketAddr) -> io::Result<OwnedFd> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: no pointers; returns a new fd or -1.
+    let fd = syscall!(socket(
+        family,
+        libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        0
+    ))?;
+    // SAFETY: the fd was just created and is ours.
+    Ok(unsafe { owned(fd) })
+}
+
+/// Starts a non-blocking `connect(2)`. `Ok(true)` means connected at once;
+/// `Ok(false)` means in progress: wait for writability, then check
+/// [`take_socket_error`].
+pub fn connect(fd: RawFd, addr: SocketAddr) -> io::Result<bool> {
+    let (storage, len) = std_to_sockaddr(&addr);
+    // SAFETY: storage/len describe a valid sockaddr for the socket's family.
+    match syscall!(connect(
+        fd,
+        (&storage as *const libc::sockaddr_storage).cast(),
+        len
+    )) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads and clears `SO_ERROR`: the outcome of a non-blocking connect.
+pub fn take_socket_error(fd: RawFd) -> io::Result<Option<io::Error>> {
+    let err = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+    Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
+}
+
+/// Sets an integer socket option.
+pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` is a live int and the length says so.
+    syscall!(setsockopt(
+        fd,
+        level,
+        name,
+        (&value as *const i32).cast(),
+        mem::size_of::<i32>() as libc::socklen_t
+    ))?;
+    Ok(())
+}
+
+/// Reads an integer socket option.
+pub fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: i32 = 0;
+    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: value/len describe a writable int.
+    syscall!(getsockopt(
+        fd,
+        level,
+        name,
+        (&mut value as *mut i32).cast(),
+        &mut len
+    ))?;
+    Ok(value)
+}
+
+/// `shutdown(2)`.
+pub fn shutdown(fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
+    let how = match how {
+        std::net::Shutdown::Read => libc::SHUT_RD,
+        std::net::Shutdown::Write => libc::SHUT_WR,
+        std::net::Shutdown::Both => libc::SHUT_RDWR,
+    };
+    // SAFETY: no pointers.
+    syscall!(shutdown(fd, how))?;
+    Ok(())
+}
+
+/// The address a socket is bound to (`getsockname`).
+pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    sock_name(fd, false)
+}
+
+/// The address of a socket's peer (`getpeername`).
+pub fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    sock_name(fd, true)
+}
+
+fn sock_name(fd: RawFd, peer: bool) -> io::Result<SocketAddr> {
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let ptr = storage.as_mut_ptr().cast();
+    if peer {
+        // SAFETY: storage/len describe a writable sockaddr_storage.
+        syscall!(getpeername(fd, ptr, &mut len))?;
+    } else {
+        // SAFETY: as above.
+        syscall!(getsockname(fd, ptr, &mut len))?;
+    }
+    // SAFETY: zero-initialised and written by the kernel.
+    sockaddr_to_std(unsafe { storage.assume_init_ref() })
+}
+
+/// Converts a kernel socket address into a `std` one.
+fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
+    match storage.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and
+            // sockaddr_storage is large and aligned enough for it.
+            let a = unsafe { &*(storage as *const _ as *const libc::sockaddr_in) };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(storage as *const _ as *const libc::sockaddr_in6) };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "unsupported address family",
+        )),
+    }
+}
+
+/// Converts a `std` socket address into the kernel's representation.
+fn std_to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+            mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipe_is_nonblocking_and_cloexec() {
+        let (r, w) = pipe().unwrap();
+        for fd in [r.as_raw_fd(), w.as_raw_fd()] {
+            let fl = syscall!(fcntl(fd, libc::F_GETFL)).unwrap();
+            assert_ne!(fl & libc::O_NONBLOCK, 0);
+            let fdfl = syscall!(fcntl(fd, libc::F_GETFD)).unwrap();
+            assert_ne!(fdfl & libc::FD_CLOEXEC, 0);
+        }
+        let mut buf = [0u8; 4];
+        let err = read(r.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(write(w.as_raw_fd(), b"hi").unwrap(), 2);
+        assert_eq!(read(r.as_raw_fd(), &mut buf).unwrap(), 2);
+    }
+
+    #[test]
+    fn sockaddr_round_trip() {
+        for s in ["127.0.0.1:8080", "[::1]:443", "[fe80::1%2]:1"] {
+            let addr: SocketAddr = s.parse().unwrap();
+            let (storage, _) = std_to_sockaddr(&addr);
+            assert_eq!(sockaddr_to_std(&storage).unwrap(), addr);
+        }
+    }
+
+    #[test]
+    fn listener_accepts_nonblocking_connections() {
+        let l = tcp_listener("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = local_addr(l.as_raw_fd()).unwrap();
+        assert_eq!(
+            accept_fd(l.as_raw_fd()).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        let (fd, peer) = loop {
+            match accept(l.as_raw_fd()) {
+                Ok(x) => break x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(peer, _c.local_addr().unwrap());
+        let fl = syscall!(fcntl(fd.as_raw_fd(), libc::F_GETFL)).unwrap();
+        assert_ne!(fl & libc::O_NONBLOCK, 0);
+    }
+}
