@@ -1,0 +1,352 @@
+//! The reactor: one epoll instance, its waker registry, its timers and its
+//! notifier, owned by one thread.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::epoll::{ALL_EDGE, Epoll, Events};
+use crate::interest::{Interest, Readiness};
+use crate::notify::Notifier;
+use crate::registry::{NOTIFY_TOKEN, Registry, SlotKey};
+use crate::timer::{TimerHeap, TimerKey};
+
+/// How many events one `epoll_wait` can return.
+const EVENTS_PER_WAIT: usize = 1024;
+
+/// A per-thread event loop core. Cloning gives another handle to the same
+/// reactor (it is reference-counted, and `!Send`: it never leaves its thread).
+#[derive(Clone)]
+pub struct Reactor {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    epoll: Epoll,
+    registry: RefCell<Registry>,
+    timers: RefCell<TimerHeap>,
+    notifier: Notifier,
+    events: RefCell<Events>,
+    /// Wakers collected during a turn, woken after all borrows are released.
+    wake_buf: Cell<Vec<Waker>>,
+    stats: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    waits: Cell<u64>,
+    events: Cell<u64>,
+    stale_events: Cell<u64>,
+    notifies: Cell<u64>,
+    timers_fired: Cell<u64>,
+    wakes: Cell<u64>,
+}
+
+/// A snapshot of a reactor's counters, for stats pages and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReactorStats {
+    /// `epoll_wait` calls.
+    pub waits: u64,
+    /// Events returned by them.
+    pub events: u64,
+    /// Events for a freed or reused slot, ignored.
+    pub stale_events: u64,
+    /// Cross-thread notifications received.
+    pub notifies: u64,
+    /// Timers that reached their deadline.
+    pub timers_fired: u64,
+    /// Wakers woken by I/O events and timers.
+    pub wakes: u64,
+    /// fds registered now.
+    pub registered: u64,
+    /// Timers alive now (pending or fired but not yet dropped).
+    pub timers: u64,
+    /// Timers still waiting for their deadline.
+    pub timers_pending: u64,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Reactor>> = const { RefCell::new(None) };
+}
+
+impl Reactor {
+    /// Creates a reactor: an epoll instance with the notifier's eventfd in it.
+    pub fn new() -> io::Result<Reactor> {
+        let epoll = Epoll::new()?;
+        let notifier = Notifier::new()?;
+        // Read side only: an eventfd is always writable, and an EPOLLOUT edge
+        // would read as a notification.
+        let notify_flags = (libc::EPOLLIN | libc::EPOLLET) as u32;
+        epoll.add(notifier.raw_fd(), notify_flags, NOTIFY_TOKEN)?;
+        Ok(Reactor {
+            inner: Rc::new(Inner {
+                epoll,
+                registry: RefCell::new(Registry::default()),
+                timers: RefCell::new(TimerHeap::default()),
+                notifier,
+                events: RefCell::new(Events::with_capacity(EVENTS_PER_WAIT)),
+                wake_buf: Cell::new(Vec::new()),
+                stats: Counters::default(),
+            }),
+        })
+    }
+
+    /// The reactor entered on this thread.
+    ///
+    /// # Panics
+    /// If none is: I/O objects and timers must be created inside a runtime.
+    pub fn current() -> Reactor {
+        Self::try_current().expect(
+            "no reactor on this thread: create I/O objects and timers inside a runtime \
+             (executor::block_on or coroutine::run)",
+        )
+    }
+
+    /// The reactor entered on this thread, if any.
+    pub fn try_current() -> Option<Reactor> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Makes this reactor the thread's current one until the guard drops.
+    pub fn enter(&self) -> EnterGuard {
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        EnterGuard { prev }
+    }
+
+    /// A handle that wakes this reactor from any thread.
+    pub fn notifier(&self) -> Notifier {
+        self.inner.notifier.clone()
+    }
+
+    /// Registers `fd` (edge-triggered, both directions) and returns the
+    /// registration that owns the slot. The fd must stay open until the
+    /// registration is dropped.
+    pub fn register(&self, fd: RawFd) -> io::Result<Registration> {
+        let key = self.inner.registry.borrow_mut().insert();
+        if let Err(e) = self.inner.epoll.add(fd, ALL_EDGE, key.token()) {
+            drop(self.inner.registry.borrow_mut().remove(key));
+            return Err(e);
+        }
+        Ok(Registration {
+            reactor: self.clone(),
+            key,
+            fd,
+        })
+    }
+
+    /// Waits for I/O events or the nearest timer, at most `timeout` (`None`:
+    /// no limit but the timers), then wakes every task they concern. Returns
+    /// how many wakers were woken.
+    pub fn turn(&self, timeout: Option<Duration>) -> io::Result<usize> {
+        let inner = &*self.inner;
+        let timeout = match (timeout, inner.timers.borrow().next_deadline()) {
+            (t, None) => t,
+            (t, Some(deadline)) => {
+                let until = deadline.saturating_duration_since(Instant::now());
+                Some(t.map_or(until, |t| t.min(until)))
+            }
+        };
+
+        let mut wakers = inner.wake_buf.take();
+        {
+            let mut events = inner.events.borrow_mut();
+            let n = inner.epoll.wait(&mut events, timeout)?;
+            bump(&inner.stats.waits, 1);
+            bump(&inner.stats.events, n as u64);
+            let mut registry = inner.registry.borrow_mut();
+            for ev in events.iter() {
+                if ev.token == NOTIFY_TOKEN {
+                    inner.notifier.reset();
+                    bump(&inner.stats.notifies, 1);
+                    continue;
+                }
+                match registry.dispatch(ev.token, ev.flags) {
+                    Some(woken) => wakers.extend(woken.reader.into_iter().chain(woken.writer)),
+                    None => bump(&inner.stats.stale_events, 1),
+                }
+            }
+        }
+        let fired = inner
+            .timers
+            .borrow_mut()
+            .fire_expired(Instant::now(), &mut wakers);
+        bump(&inner.stats.timers_fired, fired as u64);
+
+        let woken = wakers.len();
+        bump(&inner.stats.wakes, woken as u64);
+        // No borrow is held here: a waker may register, drop or re-arm freely.
+        for w in wakers.drain(..) {
+            w.wake();
+        }
+        inner.wake_buf.set(wakers);
+        Ok(woken)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> ReactorStats {
+        let s = &self.inner.stats;
+        let timers = self.inner.timers.borrow();
+        ReactorStats {
+            waits: s.waits.get(),
+            events: s.events.get(),
+            stale_events: s.stale_events.get(),
+            notifies: s.notifies.get(),
+            timers_fired: s.timers_fired.get(),
+            wakes: s.wakes.get(),
+            registered: self.inner.registry.borrow().len() as u64,
+            timers: timers.len() as u64,
+            timers_pending: timers.pending() as u64,
+        }
+    }
+
+    /// The earliest pending timer deadline.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.inner.timers.borrow().next_deadline()
+    }
+
+    /// Arms a timer. Drop it with [`Reactor::remove_timer`].
+    pub fn insert_timer(&self, deadline: Instant) -> TimerKey {
+        self.inner.timers.borrow_mut().insert(deadline)
+    }
+
+    /// Ready once the timer has fired; stores the waker otherwise.
+    pub fn poll_timer(&self, key: TimerKey, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.timers.borrow_mut().poll(key, cx)
+    }
+
+    /// Moves a timer to a new deadline (re-arming it if it had fired).
+    pub fn reset_timer(&self, key: TimerKey, deadline: Instant) {
+        self.inner.timers.borrow_mut().reset(key, deadline);
+    }
+
+    /// Whether the timer has fired.
+    pub fn timer_fired(&self, key: TimerKey) -> bool {
+        self.inner.timers.borrow().has_fired(key)
+    }
+
+    /// Cancels and frees a timer.
+    pub fn remove_timer(&self, key: TimerKey) {
+        let waker = self.inner.timers.borrow_mut().remove(key);
+        drop(waker); // outside the borrow: dropping a waker may run user code
+    }
+}
+
+impl fmt::Debug for Reactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reactor")
+            .field("epoll", &self.inner.epoll)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get() + n);
+}
+
+/// Restores the previously current reactor when dropped.
+#[derive(Debug)]
+pub struct EnterGuard {
+    prev: Option<Reactor>,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+/// One fd's place in the reactor. Dropping it removes the fd from epoll, so
+/// drop the registration *before* closing the fd (I/O types do this by
+/// declaring the registration before the fd field).
+pub struct Registration {
+    reactor: Reactor,
+    key: SlotKey,
+    fd: RawFd,
+}
+
+impl Registration {
+    /// Ready when an operation in `interest`'s direction is worth trying.
+    /// Ready at once while readiness is set; it stays set until
+    /// [`Registration::clear_readiness`] after an `EAGAIN`.
+    pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<Readiness> {
+        self.reactor
+            .inner
+            .registry
+            .borrow_mut()
+            .poll_ready(self.key, cx, interest)
+    }
+
+    /// Forgets readiness in one direction. Call it only when the operation
+    /// returned `EAGAIN`: that is what guarantees another edge will come.
+    pub fn clear_readiness(&self, interest: Interest) {
+        self.reactor
+            .inner
+            .registry
+            .borrow_mut()
+            .clear(self.key, interest);
+    }
+
+    /// The current readiness bits.
+    pub fn readiness(&self) -> Readiness {
+        self.reactor.inner.registry.borrow().readiness(self.key)
+    }
+
+    /// Runs a non-blocking operation when the fd is ready: tries `op`; on
+    /// `EAGAIN` clears readiness and waits for the next edge; retries on
+    /// `EINTR`. This is the whole edge-triggered contract in one function.
+    pub fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        interest: Interest,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            if self.poll_ready(cx, interest).is_pending() {
+                return Poll::Pending;
+            }
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.clear_readiness(interest)
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                res => return Poll::Ready(res),
+            }
+        }
+    }
+
+    /// The registered fd.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The reactor this fd is registered with.
+    pub fn reactor(&self) -> &Reactor {
+        &self.reactor
+    }
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("fd", &self.fd)
+            .field("token", &self.key.token())
+            .field("readiness", &self.readiness())
+            .finish()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Deregister first: the fd is still open here (its owner closes it
+        // after us), so epoll forgets it before the number can be reused.
+        let _ = self.reactor.inner.epoll.delete(self.fd);
+        let woken = self.reactor.inner.registry.borrow_mut().remove(self.key);
+        drop(woken);
+    }
+}

@@ -1,0 +1,292 @@
+//! The waker registry: a slab of per-fd entries, addressed by epoll tokens.
+//!
+//! Each registered fd owns one slot holding its readiness bits, the waker of
+//! the task waiting to read and the waker of the task waiting to write. The
+//! token handed to epoll packs `generation << 32 | slot`. Freeing a slot bumps
+//! its generation, so an event that was already queued for the old fd (or for
+//! a new fd that reused the number) no longer matches and is dropped.
+
+use std::task::{Context, Poll, Waker};
+
+use crate::interest::{Interest, Readiness};
+
+/// Token reserved for the reactor's own eventfd; no slot can produce it
+/// because slot indices stay below `u32::MAX`.
+pub(crate) const NOTIFY_TOKEN: u64 = u64::MAX;
+
+/// Identifies a live slot: index plus the generation it was issued with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotKey {
+    pub index: u32,
+    pub generation: u32,
+}
+
+impl SlotKey {
+    /// The `epoll_data.u64` for this slot.
+    pub fn token(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// Splits a token back into index and generation.
+    pub fn from_token(token: u64) -> SlotKey {
+        SlotKey {
+            index: token as u32,
+            generation: (token >> 32) as u32,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    in_use: bool,
+    readiness: Readiness,
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+}
+
+/// Wakers taken out of a slot by an event, to be woken once the registry is
+/// no longer borrowed.
+#[derive(Debug, Default)]
+pub(crate) struct Woken {
+    pub reader: Option<Waker>,
+    pub writer: Option<Waker>,
+}
+
+/// The slab. Not thread-safe: it lives inside one thread's reactor.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl Registry {
+    /// Takes a free slot (reusing the most recently freed one, which is warm in
+    /// cache) and returns its key.
+    pub fn insert(&mut self) -> SlotKey {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(self.slots.len()).expect("registry exceeds u32 slots");
+                assert!(i != u32::MAX, "registry full");
+                self.slots.push(Slot::default());
+                i
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(!slot.in_use);
+        slot.in_use = true;
+        slot.readiness = Readiness::EMPTY;
+        self.live += 1;
+        SlotKey {
+            index,
+            generation: slot.generation,
+        }
+    }
+
+    /// Frees a slot; its generation moves on so stale tokens stop matching.
+    /// Returns the wakers still stored, for the caller to drop outside any
+    /// borrow.
+    pub fn remove(&mut self, key: SlotKey) -> Woken {
+        let Some(slot) = self.slot_mut(key) else {
+            return Woken::default();
+        };
+        slot.in_use = false;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.readiness = Readiness::EMPTY;
+        let woken = Woken {
+            reader: slot.reader.take(),
+            writer: slot.writer.take(),
+        };
+        self.free.push(key.index);
+        self.live -= 1;
+        woken
+    }
+
+    /// Records an epoll event. Returns `None` for a stale token, otherwise the
+    /// wakers of the directions the event made ready (both on hang-up/error).
+    pub fn dispatch(&mut self, token: u64, flags: u32) -> Option<Woken> {
+        let slot = self.slot_mut(SlotKey::from_token(token))?;
+        let ready = Readiness::from_epoll(flags);
+        slot.readiness.insert(ready);
+        let mut woken = Woken::default();
+        if ready.is_ready_for(Interest::Readable) {
+            woken.reader = slot.reader.take();
+        }
+        if ready.is_ready_for(Interest::Writable) {
+            woken.writer = slot.writer.take();
+        }
+        Some(woken)
+    }
+
+    /// Ready at once if readiness for `interest` is set; otherwise stores the
+    /// task's waker (replacing an older one) and returns `Pending`.
+    pub fn poll_ready(
+        &mut self,
+        key: SlotKey,
+        cx: &mut Context<'_>,
+        interest: Interest,
+    ) -> Poll<Readiness> {
+        let slot = self.slot_mut(key).expect("poll_ready on a freed registration");
+        if slot.readiness.is_ready_for(interest) {
+            return Poll::Ready(slot.readiness);
+        }
+        let waiter = match interest {
+            Interest::Readable => &mut slot.reader,
+            Interest::Writable => &mut slot.writer,
+        };
+        match waiter {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => *waiter = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Forgets readiness in one direction: call only after the operation
+    /// returned `EAGAIN`, which proves the kernel will send a new edge.
+    pub fn clear(&mut self, key: SlotKey, interest: Interest) {
+        if let Some(slot) = self.slot_mut(key) {
+            slot.readiness.remove(Readiness::clear_bit(interest));
+        }
+    }
+
+    /// Current readiness bits of a slot.
+    pub fn readiness(&self, key: SlotKey) -> Readiness {
+        match self.slots.get(key.index as usize) {
+            Some(s) if s.in_use && s.generation == key.generation => s.readiness,
+            _ => Readiness::EMPTY,
+        }
+    }
+
+    /// Number of registered fds.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    fn slot_mut(&mut self, key: SlotKey) -> Option<&mut Slot> {
+        match self.slots.get_mut(key.index as usize) {
+            Some(s) if s.in_use && s.generation == key.generation => Some(s),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct CountWake(AtomicUsize);
+    impl Wake for CountWake {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<CountWake>, Waker) {
+        let c = Arc::new(CountWake(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    const IN: u32 = libc::EPOLLIN as u32;
+    const OUT: u32 = libc::EPOLLOUT as u32;
+    const HUP: u32 = libc::EPOLLHUP as u32;
+
+    #[test]
+    fn ready_at_once_when_readiness_is_set() {
+        let mut reg = Registry::default();
+        let key = reg.insert();
+        let (_c, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+        let woken = reg.dispatch(key.token(), IN).unwrap();
+        woken.reader.unwrap().wake();
+        assert!(woken.writer.is_none());
+        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
+        // Still ready: only EAGAIN clears it.
+        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
+        reg.clear(key, Interest::Readable);
+        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+    }
+
+    #[test]
+    fn stale_generation_is_ignored() {
+        let mut reg = Registry::default();
+        let old = reg.insert();
+        let (c, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        assert!(reg.poll_ready(old, &mut cx, Interest::Readable).is_pending());
+        drop(reg.remove(old));
+        let new = reg.insert();
+        assert_eq!(new.index, old.index, "slot is reused");
+        assert_ne!(new.generation, old.generation);
+        assert!(reg.dispatch(old.token(), IN).is_none(), "stale token dropped");
+        assert!(reg.readiness(new).is_empty(), "new fd untouched");
+        assert_eq!(c.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn hangup_wakes_both_sides() {
+        let mut reg = Registry::default();
+        let key = reg.insert();
+        let (cr, wr) = counter();
+        let (cw, ww) = counter();
+        assert!(
+            reg.poll_ready(key, &mut Context::from_waker(&wr), Interest::Readable)
+                .is_pending()
+        );
+        assert!(
+            reg.poll_ready(key, &mut Context::from_waker(&ww), Interest::Writable)
+                .is_pending()
+        );
+        let woken = reg.dispatch(key.token(), HUP).unwrap();
+        woken.reader.unwrap().wake();
+        woken.writer.unwrap().wake();
+        assert_eq!(cr.0.load(Ordering::SeqCst), 1);
+        assert_eq!(cw.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn writable_event_leaves_reader_waiting() {
+        let mut reg = Registry::default();
+        let key = reg.insert();
+        let (_c, w) = counter();
+        let mut cx = Context::from_waker(&w);
+        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+        let woken = reg.dispatch(key.token(), OUT).unwrap();
+        assert!(woken.reader.is_none() && woken.writer.is_none());
+        let woken = reg.dispatch(key.token(), IN).unwrap();
+        assert!(woken.reader.is_some());
+    }
+
+    #[test]
+    fn remove_returns_stored_wakers_and_counts() {
+        let mut reg = Registry::default();
+        let a = reg.insert();
+        let b = reg.insert();
+        assert_eq!(reg.len(), 2);
+        let (_c, w) = counter();
+        assert!(
+            reg.poll_ready(a, &mut Context::from_waker(&w), Interest::Writable)
+                .is_pending()
+        );
+        let woken = reg.remove(a);
+        assert!(woken.writer.is_some());
+        assert_eq!(reg.len(), 1);
+        drop(reg.remove(b));
+        assert_eq!(reg.len(), 0);
+    }
+
+    #[test]
+    fn token_round_trip() {
+        let key = SlotKey {
+            index: 12345,
+            generation: 7,
+        };
+        assert_eq!(SlotKey::from_token(key.token()), key);
+        assert_ne!(key.token(), NOTIFY_TOKEN);
+    }
+}
