@@ -30,7 +30,11 @@ fn main() -> io::Result<()> {
     while served < 5 && Instant::now() < stop {
         epoll.wait(&mut events, Some(Duration::from_secs(1)))?;
         for ev in events.iter() {
-            println!("event token={} flags={}", ev.token, flags_to_string(ev.flags));
+            println!(
+                "event token={} flags={}",
+                ev.token,
+                flags_to_string(ev.flags)
+            );
             if ev.token == LISTENER {
                 // Edge-triggered: accept until EAGAIN or we miss connections.
                 loop {
@@ -47,7 +51,9 @@ fn main() -> io::Result<()> {
                 }
                 continue;
             }
-            let Some(fd) = conns.get(&ev.token) else { continue };
+            let Some(fd) = conns.get(&ev.token) else {
+                continue;
+            };
             // Read until EAGAIN (or EOF), echoing as we go.
             let mut buf = [0u8; 4096];
             let closed = loop {

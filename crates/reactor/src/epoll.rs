@@ -40,7 +40,12 @@ impl Epoll {
             u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        syscall!(epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev))?;
+        syscall!(epoll_ctl(
+            self.fd.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev
+        ))?;
         Ok(())
     }
 

@@ -100,7 +100,13 @@ impl Readiness {
 
 impl fmt::Debug for Readiness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [&str; 5] = ["READABLE", "WRITABLE", "READ_CLOSED", "WRITE_CLOSED", "ERROR"];
+        const NAMES: [&str; 5] = [
+            "READABLE",
+            "WRITABLE",
+            "READ_CLOSED",
+            "WRITE_CLOSED",
+            "ERROR",
+        ];
         let mut first = true;
         for (i, name) in NAMES.iter().enumerate() {
             if self.0 & (1 << i) != 0 {
@@ -141,7 +147,10 @@ mod tests {
     fn clearing_keeps_sticky_bits() {
         let mut r = Readiness::from_epoll((libc::EPOLLIN | libc::EPOLLRDHUP) as u32);
         r.remove(Readiness::clear_bit(Interest::Readable));
-        assert!(r.is_ready_for(Interest::Readable), "EOF is still to be read");
+        assert!(
+            r.is_ready_for(Interest::Readable),
+            "EOF is still to be read"
+        );
         assert_eq!(format!("{r:?}"), "READ_CLOSED");
     }
 }

@@ -311,9 +311,7 @@ impl Registration {
                 return Poll::Pending;
             }
             match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.clear_readiness(interest)
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(interest),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 res => return Poll::Ready(res),
             }

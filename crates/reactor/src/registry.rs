@@ -128,7 +128,9 @@ impl Registry {
         cx: &mut Context<'_>,
         interest: Interest,
     ) -> Poll<Readiness> {
-        let slot = self.slot_mut(key).expect("poll_ready on a freed registration");
+        let slot = self
+            .slot_mut(key)
+            .expect("poll_ready on a freed registration");
         if slot.readiness.is_ready_for(interest) {
             return Poll::Ready(slot.readiness);
         }
@@ -201,7 +203,10 @@ mod tests {
         let key = reg.insert();
         let (_c, waker) = counter();
         let mut cx = Context::from_waker(&waker);
-        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+        assert!(
+            reg.poll_ready(key, &mut cx, Interest::Readable)
+                .is_pending()
+        );
         let woken = reg.dispatch(key.token(), IN).unwrap();
         woken.reader.unwrap().wake();
         assert!(woken.writer.is_none());
@@ -209,7 +214,10 @@ mod tests {
         // Still ready: only EAGAIN clears it.
         assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
         reg.clear(key, Interest::Readable);
-        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+        assert!(
+            reg.poll_ready(key, &mut cx, Interest::Readable)
+                .is_pending()
+        );
     }
 
     #[test]
@@ -218,12 +226,18 @@ mod tests {
         let old = reg.insert();
         let (c, waker) = counter();
         let mut cx = Context::from_waker(&waker);
-        assert!(reg.poll_ready(old, &mut cx, Interest::Readable).is_pending());
+        assert!(
+            reg.poll_ready(old, &mut cx, Interest::Readable)
+                .is_pending()
+        );
         drop(reg.remove(old));
         let new = reg.insert();
         assert_eq!(new.index, old.index, "slot is reused");
         assert_ne!(new.generation, old.generation);
-        assert!(reg.dispatch(old.token(), IN).is_none(), "stale token dropped");
+        assert!(
+            reg.dispatch(old.token(), IN).is_none(),
+            "stale token dropped"
+        );
         assert!(reg.readiness(new).is_empty(), "new fd untouched");
         assert_eq!(c.0.load(Ordering::SeqCst), 0);
     }
@@ -255,7 +269,10 @@ mod tests {
         let key = reg.insert();
         let (_c, w) = counter();
         let mut cx = Context::from_waker(&w);
-        assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_pending());
+        assert!(
+            reg.poll_ready(key, &mut cx, Interest::Readable)
+                .is_pending()
+        );
         let woken = reg.dispatch(key.token(), OUT).unwrap();
         assert!(woken.reader.is_none() && woken.writer.is_none());
         let woken = reg.dispatch(key.token(), IN).unwrap();

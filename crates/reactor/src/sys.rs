@@ -289,7 +289,10 @@ fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
             // sockaddr_storage is large and aligned enough for it.
             let a = unsafe { &*(storage as *const _ as *const libc::sockaddr_in) };
             let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
-            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(a.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: as above, for sockaddr_in6.

@@ -49,7 +49,11 @@ fn deregisters_on_drop() {
     sys::write(w.as_raw_fd(), b"x").unwrap();
     let before = reactor.stats().events;
     reactor.turn(Some(Duration::ZERO)).unwrap();
-    assert_eq!(reactor.stats().events, before, "epoll no longer reports the fd");
+    assert_eq!(
+        reactor.stats().events,
+        before,
+        "epoll no longer reports the fd"
+    );
 }
 
 #[test]
@@ -75,10 +79,19 @@ fn hangup_wakes_reader_and_writer() {
     }
     let (fr, wr) = flag();
     let (fw, ww) = flag();
-    assert!(reg.poll_ready(&mut Context::from_waker(&wr), Interest::Readable).is_pending());
-    assert!(reg.poll_ready(&mut Context::from_waker(&ww), Interest::Writable).is_pending());
+    assert!(
+        reg.poll_ready(&mut Context::from_waker(&wr), Interest::Readable)
+            .is_pending()
+    );
+    assert!(
+        reg.poll_ready(&mut Context::from_waker(&ww), Interest::Writable)
+            .is_pending()
+    );
     // A reset (RST) from the peer: SO_LINGER 0 then close.
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: `linger` is a valid struct of the size passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -155,7 +168,9 @@ fn partial_reader_keeps_readiness_without_new_edge() {
         // Read 10 bytes at a time; no new data is written after the first edge.
         while total < 100 {
             let n = std::future::poll_fn(|cx| {
-                reg.poll_io(cx, Interest::Readable, || sys::read(r.as_raw_fd(), &mut [0u8; 10]))
+                reg.poll_io(cx, Interest::Readable, || {
+                    sys::read(r.as_raw_fd(), &mut [0u8; 10])
+                })
             })
             .await
             .unwrap();

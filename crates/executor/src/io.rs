@@ -1,0 +1,169 @@
+//! [`Async`]: any non-blocking fd (pipe, eventfd, stdin, a socket type we do
+//! not wrap) made awaitable through the reactor.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, RawFd};
+use std::task::{Context, Poll};
+
+use reactor::sys;
+use reactor::{Interest, Reactor, Registration};
+
+/// Wraps an I/O object that owns an fd: puts it in non-blocking mode,
+/// registers it with the thread's reactor, and turns `EAGAIN` into waiting.
+///
+/// ```no_run
+/// # executor::block_on(async {
+/// use executor::io::Async;
+/// let (r, w) = std::io::pipe()?;
+/// let mut r = Async::new(r)?;
+/// let mut w = Async::new(w)?;
+/// w.write_all(b"ping").await?;
+/// let mut buf = [0u8; 4];
+/// r.read_exact(&mut buf).await?;
+/// assert_eq!(&buf, b"ping");
+/// # Ok::<(), std::io::Error>(()) }).unwrap();
+/// ```
+pub struct Async<T: AsRawFd> {
+    // Dropped by hand, before `io`: deregister, then close.
+    reg: ManuallyDrop<Registration>,
+    io: ManuallyDrop<T>,
+}
+
+impl<T: AsRawFd> Async<T> {
+    /// Makes `io`'s fd non-blocking and registers it.
+    pub fn new(io: T) -> io::Result<Async<T>> {
+        let fd = io.as_raw_fd();
+        sys::set_nonblocking(fd, true)?;
+        let reg = Reactor::current().register(fd)?;
+        Ok(Async {
+            reg: ManuallyDrop::new(reg),
+            io: ManuallyDrop::new(io),
+        })
+    }
+
+    /// The wrapped object.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// The wrapped object, mutably. Do not change its blocking mode.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.io
+    }
+
+    /// Deregisters and returns the object (still non-blocking).
+    pub fn into_inner(self) -> T {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; each field is taken
+        // exactly once, the registration first.
+        unsafe {
+            ManuallyDrop::drop(&mut this.reg);
+            ManuallyDrop::take(&mut this.io)
+        }
+    }
+
+    /// Runs `op` when readable, waiting on `EAGAIN`.
+    pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        std::future::poll_fn(|cx| self.reg.poll_io(cx, Interest::Readable, || op(&self.io))).await
+    }
+
+    /// Runs `op` with `&mut T` when readable, waiting on `EAGAIN`.
+    pub async fn read_with_mut<R>(
+        &mut self,
+        mut op: impl FnMut(&mut T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let Async { reg, io } = self;
+        std::future::poll_fn(|cx| reg.poll_io(cx, Interest::Readable, || op(io))).await
+    }
+
+    /// Runs `op` when writable, waiting on `EAGAIN`.
+    pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        std::future::poll_fn(|cx| self.reg.poll_io(cx, Interest::Writable, || op(&self.io))).await
+    }
+
+    /// Runs `op` with `&mut T` when writable, waiting on `EAGAIN`.
+    pub async fn write_with_mut<R>(
+        &mut self,
+        mut op: impl FnMut(&mut T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let Async { reg, io } = self;
+        std::future::poll_fn(|cx| reg.poll_io(cx, Interest::Writable, || op(io))).await
+    }
+
+    /// Poll-style readiness, for hand-written futures.
+    pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<()> {
+        self.reg.poll_ready(cx, interest).map(|_| ())
+    }
+
+    /// The registration, for hand-written futures that follow the
+    /// edge-triggered contract themselves.
+    pub fn registration(&self) -> &Registration {
+        &self.reg
+    }
+}
+
+impl<T: AsRawFd + Read> Async<T> {
+    /// Reads into `buf`; `Ok(0)` is end of file.
+    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with_mut(|io| io.read(buf)).await
+    }
+
+    /// Reads exactly `buf.len()` bytes.
+    pub async fn read_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.read(buf).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
+}
+
+impl<T: AsRawFd + Write> Async<T> {
+    /// Writes some of `buf`.
+    pub async fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_with_mut(|io| io.write(buf)).await
+    }
+
+    /// Writes all of `buf`.
+    pub async fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.write(buf).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            buf = &buf[n..];
+        }
+        Ok(())
+    }
+}
+
+impl<T: AsRawFd> AsRawFd for Async<T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
+impl<T: AsRawFd> Drop for Async<T> {
+    fn drop(&mut self) {
+        // SAFETY: fields are dropped once, here, registration first so the
+        // fd leaves epoll before `io` closes it.
+        unsafe {
+            ManuallyDrop::drop(&mut self.reg);
+            ManuallyDrop::drop(&mut self.io);
+        }
+    }
+}
+
+impl<T: AsRawFd + fmt::Debug> fmt::Debug for Async<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Async")
+            .field("io", &*self.io)
+            .field("registration", &*self.reg)
+            .finish()
+    }
+}

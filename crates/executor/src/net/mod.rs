@@ -1,0 +1,5 @@
+//! Networking: TCP listener and stream over the thread's reactor.
+
+mod tcp;
+
+pub use tcp::{TcpListener, TcpStream};

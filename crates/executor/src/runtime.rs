@@ -1,0 +1,533 @@
+//! The per-thread runtime: a FIFO run queue of tasks, the loop that polls
+//! them, and the reactor it sleeps in.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use reactor::{Notifier, Reactor};
+
+use crate::task::{JoinHandle, RunOutcome, TaskRef};
+
+/// Polls per tick before the reactor is checked (without blocking) for I/O
+/// and timers, so a crowd of ready tasks cannot starve the network.
+pub const DEFAULT_BUDGET: usize = 128;
+
+/// The part of a runtime other threads can reach: where remote wakes land.
+pub(crate) struct Shared {
+    inbox: Mutex<Inbox>,
+    /// Mirrors `inbox.tasks.len()` so that the owner checks it without a lock.
+    inbox_len: AtomicUsize,
+    notifier: Notifier,
+    remote_wakes: AtomicU64,
+}
+
+struct Inbox {
+    tasks: Vec<TaskRef>,
+    /// The runtime is gone: drop remote wakes instead of queueing them.
+    closed: bool,
+}
+
+impl Shared {
+    /// A wake from a thread that is not running this runtime.
+    fn push_remote(&self, task: TaskRef) {
+        let rejected = {
+            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            if inbox.closed {
+                Some(task)
+            } else {
+                inbox.tasks.push(task);
+                self.inbox_len.store(inbox.tasks.len(), Ordering::Release);
+                None
+            }
+        };
+        // Dropped outside the lock: it may be the last reference.
+        if rejected.is_none() {
+            self.remote_wakes.fetch_add(1, Ordering::Relaxed);
+            self.notifier.notify();
+        }
+    }
+}
+
+/// Counters of one runtime (plain cells: only its thread writes them).
+#[derive(Default)]
+struct Counters {
+    spawned: Cell<u64>,
+    polls: Cell<u64>,
+    completed: Cell<u64>,
+    panicked: Cell<u64>,
+    local_wakes: Cell<u64>,
+    queue_high_water: Cell<usize>,
+    ticks: Cell<u64>,
+}
+
+/// A snapshot of a runtime's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// Tasks spawned.
+    pub spawned: u64,
+    /// Tasks alive (spawned, not finished).
+    pub alive: u64,
+    /// Task polls.
+    pub polls: u64,
+    /// Tasks finished (value, panic or cancel).
+    pub completed: u64,
+    /// Tasks whose future panicked.
+    pub panicked: u64,
+    /// Wakes from this thread.
+    pub local_wakes: u64,
+    /// Wakes from other threads (through the inbox and eventfd).
+    pub remote_wakes: u64,
+    /// Longest the run queue has been.
+    pub queue_high_water: u64,
+    /// Loop iterations that ended in a reactor turn.
+    pub ticks: u64,
+}
+
+pub(crate) struct Core {
+    reactor: Reactor,
+    queue: RefCell<VecDeque<TaskRef>>,
+    /// Every live task, so that dropping the runtime drops every future here,
+    /// on its own thread.
+    owned: RefCell<Slab>,
+    shared: Arc<Shared>,
+    budget: usize,
+    next_id: Cell<u64>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Slab {
+    entries: Vec<Option<TaskRef>>,
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl Slab {
+    fn insert(&mut self, task: TaskRef) -> usize {
+        self.len += 1;
+        if let Some(i) = self.free.pop() {
+            self.entries[i] = Some(task);
+            i
+        } else {
+            self.entries.push(Some(task));
+            self.entries.len() - 1
+        }
+    }
+
+    fn remove(&mut self, i: usize) -> Option<TaskRef> {
+        let t = self.entries.get_mut(i)?.take()?;
+        self.free.push(i);
+        self.len -= 1;
+        Some(t)
+    }
+}
+
+thread_local! {
+    /// The core running on this thread, set for the duration of `block_on`.
+    static CURRENT: Cell<*const Core> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Queues a woken task: on its own runtime's thread straight into the local
+/// FIFO, from anywhere else through that runtime's locked inbox + eventfd.
+pub(crate) fn schedule(task: TaskRef) {
+    let local = CURRENT.with(|c| c.get());
+    if !local.is_null() {
+        // SAFETY: CURRENT is non-null only while `block_on` runs on this
+        // thread, and it points at the core that `block_on` keeps alive.
+        let core = unsafe { &*local };
+        if Arc::ptr_eq(&core.shared, &task.header().shared) {
+            core.push_local(task);
+            return;
+        }
+    }
+    let shared = task.header().shared.clone();
+    shared.push_remote(task);
+}
+
+impl Core {
+    fn push_local(&self, task: TaskRef) {
+        bump(&self.counters.local_wakes);
+        let mut q = self.queue.borrow_mut();
+        q.push_back(task);
+        if q.len() > self.counters.queue_high_water.get() {
+            self.counters.queue_high_water.set(q.len());
+        }
+    }
+
+    fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        bump(&self.counters.spawned);
+        let task = TaskRef::new(future, self.shared.clone(), id);
+        // `new` counted three references; hand them out.
+        // SAFETY: the count includes the owned slab's and the queue's.
+        let (for_owned, for_queue) = unsafe { (task.alias(), task.alias()) };
+        let index = self.owned.borrow_mut().insert(for_owned);
+        task.header().owned_index.set(index);
+        self.push_local(for_queue);
+        JoinHandle::new(task)
+    }
+
+    /// Moves remote wakes into the local queue (no lock if there are none).
+    fn drain_inbox(&self) {
+        if self.shared.inbox_len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let tasks = {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.inbox_len.store(0, Ordering::Relaxed);
+            std::mem::take(&mut inbox.tasks)
+        };
+        let mut q = self.queue.borrow_mut();
+        q.extend(tasks);
+        if q.len() > self.counters.queue_high_water.get() {
+            self.counters.queue_high_water.set(q.len());
+        }
+    }
+
+    /// Runs queued tasks until the queue is empty or `limit` polls are done.
+    fn run_tasks(&self, limit: usize) -> usize {
+        let mut polled = 0;
+        while polled < limit {
+            // The borrow ends before the poll: the task may wake others.
+            let Some(task) = self.queue.borrow_mut().pop_front() else {
+                break;
+            };
+            polled += 1;
+            let index = task.header().owned_index.get();
+            match task.run() {
+                (RunOutcome::Requeue, Some(task)) => self.queue.borrow_mut().push_back(task),
+                (outcome @ (RunOutcome::Complete | RunOutcome::Panicked), _) => {
+                    bump(&self.counters.completed);
+                    if outcome == RunOutcome::Panicked {
+                        bump(&self.counters.panicked);
+                    }
+                    let owned = self.owned.borrow_mut().remove(index);
+                    drop(owned); // outside the borrow: may free the task
+                }
+                _ => {}
+            }
+        }
+        self.counters
+            .polls
+            .set(self.counters.polls.get() + polled as u64);
+        polled
+    }
+
+    fn stats(&self) -> RuntimeStats {
+        let c = &self.counters;
+        RuntimeStats {
+            spawned: c.spawned.get(),
+            alive: self.owned.borrow().len as u64,
+            polls: c.polls.get(),
+            completed: c.completed.get(),
+            panicked: c.panicked.get(),
+            local_wakes: c.local_wakes.get(),
+            remote_wakes: self.shared.remote_wakes.load(Ordering::Relaxed),
+            queue_high_water: c.queue_high_water.get() as u64,
+            ticks: c.ticks.get(),
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        !self.queue.borrow().is_empty() || self.shared.inbox_len.load(Ordering::Acquire) != 0
+    }
+}
+
+fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+/// A single-threaded runtime: a reactor plus a FIFO of tasks.
+///
+/// Tasks never leave the thread that spawned them, so [`spawn`] accepts
+/// `!Send` futures: a connection handler can hold `Rc`s and `RefCell`s
+/// freely, and nothing pays for synchronisation it does not need. Spreading
+/// load over cores is the dispatcher's job (one runtime per worker thread),
+/// not the executor's.
+pub struct Runtime {
+    core: Rc<Core>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Options for a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    budget: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            budget: DEFAULT_BUDGET,
+        }
+    }
+}
+
+impl Builder {
+    /// Default options.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Task polls between two reactor checks (at least 1).
+    pub fn budget(mut self, polls: usize) -> Builder {
+        self.budget = polls.max(1);
+        self
+    }
+
+    /// Creates the runtime (and its reactor) on this thread.
+    pub fn build(self) -> io::Result<Runtime> {
+        let reactor = Reactor::new()?;
+        let shared = Arc::new(Shared {
+            inbox: Mutex::new(Inbox {
+                tasks: Vec::new(),
+                closed: false,
+            }),
+            inbox_len: AtomicUsize::new(0),
+            notifier: reactor.notifier(),
+            remote_wakes: AtomicU64::new(0),
+        });
+        Ok(Runtime {
+            core: Rc::new(Core {
+                reactor,
+                queue: RefCell::new(VecDeque::with_capacity(256)),
+                owned: RefCell::new(Slab::default()),
+                shared,
+                budget: self.budget,
+                next_id: Cell::new(1),
+                counters: Counters::default(),
+            }),
+        })
+    }
+}
+
+/// The waker of `block_on`'s own future: a flag, plus an eventfd write when
+/// the wake comes from another thread.
+struct MainWaker {
+    woken: AtomicBool,
+    notifier: Notifier,
+    owner: std::thread::ThreadId,
+}
+
+impl Wake for MainWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.woken.swap(true, Ordering::AcqRel) && std::thread::current().id() != self.owner {
+            self.notifier.notify();
+        }
+    }
+}
+
+impl Runtime {
+    /// A runtime with default options.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// The runtime's reactor.
+    pub fn reactor(&self) -> &Reactor {
+        &self.core.reactor
+    }
+
+    /// Spawns a task; it first runs when `block_on` next drives the queue.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(future)
+    }
+
+    /// Runs `future` to completion on this thread, running spawned tasks and
+    /// the reactor meanwhile. Spawned tasks still pending when it returns stay
+    /// queued for the next `block_on` (or are dropped with the runtime).
+    ///
+    /// # Panics
+    /// If called from inside a runtime on this thread (it would deadlock).
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        let core = &*self.core;
+        let _enter = Enter::new(core);
+        let _reactor = core.reactor.enter();
+
+        let main = Arc::new(MainWaker {
+            woken: AtomicBool::new(true),
+            notifier: core.reactor.notifier(),
+            owner: std::thread::current().id(),
+        });
+        let waker = Waker::from(main.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+
+        let mut since_turn = 0;
+        loop {
+            if main.woken.swap(false, Ordering::AcqRel) {
+                since_turn += 1;
+                if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                    return v;
+                }
+            }
+            since_turn += core.run_tasks(core.budget.saturating_sub(since_turn));
+            core.drain_inbox();
+
+            let idle = !core.has_work() && !main.woken.load(Ordering::Acquire);
+            if idle || since_turn >= core.budget {
+                bump(&core.counters.ticks);
+                // Idle: sleep until I/O, a timer or a remote wake. Busy: only
+                // peek, so that I/O and timers keep flowing under load.
+                let timeout = if idle { None } else { Some(Duration::ZERO) };
+                if let Err(e) = core.reactor.turn(timeout) {
+                    // epoll_wait fails only on programming errors (EBADF,
+                    // EFAULT); spinning on it would hide the bug.
+                    panic!("reactor failed: {e}");
+                }
+                since_turn = 0;
+                core.drain_inbox();
+            }
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> RuntimeStats {
+        self.core.stats()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let core = &*self.core;
+        // Refuse further remote wakes, then drop every queued reference.
+        let remote = {
+            let mut inbox = core.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox.closed = true;
+            core.shared.inbox_len.store(0, Ordering::Relaxed);
+            std::mem::take(&mut inbox.tasks)
+        };
+        drop(remote);
+        // Cancel every live task here, on its own thread. A future's drop may
+        // touch the reactor (deregistering its fds), so enter it.
+        // (Dropped inside another runtime's block_on: cancellation wakes then
+        // take the remote path, find the inbox closed, and are dropped.)
+        let _reactor = core.reactor.enter();
+        let _enter = Enter::try_new(core);
+        // A cancelled future's destructor may drop other handles or even
+        // spawn, so take the whole slab in rounds until it stays empty.
+        loop {
+            let batch = {
+                let mut owned = core.owned.borrow_mut();
+                owned.free.clear();
+                owned.len = 0;
+                std::mem::take(&mut owned.entries)
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for task in batch.into_iter().flatten() {
+                task.cancel_now();
+            }
+        }
+        let queued = std::mem::take(&mut *core.queue.borrow_mut());
+        drop(queued);
+    }
+}
+
+/// Marks this thread as running `core`; restores the previous state on drop.
+struct Enter {
+    prev: *const Core,
+}
+
+impl Enter {
+    /// Enters `core`, or returns `None` if a runtime already runs here.
+    fn try_new(core: &Core) -> Option<Enter> {
+        let prev = CURRENT.with(|c| c.get());
+        if !prev.is_null() {
+            return None;
+        }
+        CURRENT.with(|c| c.set(core as *const Core));
+        Some(Enter { prev })
+    }
+
+    fn new(core: &Core) -> Enter {
+        Self::try_new(core).expect(
+            "cannot block_on inside a runtime on the same thread: it would block the \
+             runtime that is polling the caller (spawn the future instead)",
+        )
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// Runs `future` on a fresh runtime on this thread and returns its output.
+///
+/// # Panics
+/// If the runtime cannot be created (no fds left) or when nested.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    Runtime::new()
+        .expect("failed to create runtime (epoll/eventfd)")
+        .block_on(future)
+}
+
+/// Spawns a task on the runtime running this thread.
+///
+/// # Panics
+/// Outside `block_on`.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let core = CURRENT.with(|c| c.get());
+    assert!(!core.is_null(), "spawn called outside of a runtime");
+    // SAFETY: non-null CURRENT points at the core kept alive by `block_on`.
+    unsafe { &*core }.spawn(future)
+}
+
+/// Stats of the runtime running this thread, if any.
+pub fn current_stats() -> Option<RuntimeStats> {
+    let core = CURRENT.with(|c| c.get());
+    if core.is_null() {
+        return None;
+    }
+    // SAFETY: as in `spawn`.
+    Some(unsafe { &*core }.stats())
+}
+
+/// Gives other tasks a turn: the task goes to the back of the run queue.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
