@@ -146,7 +146,9 @@ fn wake_while_running_polls_once_more() {
                 if polls.get() == 1 {
                     // Woken twice during its own poll: still one extra poll.
                     cx.waker().wake_by_ref();
-                    cx.waker().clone().wake();
+                    // A by-value wake of a clone: exercises the other path.
+                    let clone = cx.waker().clone();
+                    clone.wake();
                     Poll::Pending
                 } else {
                     Poll::Ready(())

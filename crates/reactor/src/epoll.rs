@@ -26,7 +26,7 @@ impl Epoll {
     /// `epoll_create1(EPOLL_CLOEXEC)`.
     pub fn new() -> io::Result<Epoll> {
         // SAFETY: no pointers; returns a new fd or -1.
-        let fd = syscall!(epoll_create1(libc::EPOLL_CLOEXEC))?;
+        let fd = syscall!(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: the fd was just created and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Epoll { fd })
@@ -40,12 +40,9 @@ impl Epoll {
             u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        syscall!(epoll_ctl(
-            self.fd.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            fd,
-            &mut ev
-        ))?;
+        syscall!(unsafe {
+            libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev)
+        })?;
         Ok(())
     }
 
@@ -53,12 +50,14 @@ impl Epoll {
     /// open file description, and a `dup`ed copy would keep reporting.
     pub fn delete(&self, fd: RawFd) -> io::Result<()> {
         // SAFETY: a null event pointer is allowed for EPOLL_CTL_DEL (since 2.6.9).
-        syscall!(epoll_ctl(
-            self.fd.as_raw_fd(),
-            libc::EPOLL_CTL_DEL,
-            fd,
-            std::ptr::null_mut()
-        ))?;
+        syscall!(unsafe {
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        })?;
         Ok(())
     }
 
@@ -71,12 +70,9 @@ impl Epoll {
         let cap = events.buf.capacity() as i32;
         // SAFETY: the buffer is valid for `cap` writes of epoll_event; the
         // kernel writes at most `cap` entries, and `len` is set from its answer.
-        let n = match syscall!(epoll_wait(
-            self.fd.as_raw_fd(),
-            events.buf.as_mut_ptr(),
-            cap,
-            ms
-        )) {
+        let n = match syscall!(unsafe {
+            libc::epoll_wait(self.fd.as_raw_fd(), events.buf.as_mut_ptr(), cap, ms)
+        }) {
             Ok(n) => n as usize,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
             Err(e) => return Err(e),

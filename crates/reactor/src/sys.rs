@@ -2,7 +2,7 @@
 //! deals in file descriptors goes through here.
 //!
 //! Rules this module enforces, so callers cannot forget them:
-//! - a failed call (`-1`) becomes an [`io::Error`] through [`syscall!`];
+//! - a failed call (`-1`) becomes an [`io::Error`] through [`syscall!`](crate::syscall);
 //! - every fd it creates is `CLOEXEC` and non-blocking, and comes back as an
 //!   [`OwnedFd`] so that it is closed exactly once.
 
@@ -11,21 +11,45 @@ use std::mem::{self, MaybeUninit};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Calls a `libc` function and turns the C convention (`-1` and `errno`) into
-/// an `io::Result` carrying the return value.
+/// Turns the C convention of a syscall's result (`-1` and `errno`) into an
+/// `io::Result` carrying the return value.
 ///
-/// The macro expands to an `unsafe` call: the caller's `// SAFETY:` comment
-/// must justify the arguments it passes.
+/// It takes the call as an expression, `syscall!(unsafe { libc::close(fd) })`,
+/// so that the `unsafe` block stays at the call site, right under the
+/// `// SAFETY:` comment that justifies its arguments.
 #[macro_export]
 macro_rules! syscall {
-    ($fn:ident ( $($arg:expr),* $(,)? )) => {{
-        let res = unsafe { ::libc::$fn($($arg),*) };
-        if res == -1 {
-            Err(::std::io::Error::last_os_error())
-        } else {
-            Ok(res)
-        }
-    }};
+    ($call:expr) => {
+        $crate::sys::cvt($call)
+    };
+}
+
+/// Syscall return types that signal failure with `-1`.
+pub trait MinusOne: Copy + PartialEq {
+    /// The failure value.
+    const MINUS_ONE: Self;
+}
+
+impl MinusOne for i32 {
+    const MINUS_ONE: Self = -1;
+}
+
+impl MinusOne for isize {
+    const MINUS_ONE: Self = -1;
+}
+
+impl MinusOne for i64 {
+    const MINUS_ONE: Self = -1;
+}
+
+/// `-1` becomes the thread's `errno` as an `io::Error`; anything else is `Ok`.
+#[inline]
+pub fn cvt<T: MinusOne>(res: T) -> io::Result<T> {
+    if res == T::MINUS_ONE {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(res)
+    }
 }
 
 /// Takes ownership of a freshly created fd.
@@ -40,7 +64,7 @@ unsafe fn owned(fd: RawFd) -> OwnedFd {
 /// Puts `fd` in non-blocking mode (and leaves its other flags alone).
 pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
     // SAFETY: F_GETFL takes no pointer; a bad fd only yields EBADF.
-    let flags = syscall!(fcntl(fd, libc::F_GETFL))?;
+    let flags = syscall!(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
     let new = if nonblocking {
         flags | libc::O_NONBLOCK
     } else {
@@ -48,7 +72,7 @@ pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
     };
     if new != flags {
         // SAFETY: F_SETFL with an int argument; no memory is passed.
-        syscall!(fcntl(fd, libc::F_SETFL, new))?;
+        syscall!(unsafe { libc::fcntl(fd, libc::F_SETFL, new) })?;
     }
     Ok(())
 }
@@ -56,7 +80,7 @@ pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
 /// Creates a non-blocking, close-on-exec eventfd with a zero counter.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; the kernel returns a new fd or -1.
-    let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
+    let fd = syscall!(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
     // SAFETY: the fd was just created and is owned by nobody else.
     Ok(unsafe { owned(fd) })
 }
@@ -65,7 +89,7 @@ pub fn eventfd() -> io::Result<OwnedFd> {
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
-    syscall!(pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC))?;
+    syscall!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
     // SAFETY: pipe2 succeeded, so both fds are new and owned by us alone.
     Ok(unsafe { (owned(fds[0]), owned(fds[1])) })
 }
@@ -73,7 +97,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `read(2)` into `buf`; `Ok(0)` means end of file.
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    let n = syscall!(read(fd, buf.as_mut_ptr().cast(), buf.len()))?;
+    let n = syscall!(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
@@ -81,14 +105,15 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// `SIGPIPE`.
 pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n = syscall!(write(fd, buf.as_ptr().cast(), buf.len()))?;
+    let n = syscall!(unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
 /// `send(2)` with `MSG_NOSIGNAL`: a vanished peer gives `EPIPE`, not a signal.
 pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n = syscall!(send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL))?;
+    let n =
+        syscall!(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })?;
     Ok(n as usize)
 }
 
@@ -101,7 +126,7 @@ pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
     // SAFETY: msg points at `bufs`, which lives for the call and is only read.
-    let n = syscall!(sendmsg(fd, &msg, libc::MSG_NOSIGNAL))?;
+    let n = syscall!(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) })?;
     Ok(n as usize)
 }
 
@@ -113,12 +138,14 @@ pub fn accept(listener: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
     let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: storage/len describe a writable sockaddr_storage, as accept4 requires.
-    let fd = syscall!(accept4(
-        listener,
-        storage.as_mut_ptr().cast(),
-        &mut len,
-        ACCEPT_FLAGS
-    ))?;
+    let fd = syscall!(unsafe {
+        libc::accept4(
+            listener,
+            storage.as_mut_ptr().cast(),
+            &mut len,
+            ACCEPT_FLAGS,
+        )
+    })?;
     // SAFETY: accept4 succeeded: the fd is new, and the kernel filled `storage`.
     let fd = unsafe { owned(fd) };
     // SAFETY: zero-initialised and (partly) written by the kernel.
@@ -129,12 +156,14 @@ pub fn accept(listener: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
 /// `accept4(2)` without asking for the peer address (one copy fewer).
 pub fn accept_fd(listener: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: null address pointers are allowed and mean "don't report it".
-    let fd = syscall!(accept4(
-        listener,
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        ACCEPT_FLAGS
-    ))?;
+    let fd = syscall!(unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            ACCEPT_FLAGS,
+        )
+    })?;
     // SAFETY: accept4 succeeded, so the fd is new and ours.
     Ok(unsafe { owned(fd) })
 }
@@ -167,13 +196,15 @@ pub fn tcp_listener(addr: SocketAddr, opts: ListenOptions) -> io::Result<OwnedFd
     }
     let (storage, len) = std_to_sockaddr(&addr);
     // SAFETY: storage/len describe a valid sockaddr for the socket's family.
-    syscall!(bind(
-        sock.as_raw_fd(),
-        (&storage as *const libc::sockaddr_storage).cast(),
-        len
-    ))?;
+    syscall!(unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     // SAFETY: no pointers.
-    syscall!(listen(sock.as_raw_fd(), opts.backlog))?;
+    syscall!(unsafe { libc::listen(sock.as_raw_fd(), opts.backlog) })?;
     Ok(sock)
 }
 
@@ -184,11 +215,13 @@ pub fn tcp_socket(addr: SocketAddr) -> io::Result<OwnedFd> {
         SocketAddr::V6(_) => libc::AF_INET6,
     };
     // SAFETY: no pointers; returns a new fd or -1.
-    let fd = syscall!(socket(
-        family,
-        libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        0
-    ))?;
+    let fd = syscall!(unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
     // SAFETY: the fd was just created and is ours.
     Ok(unsafe { owned(fd) })
 }
@@ -199,11 +232,9 @@ pub fn tcp_socket(addr: SocketAddr) -> io::Result<OwnedFd> {
 pub fn connect(fd: RawFd, addr: SocketAddr) -> io::Result<bool> {
     let (storage, len) = std_to_sockaddr(&addr);
     // SAFETY: storage/len describe a valid sockaddr for the socket's family.
-    match syscall!(connect(
-        fd,
-        (&storage as *const libc::sockaddr_storage).cast(),
-        len
-    )) {
+    match syscall!(unsafe {
+        libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len)
+    }) {
         Ok(_) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
         Err(e) => Err(e),
@@ -219,13 +250,15 @@ pub fn take_socket_error(fd: RawFd) -> io::Result<Option<io::Error>> {
 /// Sets an integer socket option.
 pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` is a live int and the length says so.
-    syscall!(setsockopt(
-        fd,
-        level,
-        name,
-        (&value as *const i32).cast(),
-        mem::size_of::<i32>() as libc::socklen_t
-    ))?;
+    syscall!(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const i32).cast(),
+            mem::size_of::<i32>() as libc::socklen_t,
+        )
+    })?;
     Ok(())
 }
 
@@ -234,13 +267,9 @@ pub fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;
     let mut len = mem::size_of::<i32>() as libc::socklen_t;
     // SAFETY: value/len describe a writable int.
-    syscall!(getsockopt(
-        fd,
-        level,
-        name,
-        (&mut value as *mut i32).cast(),
-        &mut len
-    ))?;
+    syscall!(unsafe {
+        libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len)
+    })?;
     Ok(value)
 }
 
@@ -252,7 +281,7 @@ pub fn shutdown(fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
         std::net::Shutdown::Both => libc::SHUT_RDWR,
     };
     // SAFETY: no pointers.
-    syscall!(shutdown(fd, how))?;
+    syscall!(unsafe { libc::shutdown(fd, how) })?;
     Ok(())
 }
 
@@ -272,10 +301,10 @@ fn sock_name(fd: RawFd, peer: bool) -> io::Result<SocketAddr> {
     let ptr = storage.as_mut_ptr().cast();
     if peer {
         // SAFETY: storage/len describe a writable sockaddr_storage.
-        syscall!(getpeername(fd, ptr, &mut len))?;
+        syscall!(unsafe { libc::getpeername(fd, ptr, &mut len) })?;
     } else {
         // SAFETY: as above.
-        syscall!(getsockname(fd, ptr, &mut len))?;
+        syscall!(unsafe { libc::getsockname(fd, ptr, &mut len) })?;
     }
     // SAFETY: zero-initialised and written by the kernel.
     sockaddr_to_std(unsafe { storage.assume_init_ref() })
@@ -347,9 +376,11 @@ mod tests {
     fn pipe_is_nonblocking_and_cloexec() {
         let (r, w) = pipe().unwrap();
         for fd in [r.as_raw_fd(), w.as_raw_fd()] {
-            let fl = syscall!(fcntl(fd, libc::F_GETFL)).unwrap();
+            // SAFETY: F_GETFL takes no pointer.
+            let fl = syscall!(unsafe { libc::fcntl(fd, libc::F_GETFL) }).unwrap();
             assert_ne!(fl & libc::O_NONBLOCK, 0);
-            let fdfl = syscall!(fcntl(fd, libc::F_GETFD)).unwrap();
+            // SAFETY: F_GETFD takes no pointer.
+            let fdfl = syscall!(unsafe { libc::fcntl(fd, libc::F_GETFD) }).unwrap();
             assert_ne!(fdfl & libc::FD_CLOEXEC, 0);
         }
         let mut buf = [0u8; 4];
@@ -385,7 +416,8 @@ mod tests {
             }
         };
         assert_eq!(peer, _c.local_addr().unwrap());
-        let fl = syscall!(fcntl(fd.as_raw_fd(), libc::F_GETFL)).unwrap();
+        // SAFETY: F_GETFL takes no pointer.
+        let fl = syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) }).unwrap();
         assert_ne!(fl & libc::O_NONBLOCK, 0);
     }
 }

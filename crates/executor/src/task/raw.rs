@@ -108,7 +108,7 @@ impl TaskRef {
     pub(crate) fn new<F: Future + 'static>(future: F, shared: Arc<Shared>, id: u64) -> TaskRef {
         let cell = Box::new(TaskCell {
             header: Header {
-                state: AtomicUsize::new(3 * REF_ONE | SCHEDULED | HANDLE),
+                state: AtomicUsize::new((3 * REF_ONE) | SCHEDULED | HANDLE),
                 vtable: vtable::<F>(),
                 shared,
                 owned_index: StdCell::new(usize::MAX),

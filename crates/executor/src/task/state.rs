@@ -62,9 +62,9 @@ mod tests {
     fn flags_and_refcount_do_not_overlap() {
         let all = SCHEDULED | RUNNING | COMPLETE | CLOSED | HANDLE;
         assert_eq!(all & REF_MASK, 0);
-        assert_eq!(refs(3 * REF_ONE | all), 3);
+        assert_eq!(refs((3 * REF_ONE) | all), 3);
         assert_eq!(
-            describe(2 * REF_ONE | SCHEDULED | HANDLE),
+            describe((2 * REF_ONE) | SCHEDULED | HANDLE),
             "SCHEDULED|HANDLE refs=2"
         );
     }
