@@ -139,7 +139,10 @@ thread_local! {
 /// Queues a woken task: on its own runtime's thread straight into the local
 /// FIFO, from anywhere else through that runtime's locked inbox + eventfd.
 pub(crate) fn schedule(task: TaskRef) {
-    let local = CURRENT.with(|c| c.get());
+    // try_with: a waker may fire while this thread's locals are torn down.
+    let local = CURRENT
+        .try_with(|c| c.get())
+        .unwrap_or(std::ptr::null());
     if !local.is_null() {
         // SAFETY: CURRENT is non-null only while `block_on` runs on this
         // thread, and it points at the core that `block_on` keeps alive.

@@ -1,11 +1,16 @@
 //! Cross-thread notification: how another thread interrupts `epoll_wait`.
 //!
-//! The reactor keeps an eventfd in its epoll set. [`Notifier::notify`] writes
-//! to it, which makes it readable and ends the wait. Notifies coalesce: the
-//! first one sets a flag and writes; later ones see the flag and return, so a
-//! burst of a thousand remote wakes costs one syscall. The reactor reads the
-//! eventfd *before* clearing the flag; clearing first would let a notify slip
-//! in between, be swallowed by the read, and leave the flag set forever.
+//! The reactor keeps an eventfd in its epoll set, registered edge-triggered
+//! for reading. [`Notifier::notify`] writes to it, which ends the wait.
+//! Notifies coalesce: the first one sets a flag and writes; later ones see the
+//! flag and return, so a burst of a thousand remote wakes costs one syscall.
+//!
+//! The reactor never reads the eventfd. In edge-triggered mode *every* write
+//! to an eventfd is a new edge (the kernel re-queues the fd on each write), so
+//! clearing the flag when the event arrives is enough, and saves a syscall per
+//! remote wake. The counter grows by one per non-coalesced notify; were it to
+//! reach its maximum (2^64 - 2), the write fails with `EAGAIN` and the
+//! notifier drains the counter and writes again.
 
 use std::fmt;
 use std::io;
@@ -55,14 +60,16 @@ impl Notifier {
             return;
         }
         self.shared.writes.fetch_add(1, Ordering::Relaxed);
-        match sys::write(self.shared.fd.as_raw_fd(), &1u64.to_ne_bytes()) {
-            Ok(_) => {}
-            // The counter would pass u64::MAX - 1: it is far from zero, so the
-            // fd is readable already and the reactor will wake anyway.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            // EBADF etc. cannot happen while we hold the fd; nothing to do if
-            // it somehow does, and a notify must never panic in a waker.
-            Err(_) => {}
+        let fd = self.shared.fd.as_raw_fd();
+        let one = 1u64.to_ne_bytes();
+        if let Err(e) = sys::write(fd, &one) {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                // Counter at its maximum: drain it, then the write fits.
+                let _ = sys::read(fd, &mut [0u8; 8]);
+                let _ = sys::write(fd, &one);
+            }
+            // Other errors (EBADF) cannot happen while we hold the fd, and a
+            // waker must never panic.
         }
     }
 
@@ -75,12 +82,9 @@ impl Notifier {
         self.shared.fd.as_raw_fd()
     }
 
-    /// Consumes the pending notification. Called by the reactor when the
-    /// eventfd is readable. Order matters: read, then clear the flag.
+    /// Acknowledges the notification: called by the reactor when the eventfd
+    /// reported an edge. The next notify writes (and so wakes) again.
     pub(crate) fn reset(&self) {
-        let mut buf = [0u8; 8];
-        // EAGAIN: already drained. Any value read just resets the counter.
-        let _ = sys::read(self.shared.fd.as_raw_fd(), &mut buf);
         self.shared.notified.store(false, Ordering::Release);
     }
 }
@@ -106,15 +110,29 @@ mod tests {
         let n = Notifier::new().unwrap();
         // Drive the eventfd counter to its maximum: a further write would block.
         sys::write(n.raw_fd(), &(u64::MAX - 1).to_ne_bytes()).unwrap();
-        n.notify(); // gets EAGAIN internally; must not panic or wedge.
-        n.reset();
+        n.notify(); // drains and writes again; must not panic or wedge.
         let mut buf = [0u8; 8];
-        assert_eq!(
-            sys::read(n.raw_fd(), &mut buf).unwrap_err().kind(),
-            io::ErrorKind::WouldBlock,
-            "reset drained the counter"
-        );
+        sys::read(n.raw_fd(), &mut buf).unwrap();
+        assert_eq!(u64::from_ne_bytes(buf), 1, "counter was drained, then bumped");
+        n.reset();
         n.notify();
         assert_eq!(n.writes(), 2);
+    }
+
+    #[test]
+    fn every_write_is_a_new_edge() {
+        use crate::epoll::{Epoll, Events};
+        use std::time::Duration;
+        let n = Notifier::new().unwrap();
+        let ep = Epoll::new().unwrap();
+        ep.add(n.raw_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, 1)
+            .unwrap();
+        let mut ev = Events::with_capacity(4);
+        for _ in 0..3 {
+            n.notify();
+            assert_eq!(ep.wait(&mut ev, Some(Duration::ZERO)).unwrap(), 1);
+            assert_eq!(ep.wait(&mut ev, Some(Duration::ZERO)).unwrap(), 0);
+            n.reset(); // without reading the counter
+        }
     }
 }
