@@ -100,6 +100,7 @@ pub(crate) struct Core {
     owned: RefCell<Slab>,
     shared: Arc<Shared>,
     budget: usize,
+    on_turn: Option<Box<dyn Fn()>>,
     next_id: Cell<u64>,
     counters: Counters,
 }
@@ -274,15 +275,25 @@ impl fmt::Debug for Runtime {
 }
 
 /// Options for a [`Runtime`].
-#[derive(Debug, Clone)]
 pub struct Builder {
     budget: usize,
+    on_turn: Option<Box<dyn Fn()>>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("budget", &self.budget)
+            .field("on_turn", &self.on_turn.is_some())
+            .finish()
+    }
 }
 
 impl Default for Builder {
     fn default() -> Self {
         Builder {
             budget: DEFAULT_BUDGET,
+            on_turn: None,
         }
     }
 }
@@ -296,6 +307,13 @@ impl Builder {
     /// Task polls between two reactor checks (at least 1).
     pub fn budget(mut self, polls: usize) -> Builder {
         self.budget = polls.max(1);
+        self
+    }
+
+    /// A hook run after every reactor turn, before the woken tasks run: the
+    /// place for per-wake-up work such as refreshing a cached clock.
+    pub fn on_turn(mut self, hook: impl Fn() + 'static) -> Builder {
+        self.on_turn = Some(Box::new(hook));
         self
     }
 
@@ -318,6 +336,7 @@ impl Builder {
                 owned: RefCell::new(Slab::default()),
                 shared,
                 budget: self.budget,
+                on_turn: self.on_turn,
                 next_id: Cell::new(1),
                 counters: Counters::default(),
             }),
@@ -407,6 +426,9 @@ impl Runtime {
                     panic!("reactor failed: {e}");
                 }
                 since_turn = 0;
+                if let Some(hook) = &core.on_turn {
+                    hook();
+                }
                 core.drain_inbox();
             }
         }

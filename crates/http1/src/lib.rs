@@ -1,1 +1,117 @@
-//! http1 (work in progress)
+//! HTTP/1.1 without I/O: bytes in, requests out; responses encoded into a
+//! buffer.
+//!
+//! # Sans-IO
+//!
+//! This crate never reads a socket, never writes one, never blocks, never
+//! waits, and never looks at a clock except for the `Date` header. It is
+//! handed the bytes a connection has received so far and says what they
+//! mean: "a request head", "a piece of body", "the body ended", or "not
+//! enough yet". Answers go the other way: the server appends an encoded
+//! response to an output buffer, and writing that buffer out is again the
+//! caller's business.
+//!
+//! Keeping I/O out is what makes this layer:
+//!
+//! - **testable alone**: every rule (limits, framing, keep-alive, pipelining)
+//!   is a unit test on byte strings, and property tests split one byte
+//!   stream at every possible boundary to check that how the bytes arrive
+//!   never changes what they mean;
+//! - **shared by every runtime**: the stackless executor, the stackful
+//!   coroutines and plain OS threads all drive this same code, so when the
+//!   benchmarks compare them they compare the runtimes, not three parsers;
+//! - **cheap**: no allocation per request on the common path. A request head
+//!   is split off the read buffer as a reference-counted `Bytes` (shared, not
+//!   copied) and headers are offsets into it; responses are appended to a
+//!   buffer the connection reuses.
+//!
+//! # The flow
+//!
+//! ```text
+//!   socket bytes          one Decoder per connection        your handler
+//!  ┌──────────────┐      ┌────────────────────────┐      ┌──────────────┐
+//!  │ read buffer  │─────▶│ Decoder::decode(&mut b)│─────▶│ Message::Head│
+//!  │ (BytesMut)   │      │  head: httparse + limits│      │ Message::Body│
+//!  └──────────────┘      │  body: length / chunked │      │ Message::End │
+//!         ▲              └────────────────────────┘      └──────┬───────┘
+//!         │ read more on Ok(None)                               │
+//!         │                                                     ▼
+//!  ┌──────┴───────┐      ┌────────────────────────┐      ┌──────────────┐
+//!  │   kernel     │◀─────│ write buffer (BytesMut)│◀─────│ encode_*()   │
+//!  └──────────────┘      └────────────────────────┘      └──────────────┘
+//! ```
+//!
+//! - [`Decoder`] turns bytes into [`Message`]s: a [`Request`] head, then the
+//!   body as [`Message::Body`] pieces and [`Message::End`] (only for requests
+//!   that have a body). Pipelined requests come out one at a time; the bytes
+//!   after a request stay in the buffer. [`FullDecoder`] collects bodies for
+//!   handlers that want them whole.
+//! - Every [`Error`] carries the status to answer with (400, 413, 414, 431,
+//!   501, 505); after it the connection closes ([`encode_error`]).
+//! - [`encode_response`] is the fast path for small complete responses;
+//!   [`encode_head`] and [`BodyEncoder`] handle arbitrary headers and
+//!   streamed (chunked) bodies; [`encode_continue`] answers
+//!   `Expect: 100-continue`. Header names and values are validated, so a
+//!   handler cannot inject headers.
+//! - Smaller helpers: [`Status`] codes with reason phrases,
+//!   [`percent_decode`] for paths, and the per-thread `Date` cache
+//!   ([`refresh_date`] lets an event loop take the clock read off the
+//!   per-response path).
+//!
+//! # Cost
+//!
+//! Measured with callgrind on x86-64, release build: decoding
+//! `GET / HTTP/1.1\r\nHost: localhost:8080\r\n\r\n` and encoding a 13-byte
+//! `200 OK` takes about 1,500 instructions, of which httparse is about 530,
+//! splitting the head off the buffer (shared, not copied) about 70, and
+//! reading the clock for `Date` about 70 (gone with [`refresh_date`]). No
+//! heap allocation happens on that path.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use http1::{Decoder, Limits, Message, ReplyTo, Status, TEXT_PLAIN, encode_response};
+//!
+//! let mut decoder = Decoder::new(Limits::default());
+//! // Two pipelined requests, the second one not complete yet.
+//! let mut input = BytesMut::from(&b"GET /hello HTTP/1.1\r\nHost: a\r\n\r\nGET /wor"[..]);
+//! let mut output = BytesMut::new();
+//!
+//! while let Some(msg) = decoder.decode(&mut input)? {
+//!     if let Message::Head(req) = msg {
+//!         let body = format!("you asked for {}", req.path());
+//!         encode_response(&mut output, ReplyTo::new(&req), Status::OK, Some(TEXT_PLAIN), body.as_bytes());
+//!     }
+//! }
+//! // The partial second request waits in the buffer for more bytes.
+//! assert_eq!(&input[..], b"GET /wor");
+//! assert!(output.starts_with(b"HTTP/1.1 200 OK\r\n"));
+//! assert!(output.ends_with(b"\r\n\r\nyou asked for /hello"));
+//! # Ok::<(), http1::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+mod chunked;
+mod collect;
+mod date;
+mod decode;
+mod encode;
+mod error;
+mod framing;
+mod head;
+mod percent;
+mod request;
+mod status;
+
+pub use collect::FullDecoder;
+pub use date::{HTTP_DATE_LEN, format_http_date, http_date_now, refresh_date};
+pub use decode::{Decoder, Limits, MAX_HEAD_CAP, MAX_HEADERS_CAP, MAX_REQUEST_LINE_CAP, Message};
+pub use encode::{
+    BodyEncoder, Framing, HeaderValue, ReplyTo, TEXT_PLAIN, encode_chunk, encode_continue,
+    encode_error, encode_head, encode_last_chunk, encode_response,
+};
+pub use error::Error;
+pub use percent::{percent_decode, percent_decode_str};
+pub use request::{BodyKind, Headers, INLINE_HEADERS, Method, Request, Version};
+pub use status::Status;

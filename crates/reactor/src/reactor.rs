@@ -33,6 +33,9 @@ struct Inner {
     events: RefCell<Events>,
     /// Wakers collected during a turn, woken after all borrows are released.
     wake_buf: Cell<Vec<Waker>>,
+    /// The time after the last `epoll_wait`: a clock for coarse deadlines
+    /// that costs no `clock_gettime` per request.
+    now: Cell<Instant>,
     stats: Counters,
 }
 
@@ -90,6 +93,7 @@ impl Reactor {
                 notifier,
                 events: RefCell::new(Events::with_capacity(EVENTS_PER_WAIT)),
                 wake_buf: Cell::new(Vec::new()),
+                now: Cell::new(Instant::now()),
                 stats: Counters::default(),
             }),
         })
@@ -170,10 +174,9 @@ impl Reactor {
                 }
             }
         }
-        let fired = inner
-            .timers
-            .borrow_mut()
-            .fire_expired(Instant::now(), &mut wakers);
+        let now = Instant::now();
+        inner.now.set(now);
+        let fired = inner.timers.borrow_mut().fire_expired(now, &mut wakers);
         bump(&inner.stats.timers_fired, fired as u64);
 
         let woken = wakers.len();
@@ -201,6 +204,13 @@ impl Reactor {
             timers: timers.len() as u64,
             timers_pending: timers.pending() as u64,
         }
+    }
+
+    /// The time the last [`Reactor::turn`] woke up: a cached clock, at most
+    /// one loop iteration old, for deadlines that need no precision finer
+    /// than that (idle and header timeouts).
+    pub fn now(&self) -> Instant {
+        self.inner.now.get()
     }
 
     /// The earliest pending timer deadline.

@@ -101,6 +101,27 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// `read(2)` into uninitialised memory (a buffer's spare capacity), so that
+/// callers need not zero it first. Returns how many bytes, from the start of
+/// `buf`, the kernel initialised.
+pub fn read_uninit(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes; the kernel only
+    // writes, never reads, that memory.
+    let n = syscall!(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
+    Ok(n as usize)
+}
+
+/// `sendfile(2)`: copies up to `count` bytes of `in_fd` from `*offset` to the
+/// socket `out_fd` inside the kernel, advancing `*offset`.
+pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+    let mut off = i64::try_from(*offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    // SAFETY: `off` is a valid, writable off_t for the duration of the call.
+    let n = syscall!(unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) })?;
+    *offset = off as u64;
+    Ok(n as usize)
+}
+
 /// `write(2)` from `buf`. For sockets prefer [`send`], which never raises
 /// `SIGPIPE`.
 pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {

@@ -5,6 +5,7 @@
 //! closed (the design's rule).
 
 use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::task::{Context, Poll};
@@ -120,6 +121,32 @@ impl TcpStream {
         })
     }
 
+    /// Reads into uninitialised memory (e.g. a buffer's spare capacity);
+    /// returns how many bytes at the start of `buf` are now initialised.
+    pub fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Interest::Readable, || {
+            sys::read_uninit(self.fd.as_raw_fd(), buf)
+        })
+    }
+
+    /// Sends up to `count` bytes of `file` from `*offset` with `sendfile(2)`,
+    /// advancing `*offset`. `Ok(0)` means the file ended early.
+    pub fn poll_sendfile(
+        &self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Interest::Writable, || {
+            sys::sendfile(self.fd.as_raw_fd(), file, offset, count)
+        })
+    }
+
     /// Writes some of `buf` (never raises `SIGPIPE`).
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_write(cx, buf)).await
@@ -165,6 +192,11 @@ impl TcpStream {
     pub async fn readable(&self) -> io::Result<()> {
         std::future::poll_fn(|cx| self.reg.poll_ready(cx, Interest::Readable)).await;
         Ok(())
+    }
+
+    /// Poll form of [`TcpStream::readable`].
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.reg.poll_ready(cx, Interest::Readable).map(|_| ())
     }
 
     /// Waits until the socket is writable.

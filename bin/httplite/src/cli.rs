@@ -1,0 +1,201 @@
+//! Command-line interface.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// A small, fast HTTP/1.1 server on a hand-written epoll runtime.
+///
+/// Without --root it serves a built-in index page at / naming the built-in
+/// endpoints; with --root it serves the files under DIR. Built-in endpoints
+/// always live under /_httplite/ (plaintext, json, stats, echo, sleep).
+#[derive(Debug, Parser)]
+#[command(name = "httplite", version, about, long_about)]
+pub struct Cli {
+    /// Address to listen on.
+    #[arg(
+        long,
+        short = 'b',
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub bind: SocketAddr,
+
+    /// Worker threads, each with its own event loop [default: number of CPUs].
+    #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+
+    /// How connections reach workers.
+    #[arg(long, value_enum, default_value_t = DispatchMode::Acceptor)]
+    pub dispatch: DispatchMode,
+
+    /// Concurrency design that runs the connections.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Stackless)]
+    pub runtime: RuntimeKind,
+
+    /// Serve static files from this directory.
+    #[arg(long, short = 'r', value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// List directory contents when a directory has no index.html.
+    #[arg(long)]
+    pub list_dirs: bool,
+
+    /// Stop accepting while this many connections are open [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Close a connection that has not sent a complete request head in time.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+
+    /// Close a keep-alive connection idle for this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Close a connection whose client stops reading for this long.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
+    /// Largest accepted request body (413 beyond it).
+    #[arg(long, value_name = "BYTES", default_value = "1MiB", value_parser = parse_size)]
+    pub max_body: u64,
+
+    /// On SIGINT/SIGTERM, how long in-flight requests get to finish.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
+    /// Write an access log in Common Log Format to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub access_log: Option<PathBuf>,
+
+    /// Pin worker N to CPU N.
+    #[arg(long)]
+    pub pin_workers: bool,
+
+    /// Print nothing but errors (no start-up line).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `--dispatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DispatchMode {
+    /// One acceptor thread hands connections to workers through pipes.
+    Acceptor,
+    /// Every worker has its own SO_REUSEPORT listener; the kernel balances.
+    Reuseport,
+}
+
+/// `--runtime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RuntimeKind {
+    /// Rust futures on a per-thread executor (the default).
+    Stackless,
+}
+
+impl std::fmt::Display for DispatchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DispatchMode::Acceptor => "acceptor",
+            DispatchMode::Reuseport => "reuseport",
+        })
+    }
+}
+
+impl std::fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RuntimeKind::Stackless => "stackless",
+        })
+    }
+}
+
+/// Parses `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = split_number(s);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration '{s}' (try 500ms, 10s, 2m)"))?;
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(format!("invalid duration '{s}'"));
+    }
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit in '{s}' (use ms, s, m or h)")),
+    };
+    if secs > 1e9 {
+        return Err(format!("duration '{s}' is too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses `1048576`, `64KiB`, `1MiB`, `10MB`, `1G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, unit) = split_number(s);
+    let value: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size '{s}' (try 1MiB, 64KiB, 1048576)"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "unknown unit in '{s}' (use KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
+    };
+    value
+        .checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+fn split_number(s: &str) -> (&str, &str) {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("10MB"), Ok(10_000_000));
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("1XB").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,33 @@
+//! The settings every connection consults, fixed at start-up.
+
+use std::time::Duration;
+
+use crate::cli::Cli;
+
+/// Limits and timeouts shared by all workers.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parser limits (request line, head, headers, body).
+    pub limits: http1::Limits,
+    /// Time allowed to send a complete request head.
+    pub header_timeout: Duration,
+    /// Time a keep-alive connection may sit idle.
+    pub idle_timeout: Duration,
+    /// Time a client may stop reading before it is closed.
+    pub write_timeout: Duration,
+}
+
+impl Config {
+    /// From the command line.
+    pub fn from_cli(cli: &Cli) -> Config {
+        Config {
+            limits: http1::Limits {
+                max_body: cli.max_body,
+                ..http1::Limits::default()
+            },
+            header_timeout: cli.header_timeout,
+            idle_timeout: cli.idle_timeout,
+            write_timeout: cli.write_timeout,
+        }
+    }
+}

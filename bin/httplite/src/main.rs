@@ -1,0 +1,143 @@
+//! httplite: the HTTP/1.1 server binary.
+//!
+//! Wiring only: command line → settings → dispatcher (acceptor or
+//! SO_REUSEPORT) → one worker per thread running the chosen runtime. The
+//! protocol lives in `http1`, the event loop in `reactor` + `executor`, the
+//! connection handoff in `dispatch`.
+
+mod access_log;
+mod cli;
+mod config;
+mod httpdate;
+mod mime;
+mod routes;
+mod stackless;
+mod static_files;
+mod stats;
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{Context as _, Result};
+use clap::Parser;
+
+use crate::access_log::{AccessLog, LogSink};
+use crate::cli::{Cli, DispatchMode, RuntimeKind};
+use crate::config::Config;
+use crate::routes::App;
+use crate::static_files::StaticRoot;
+use crate::stats::Stats;
+
+/// Exit code for bad usage (flags, unusable --root or --bind), as clap uses.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("httplite: error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    // A peer that vanishes mid-write gives EPIPE, never a fatal signal (Rust
+    // already ignores SIGPIPE; sendfile(2) has no MSG_NOSIGNAL, so say it).
+    // SAFETY: installing SIG_IGN for SIGPIPE is async-signal-safe and has no
+    // handler code to be unsound.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+
+    let root = match &cli.root {
+        Some(dir) => Some(
+            StaticRoot::new(dir, cli.list_dirs)
+                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?,
+        ),
+        None => None,
+    };
+    let sink = match &cli.access_log {
+        Some(path) => Some(
+            LogSink::open(path)
+                .with_context(|| format!("--access-log {}: cannot open", path.display()))?,
+        ),
+        None => None,
+    };
+    let workers = cli
+        .workers
+        .map_or_else(dispatch::default_workers, usize::from);
+    let stats = Arc::new(Stats::new(workers));
+    let dispatch_stats: Arc<OnceLock<Arc<dispatch::Stats>>> = Arc::default();
+    let app = Arc::new(App {
+        root,
+        stats: stats.clone(),
+        worker_extra: {
+            let ds = dispatch_stats.clone();
+            Box::new(move |i, out: &mut String| {
+                if let Some(w) = ds.get().and_then(|s| s.workers().get(i)) {
+                    let s = w.snapshot();
+                    let _ = write!(
+                        out,
+                        ",\"handed_off\":{},\"batches\":{},\"pipe_full\":{}",
+                        s.handed_off, s.batches, s.pipe_full
+                    );
+                }
+            })
+        },
+        test_endpoints: std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some(),
+    });
+    let config = Arc::new(Config::from_cli(&cli));
+
+    let dconfig = dispatch::Config {
+        workers,
+        mode: match cli.dispatch {
+            DispatchMode::Acceptor => dispatch::Mode::Acceptor,
+            DispatchMode::Reuseport => dispatch::Mode::ReusePort,
+        },
+        max_connections: cli.max_connections,
+        pin_workers: cli.pin_workers,
+        backlog: 4096,
+        handle_signals: true,
+        signal_grace: cli.shutdown_timeout,
+        ..dispatch::Config::new(cli.bind)
+    };
+    let runtime = cli.runtime;
+    let worker_main = {
+        let app = app.clone();
+        let config = config.clone();
+        let stats = stats.clone();
+        move |port: dispatch::WorkerPort| {
+            let id = port.id();
+            let log = sink.clone().map(AccessLog::new);
+            let result = match runtime {
+                RuntimeKind::Stackless => {
+                    stackless::run(port, app.clone(), config.clone(), stats.worker(id), log)
+                }
+            };
+            if let Err(e) = result {
+                eprintln!("httplite: worker {id} failed: {e}");
+            }
+        }
+    };
+    let server = dispatch::Server::start(dconfig, worker_main)
+        .with_context(|| format!("--bind {}: cannot listen", cli.bind))?;
+    let _ = dispatch_stats.set(server.stats().clone());
+    if !cli.quiet {
+        println!(
+            "httplite listening on http://{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            server.local_addr(),
+            cli.runtime,
+            cli.dispatch,
+            app.root
+                .as_ref()
+                .map(|r| format!(", root: {}", r.path().display()))
+                .unwrap_or_default()
+        );
+    }
+    server.join().context("server stopped with an error")?;
+    if !cli.quiet {
+        println!("httplite: shut down cleanly");
+    }
+    Ok(())
+}

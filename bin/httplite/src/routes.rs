@@ -1,0 +1,195 @@
+//! Routing: what to do with a request, decided without any I/O so that every
+//! runtime (stackless, stackful, threads) shares it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http1::{HeaderValue, Method, Request, Status};
+
+use crate::static_files::{StaticReply, StaticRoot};
+use crate::stats::Stats;
+
+/// The prefix of every built-in endpoint; it cannot collide with a site's
+/// files because `--root` content is only served outside it.
+pub const PREFIX: &str = "/_httplite/";
+
+/// Longest `/_httplite/sleep?ms=N` honoured.
+pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+const HELLO: &[u8] = b"Hello, World!";
+const HELLO_JSON: &[u8] = b"{\"message\":\"Hello, World!\"}";
+const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
+const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");
+const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
+
+/// Everything routing needs, shared by all workers.
+pub struct App {
+    /// Files to serve, if `--root` was given.
+    pub root: Option<StaticRoot>,
+    /// Server counters (for `/_httplite/stats`).
+    pub stats: Arc<Stats>,
+    /// Extra per-worker fields for the stats document (runtime internals).
+    pub worker_extra: Box<dyn Fn(usize, &mut String) + Send + Sync>,
+    /// Enable `/_httplite/panic` (tests only; hidden flag).
+    pub test_endpoints: bool,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("root", &self.root)
+            .field("test_endpoints", &self.test_endpoints)
+            .finish()
+    }
+}
+
+/// What the connection should do next.
+#[derive(Debug)]
+pub enum Action {
+    /// A complete small response (the hot path: no allocation).
+    Static {
+        /// Status.
+        status: Status,
+        /// Content-Type.
+        content_type: HeaderValue<'static>,
+        /// Body.
+        body: &'static [u8],
+    },
+    /// A complete response with an owned body and extra headers.
+    Owned {
+        /// Status.
+        status: Status,
+        /// Content-Type, if any.
+        content_type: Option<HeaderValue<'static>>,
+        /// Extra headers (validated by the encoder).
+        headers: Vec<(&'static str, String)>,
+        /// Body.
+        body: Vec<u8>,
+    },
+    /// Stream the request body back.
+    Echo,
+    /// Wait, then answer with a small text body.
+    Sleep(Duration),
+    /// A static file decision.
+    File(StaticReply),
+}
+
+impl Action {
+    fn error(status: Status) -> Action {
+        Action::Owned {
+            status,
+            content_type: Some(TEXT),
+            headers: Vec::new(),
+            body: format!("{} {}\n", status.code(), status.reason()).into_bytes(),
+        }
+    }
+
+    fn not_allowed(allow: &'static str) -> Action {
+        Action::Owned {
+            status: Status::METHOD_NOT_ALLOWED,
+            content_type: Some(TEXT),
+            headers: vec![("Allow", allow.to_string())],
+            body: b"405 Method Not Allowed\n".to_vec(),
+        }
+    }
+}
+
+impl App {
+    /// Decides how to answer `req`. Pure: no I/O except the static file's
+    /// open/stat, so the same routing serves every runtime.
+    pub fn route(&self, req: &Request) -> Action {
+        let path = req.path();
+        let method = req.method();
+        let get_or_head = matches!(method, Method::Get | Method::Head);
+        if let Some(endpoint) = path.strip_prefix(PREFIX) {
+            return self.builtin(endpoint, req, get_or_head);
+        }
+        match &self.root {
+            Some(root) if get_or_head => Action::File(root.serve(req)),
+            Some(_) => Action::not_allowed("GET, HEAD"),
+            None if path == "/" && get_or_head => Action::Static {
+                status: Status::OK,
+                content_type: HTML,
+                body: INDEX_HTML.as_bytes(),
+            },
+            None if path == "/" => Action::not_allowed("GET, HEAD"),
+            None => Action::error(Status::NOT_FOUND),
+        }
+    }
+
+    fn builtin(&self, endpoint: &str, req: &Request, get_or_head: bool) -> Action {
+        match endpoint {
+            "plaintext" if get_or_head => Action::Static {
+                status: Status::OK,
+                content_type: http1::TEXT_PLAIN,
+                body: HELLO,
+            },
+            "json" if get_or_head => Action::Static {
+                status: Status::OK,
+                content_type: JSON,
+                body: HELLO_JSON,
+            },
+            "stats" if get_or_head => Action::Owned {
+                status: Status::OK,
+                content_type: Some(JSON),
+                headers: vec![("Cache-Control", "no-store".to_string())],
+                body: self.stats.to_json(&*self.worker_extra).into_bytes(),
+            },
+            "sleep" if get_or_head => match sleep_ms(req.query()) {
+                Some(d) => Action::Sleep(d),
+                None => Action::Owned {
+                    status: Status::BAD_REQUEST,
+                    content_type: Some(TEXT),
+                    headers: Vec::new(),
+                    body: b"400 Bad Request: use /_httplite/sleep?ms=N\n".to_vec(),
+                },
+            },
+            "echo" if matches!(req.method(), Method::Post | Method::Put) => Action::Echo,
+            "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
+            "plaintext" | "json" | "stats" | "sleep" => Action::not_allowed("GET, HEAD"),
+            "echo" => Action::not_allowed("POST, PUT"),
+            _ => Action::error(Status::NOT_FOUND),
+        }
+    }
+}
+
+/// `ms=N` from a query string, capped at [`MAX_SLEEP`].
+fn sleep_ms(query: Option<&str>) -> Option<Duration> {
+    let ms = query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("ms="))?
+        .parse::<u64>()
+        .ok()?;
+    Some(Duration::from_millis(ms).min(MAX_SLEEP))
+}
+
+/// The built-in `/` page when no `--root` is given.
+pub const INDEX_HTML: &str = "<!doctype html>
+<html><head><meta charset=\"utf-8\"><title>httplite</title></head>
+<body>
+<h1>httplite</h1>
+<p>An HTTP/1.1 server on a hand-written epoll runtime. Built-in endpoints:</p>
+<ul>
+<li><a href=\"/_httplite/plaintext\">/_httplite/plaintext</a> &mdash; <code>Hello, World!</code></li>
+<li><a href=\"/_httplite/json\">/_httplite/json</a> &mdash; <code>{\"message\":\"Hello, World!\"}</code></li>
+<li><a href=\"/_httplite/stats\">/_httplite/stats</a> &mdash; server counters (JSON)</li>
+<li><code>POST /_httplite/echo</code> &mdash; the request body, streamed back</li>
+<li><a href=\"/_httplite/sleep?ms=100\">/_httplite/sleep?ms=N</a> &mdash; answers after N ms (at most 60 s)</li>
+</ul>
+<p>Start with <code>--root DIR</code> to serve files instead of this page.</p>
+</body></html>
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleep_query() {
+        assert_eq!(sleep_ms(Some("ms=250")), Some(Duration::from_millis(250)));
+        assert_eq!(sleep_ms(Some("a=1&ms=5")), Some(Duration::from_millis(5)));
+        assert_eq!(sleep_ms(Some("ms=999999999")), Some(MAX_SLEEP));
+        assert_eq!(sleep_ms(Some("ms=x")), None);
+        assert_eq!(sleep_ms(None), None);
+    }
+}

@@ -1,0 +1,652 @@
+//! One connection on the stackless runtime: read, decode, route, encode,
+//! write, until the client or a timeout ends it.
+//!
+//! The loop, for a keep-alive client sending one request at a time:
+//!
+//! ```text
+//!   read(2) → decode → route → encode into wbuf → (more complete requests? loop)
+//!   write(2) wbuf once for the whole batch (pipelined responses leave together)
+//!   read(2) → EAGAIN → buffers back to the worker's pool → wait for readability
+//! ```
+//!
+//! An idle connection holds no buffer: nginx's trick for cheap idle
+//! keep-alive connections. Timeouts use one timer per connection that is
+//! only re-armed when a deadline moves *earlier*; a later deadline is picked up
+//! when the timer fires early, so the hot path never touches the timer heap.
+
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use executor::Sleep;
+use executor::net::TcpStream;
+use http1::{Decoder, Framing, HeaderValue, Message, ReplyTo, Request, Status};
+
+use super::worker::WorkerCtx;
+use crate::access_log::Entry;
+use crate::routes::Action;
+use crate::static_files::StaticReply;
+use crate::stats::{ErrorKind, TimeoutKind};
+
+/// Flush the write buffer once it holds this much, even mid-batch.
+const FLUSH_AT: usize = 64 * 1024;
+/// Keep at least this much spare room in the read buffer before a read.
+const MIN_READ: usize = 1024;
+/// How long a closing connection waits for the client's FIN.
+const LINGER: Duration = Duration::from_secs(1);
+/// How much a closing connection reads and discards at most.
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// Why a connection stopped.
+#[derive(Debug)]
+enum Stop {
+    /// The client closed, or we answered `Connection: close`.
+    Done,
+    /// A deadline passed.
+    Timeout(TimeoutKind),
+    /// The socket failed.
+    Io(io::Error),
+    /// The worker is shutting down and the connection was idle.
+    Shutdown,
+}
+
+type Res<T = ()> = Result<T, Stop>;
+
+/// A connection timer whose deadline can move without touching the heap
+/// on the hot path (see the module docs).
+struct Timer {
+    sleep: Pin<Box<Sleep>>,
+    deadline: Instant,
+    kind: TimeoutKind,
+}
+
+impl Timer {
+    fn arm(&mut self, deadline: Instant, kind: TimeoutKind) {
+        self.kind = kind;
+        self.deadline = deadline;
+        if deadline < self.sleep.deadline() || self.sleep.is_elapsed() {
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
+
+    /// True once the real deadline has passed.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            if self.sleep.deadline() >= self.deadline {
+                return true;
+            }
+            // Fired for an older, earlier deadline: re-arm for the real one.
+            let d = self.deadline;
+            self.sleep.as_mut().reset(d);
+        }
+    }
+}
+
+/// Runs `op` until ready, failing with a timeout when the timer expires.
+async fn with_deadline<T>(
+    timer: &mut Timer,
+    mut op: impl FnMut(&mut Context<'_>) -> Poll<io::Result<T>>,
+) -> Res<T> {
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = op(cx) {
+            return Poll::Ready(r.map_err(Stop::Io));
+        }
+        if timer.poll_expired(cx) {
+            return Poll::Ready(Err(Stop::Timeout(timer.kind)));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+struct Conn {
+    ctx: Rc<WorkerCtx>,
+    stream: TcpStream,
+    decoder: Decoder,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    timer: Timer,
+    /// When the first byte of the request being read arrived.
+    head_started: Option<Instant>,
+    /// Requests answered on this connection.
+    served: u64,
+    /// Slot in the worker's idle registry (woken at shutdown).
+    idle_slot: usize,
+}
+
+/// Serves one connection to the end. Never panics on bad input: protocol
+/// errors are answered and the connection closed.
+pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
+    let _guard = ctx.open_connection();
+    let _ = stream.set_nodelay(true);
+    let now = ctx.reactor.now();
+    let header_timeout = ctx.config.header_timeout;
+    let sleep = Box::pin(executor::sleep_until(now + header_timeout));
+    let idle_slot = ctx.idle.register();
+    let mut conn = Conn {
+        decoder: Decoder::new(ctx.config.limits),
+        rbuf: ctx.pool.get(),
+        wbuf: ctx.pool.get(),
+        timer: Timer {
+            sleep,
+            deadline: now + header_timeout,
+            kind: TimeoutKind::Header,
+        },
+        head_started: Some(now),
+        served: 0,
+        idle_slot,
+        ctx,
+        stream,
+    };
+    let stop = conn.run().await;
+    let stats = &conn.ctx.stats;
+    match stop {
+        Stop::Done | Stop::Shutdown => {}
+        Stop::Timeout(kind) => stats.timeout(kind),
+        Stop::Io(e) if is_disconnect(&e) => {}
+        Stop::Io(_) => stats.error(ErrorKind::Io),
+    }
+    conn.ctx.idle.unregister(conn.idle_slot);
+    conn.release_buffers();
+}
+
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
+    )
+}
+
+impl Conn {
+    async fn run(&mut self) -> Stop {
+        loop {
+            // Answer every complete request already buffered (pipelining).
+            loop {
+                let msg = match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(e) => return self.reject(e).await,
+                };
+                let Message::Head(req) = msg else {
+                    // Bodies are consumed by `handle`; nothing else can come.
+                    continue;
+                };
+                self.head_started = None;
+                match self.handle(req).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if let Err(stop) = self.flush().await {
+                            return stop;
+                        }
+                        self.linger_close().await;
+                        return Stop::Done;
+                    }
+                    Err(stop) => return stop,
+                }
+                if self.wbuf.len() >= FLUSH_AT {
+                    if let Err(stop) = self.flush().await {
+                        return stop;
+                    }
+                }
+            }
+            if let Err(stop) = self.flush().await {
+                return stop;
+            }
+            match self.fill().await {
+                Ok(()) => {}
+                Err(stop) => return stop,
+            }
+        }
+    }
+
+    /// Reads more bytes into `rbuf`. Between requests it waits without
+    /// holding buffers; within a request head the header timeout applies.
+    async fn fill(&mut self) -> Res {
+        let between_requests = self.rbuf.is_empty() && self.decoder.is_idle();
+        if between_requests {
+            if self.ctx.idle.is_shutting_down() {
+                return Err(Stop::Shutdown);
+            }
+            // Try once with the buffers we hold: a pipelining or fast client
+            // has already sent the next request.
+            match self.try_read() {
+                Some(Ok(0)) => return Err(Stop::Done),
+                Some(Ok(_)) => {
+                    self.head_started = Some(self.ctx.reactor.now());
+                    return Ok(());
+                }
+                Some(Err(e)) => return Err(Stop::Io(e)),
+                None => {}
+            }
+            self.release_buffers();
+            self.wait_readable_idle().await?;
+            self.rbuf = self.ctx.pool.get();
+            self.wbuf = self.ctx.pool.get();
+            self.head_started = Some(self.ctx.reactor.now());
+        }
+        let (deadline, kind) = match self.head_started {
+            Some(t) if self.decoder.is_idle() => {
+                (t + self.ctx.config.header_timeout, TimeoutKind::Header)
+            }
+            _ => (
+                self.ctx.reactor.now() + self.ctx.config.idle_timeout,
+                TimeoutKind::Idle,
+            ),
+        };
+        self.timer.arm(deadline, kind);
+        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
+            self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
+        }
+        let Conn {
+            stream,
+            rbuf,
+            timer,
+            ..
+        } = self;
+        let n = with_deadline(timer, |cx| {
+            stream.poll_read_uninit(cx, rbuf.spare_capacity_mut())
+        })
+        .await?;
+        if n == 0 {
+            return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
+                Stop::Done
+            } else {
+                Stop::Io(io::ErrorKind::UnexpectedEof.into())
+            });
+        }
+        // SAFETY: the kernel initialised the first `n` bytes of the spare
+        // capacity (read_uninit's contract).
+        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+        Ok(())
+    }
+
+    /// One read attempt without waiting: `None` if it would block.
+    fn try_read(&mut self) -> Option<io::Result<usize>> {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
+            self.rbuf.reserve(MIN_READ);
+        }
+        match self
+            .stream
+            .poll_read_uninit(&mut cx, self.rbuf.spare_capacity_mut())
+        {
+            Poll::Ready(Ok(n)) => {
+                // SAFETY: the kernel initialised the first `n` spare bytes.
+                unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                Some(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Some(Err(e)),
+            Poll::Pending => None,
+        }
+    }
+
+    /// Waits for the next request's first bytes, the idle (or, before the
+    /// first request, header) timeout, or shutdown.
+    async fn wait_readable_idle(&mut self) -> Res {
+        let (timeout, kind) = if self.served == 0 {
+            (self.ctx.config.header_timeout, TimeoutKind::Header)
+        } else {
+            (self.ctx.config.idle_timeout, TimeoutKind::Idle)
+        };
+        self.timer.arm(self.ctx.reactor.now() + timeout, kind);
+        let Conn {
+            stream,
+            timer,
+            ctx,
+            idle_slot,
+            ..
+        } = self;
+        std::future::poll_fn(|cx| {
+            if stream.poll_readable(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            if ctx.idle.poll_shutdown(*idle_slot, cx) {
+                return Poll::Ready(Err(Stop::Shutdown));
+            }
+            if timer.poll_expired(cx) {
+                return Poll::Ready(Err(Stop::Timeout(timer.kind)));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn release_buffers(&mut self) {
+        let pool = &self.ctx.pool;
+        pool.put(std::mem::take(&mut self.rbuf));
+        pool.put(std::mem::take(&mut self.wbuf));
+    }
+
+    /// Writes out `wbuf` (one `send` for all pipelined responses).
+    async fn flush(&mut self) -> Res {
+        let len = self.wbuf.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let mut off = 0;
+        while off < len {
+            let Conn {
+                stream,
+                wbuf,
+                timer,
+                ctx,
+                ..
+            } = self;
+            let deadline = ctx.reactor.now() + ctx.config.write_timeout;
+            timer.arm(deadline, TimeoutKind::Write);
+            let n = with_deadline(timer, |cx| stream.poll_write(cx, &wbuf[off..])).await?;
+            if n == 0 {
+                return Err(Stop::Io(io::ErrorKind::WriteZero.into()));
+            }
+            off += n;
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Answers a protocol error and closes.
+    async fn reject(&mut self, e: http1::Error) -> Stop {
+        let kind = match e.status().code() {
+            413 => ErrorKind::BodyTooLarge,
+            414 => ErrorKind::UriTooLong,
+            431 => ErrorKind::HeadersTooLarge,
+            505 => ErrorKind::Version,
+            _ => ErrorKind::BadRequest,
+        };
+        self.ctx.stats.error(kind);
+        self.ctx.stats.response(e.status().code());
+        http1::encode_error(&mut self.wbuf, &e);
+        if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        self.linger_close().await;
+        Stop::Done
+    }
+
+    /// Half-closes, then drains what the client still sends (bounded), so
+    /// that closing with unread input does not turn into a reset that could
+    /// destroy the response before the client reads it.
+    async fn linger_close(&mut self) {
+        if self.stream.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        let deadline = self.ctx.reactor.now() + LINGER;
+        self.timer.arm(deadline, TimeoutKind::Write);
+        let mut drained = 0;
+        let mut scratch = [0u8; 4096];
+        while drained < LINGER_BYTES {
+            let Conn { stream, timer, .. } = self;
+            match with_deadline(timer, |cx| stream.poll_read(cx, &mut scratch)).await {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
+
+    /// Handles one request; `Ok(false)` means close after flushing.
+    async fn handle(&mut self, req: Request) -> Res<bool> {
+        let ctx = self.ctx.clone();
+        ctx.stats.request();
+        self.served += 1;
+        let mut to = ReplyTo::new(&req);
+        if ctx.idle.is_shutting_down() {
+            to.keep_alive = false;
+        }
+        let action = match catch_unwind(AssertUnwindSafe(|| ctx.app.route(&req))) {
+            Ok(a) => a,
+            Err(_) => {
+                ctx.stats.error(ErrorKind::Panic);
+                let body = b"500 Internal Server Error\n";
+                self.respond_owned(
+                    ReplyTo {
+                        keep_alive: false,
+                        ..to
+                    },
+                    Status::INTERNAL_SERVER_ERROR,
+                    None,
+                    &[],
+                    body,
+                )?;
+                self.log(&req, 500, body.len() as u64);
+                return Ok(false);
+            }
+        };
+        if req.has_body() && !matches!(action, Action::Echo) {
+            self.discard_body().await?;
+        }
+        let (status, bytes, keep) = match action {
+            Action::Static {
+                status,
+                content_type,
+                body,
+            } => {
+                http1::encode_response(&mut self.wbuf, to, status, Some(content_type), body);
+                (status, body.len() as u64, to.keep_alive)
+            }
+            Action::Owned {
+                status,
+                content_type,
+                headers,
+                body,
+            } => {
+                let keep = self.respond_owned(to, status, content_type, &headers, &body)?;
+                (status, body.len() as u64, keep)
+            }
+            Action::Sleep(d) => {
+                // Earlier pipelined answers should not wait for this one.
+                self.flush().await?;
+                executor::sleep(d).await;
+                let body = format!("slept {} ms\n", d.as_millis());
+                let keep = self.respond_owned(to, Status::OK, Some(TEXT), &[], body.as_bytes())?;
+                (Status::OK, body.len() as u64, keep)
+            }
+            Action::Echo => self.echo(&req, to).await?,
+            Action::File(reply) => self.file(reply, to).await?,
+        };
+        ctx.stats.response(status.code());
+        self.log(&req, status.code(), bytes);
+        Ok(keep)
+    }
+
+    fn log(&self, req: &Request, status: u16, bytes: u64) {
+        if let Some(log) = &self.ctx.access_log {
+            log.log(&Entry {
+                peer: self.stream.peer_addr().ok(),
+                method: req.method().as_str(),
+                target: req.target(),
+                version: req.version().as_str(),
+                status,
+                bytes,
+            });
+        }
+    }
+
+    /// Encodes a complete response with arbitrary headers.
+    fn respond_owned(
+        &mut self,
+        to: ReplyTo,
+        status: Status,
+        content_type: Option<HeaderValue<'static>>,
+        headers: &[(&'static str, String)],
+        body: &[u8],
+    ) -> Res<bool> {
+        let mut hs: Vec<(&str, &[u8])> = Vec::with_capacity(headers.len() + 1);
+        if let Some(ct) = content_type {
+            hs.push(("Content-Type", ct.as_bytes()));
+        }
+        hs.extend(headers.iter().map(|(n, v)| (*n, v.as_bytes())));
+        let mut enc = match http1::encode_head(
+            &mut self.wbuf,
+            to,
+            status,
+            &hs,
+            Framing::Length(body.len() as u64),
+        ) {
+            Ok(enc) => enc,
+            Err(e) => {
+                // A handler produced an invalid header: answer 500 instead.
+                self.ctx.stats.error(ErrorKind::Panic);
+                http1::encode_error(&mut self.wbuf, &e);
+                return Ok(false);
+            }
+        };
+        enc.write(&mut self.wbuf, body).map_err(|_| Stop::Done)?;
+        let keep = enc.keep_alive();
+        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
+        Ok(keep)
+    }
+
+    /// Reads and drops the rest of the current request's body.
+    async fn discard_body(&mut self) -> Res {
+        loop {
+            match self.decoder.decode(&mut self.rbuf) {
+                Ok(Some(Message::End)) => return Ok(()),
+                Ok(Some(_)) => {}
+                Ok(None) => self.fill().await?,
+                Err(e) => {
+                    self.reject(e).await;
+                    return Err(Stop::Done);
+                }
+            }
+        }
+    }
+
+    /// Streams the request body back: sized if the request was, chunked if
+    /// it was chunked.
+    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<(Status, u64, bool)> {
+        if req.expects_continue() {
+            http1::encode_continue(&mut self.wbuf);
+            self.flush().await?;
+        }
+        let framing = match req.body_kind() {
+            http1::BodyKind::Length(n) => Framing::Length(n),
+            http1::BodyKind::Chunked => Framing::Chunked,
+            http1::BodyKind::None => Framing::Length(0),
+        };
+        let ct: &[u8] = req
+            .header("content-type")
+            .unwrap_or(b"application/octet-stream");
+        let ct = HeaderValue::new(ct)
+            .map(|v| v.as_bytes())
+            .unwrap_or(b"application/octet-stream");
+        let mut enc = http1::encode_head(
+            &mut self.wbuf,
+            to,
+            Status::OK,
+            &[("Content-Type", ct)],
+            framing,
+        )
+        .map_err(|_| Stop::Done)?;
+        let mut sent = 0u64;
+        if req.has_body() {
+            loop {
+                match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(Message::Body(b))) => {
+                        sent += b.len() as u64;
+                        enc.write(&mut self.wbuf, &b).map_err(|_| Stop::Done)?;
+                        if self.wbuf.len() >= FLUSH_AT {
+                            self.flush().await?;
+                        }
+                    }
+                    Ok(Some(Message::End)) => break,
+                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
+                    Ok(None) => {
+                        // Stream what we have before waiting for more.
+                        self.flush().await?;
+                        self.fill().await?;
+                    }
+                    Err(_) => {
+                        // The head is already out: all we can do is close.
+                        self.ctx.stats.error(ErrorKind::BadRequest);
+                        self.flush().await?;
+                        return Err(Stop::Done);
+                    }
+                }
+            }
+        }
+        let keep = enc.keep_alive();
+        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
+        Ok((Status::OK, sent, keep))
+    }
+
+    /// Sends a static file decision; bodies go out with `sendfile(2)`.
+    async fn file(&mut self, reply: StaticReply, to: ReplyTo) -> Res<(Status, u64, bool)> {
+        match reply {
+            StaticReply::File {
+                status,
+                file,
+                offset,
+                len,
+                headers,
+            } => {
+                let hs: Vec<(&str, &[u8])> =
+                    headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+                let enc = http1::encode_head(&mut self.wbuf, to, status, &hs, Framing::Length(len))
+                    .map_err(|_| Stop::Done)?;
+                let keep = enc.keep_alive();
+                if !enc.wants_body() {
+                    return Ok((status, 0, keep));
+                }
+                self.flush().await?;
+                let mut off = offset;
+                let end = offset + len;
+                while off < end {
+                    let Conn {
+                        stream, timer, ctx, ..
+                    } = self;
+                    timer.arm(
+                        ctx.reactor.now() + ctx.config.write_timeout,
+                        TimeoutKind::Write,
+                    );
+                    let chunk = (end - off).min(1 << 20) as usize;
+                    let n = with_deadline(timer, |cx| {
+                        stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+                    })
+                    .await?;
+                    if n == 0 {
+                        // The file shrank under us: the length is a lie now.
+                        return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
+                    }
+                }
+                Ok((status, len, keep))
+            }
+            StaticReply::NotModified { headers } => {
+                let keep = self.respond_owned(to, Status::NOT_MODIFIED, None, &headers, b"")?;
+                Ok((Status::NOT_MODIFIED, 0, keep))
+            }
+            StaticReply::Redirect(location) => {
+                let body = b"301 Moved Permanently\n";
+                let keep = self.respond_owned(
+                    to,
+                    Status::MOVED_PERMANENTLY,
+                    Some(TEXT),
+                    &[("Location", location)],
+                    body,
+                )?;
+                Ok((Status::MOVED_PERMANENTLY, body.len() as u64, keep))
+            }
+            StaticReply::Listing(html) => {
+                let keep = self.respond_owned(to, Status::OK, Some(HTML), &[], html.as_bytes())?;
+                Ok((Status::OK, html.len() as u64, keep))
+            }
+            StaticReply::Error(status, headers) => {
+                let body = format!("{} {}\n", status.code(), status.reason());
+                let keep = self.respond_owned(to, status, Some(TEXT), &headers, body.as_bytes())?;
+                Ok((status, body.len() as u64, keep))
+            }
+        }
+    }
+}
+
+const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
+const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");

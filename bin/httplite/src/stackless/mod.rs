@@ -1,0 +1,6 @@
+//! The server on the stackless runtime: futures on a per-thread executor.
+
+mod conn;
+mod worker;
+
+pub use worker::run;

@@ -1,0 +1,266 @@
+//! A worker thread on the stackless runtime: takes connections from the
+//! dispatcher and spawns one task per connection.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use dispatch::{Batch, Closer, WorkerPort};
+use executor::io::Async;
+use executor::net::TcpStream;
+use reactor::Reactor;
+
+use super::conn;
+use crate::access_log::AccessLog;
+use crate::config::Config;
+use crate::routes::App;
+use crate::stats::WorkerStats;
+
+/// Read and write buffers start at this size.
+const BUF_SIZE: usize = 4096;
+/// Buffers a worker keeps for reuse; more are freed.
+const POOL_MAX: usize = 1024;
+
+/// What every connection task of one worker shares.
+pub struct WorkerCtx {
+    /// Routing and the static root.
+    pub app: Arc<App>,
+    /// Limits and timeouts.
+    pub config: Arc<Config>,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+    /// The worker's reactor (for its cached clock).
+    pub reactor: Reactor,
+    /// Reusable buffers.
+    pub pool: BufPool,
+    /// Idle connections to wake at shutdown.
+    pub idle: IdleRegistry,
+    /// The access log, if enabled.
+    pub access_log: Option<AccessLog>,
+    closer: Closer,
+    open: Cell<usize>,
+    all_closed: RefCell<Option<Waker>>,
+}
+
+impl WorkerCtx {
+    /// Counts a connection open until the guard drops (even if the task is
+    /// cancelled at the shutdown deadline).
+    pub fn open_connection(self: &Rc<Self>) -> ConnGuard {
+        self.open.set(self.open.get() + 1);
+        self.stats
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ConnGuard { ctx: self.clone() }
+    }
+}
+
+/// Marks a connection closed when dropped.
+pub struct ConnGuard {
+    ctx: Rc<WorkerCtx>,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        ctx.open.set(ctx.open.get() - 1);
+        ctx.stats
+            .closed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ctx.closer.connection_closed();
+        if ctx.open.get() == 0 {
+            if let Some(w) = ctx.all_closed.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// A per-worker free list of buffers: an idle connection gives its buffers
+/// back, so 10,000 idle keep-alive connections hold none.
+#[derive(Default)]
+pub struct BufPool {
+    free: RefCell<Vec<BytesMut>>,
+}
+
+impl BufPool {
+    /// A buffer with at least `BUF_SIZE` bytes of room.
+    pub fn get(&self) -> BytesMut {
+        match self.free.borrow_mut().pop() {
+            Some(b) => b,
+            None => BytesMut::with_capacity(BUF_SIZE),
+        }
+    }
+
+    /// Returns a buffer (emptied) for reuse.
+    pub fn put(&self, mut b: BytesMut) {
+        if b.capacity() == 0 {
+            return;
+        }
+        b.clear();
+        // Reclaims the whole allocation if nothing else shares it.
+        b.reserve(BUF_SIZE);
+        let mut free = self.free.borrow_mut();
+        if free.len() < POOL_MAX && b.capacity() <= 64 * BUF_SIZE {
+            free.push(b);
+        }
+    }
+}
+
+/// Wakers of connections waiting between requests, so that shutdown can
+/// close them at once instead of waiting for their idle timeout.
+#[derive(Default)]
+pub struct IdleRegistry {
+    shutting_down: Cell<bool>,
+    slots: RefCell<Vec<Option<Waker>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl IdleRegistry {
+    /// A slot for a new connection.
+    pub fn register(&self) -> usize {
+        if let Some(i) = self.free.borrow_mut().pop() {
+            return i;
+        }
+        let mut slots = self.slots.borrow_mut();
+        slots.push(None);
+        slots.len() - 1
+    }
+
+    /// Frees a connection's slot.
+    pub fn unregister(&self, slot: usize) {
+        let waker = self.slots.borrow_mut()[slot].take();
+        drop(waker);
+        self.free.borrow_mut().push(slot);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    /// True if shutting down; otherwise remembers the waker.
+    pub fn poll_shutdown(&self, slot: usize, cx: &mut Context<'_>) -> bool {
+        if self.shutting_down.get() {
+            return true;
+        }
+        let mut slots = self.slots.borrow_mut();
+        match &slots[slot] {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => slots[slot] = Some(cx.waker().clone()),
+        }
+        false
+    }
+
+    fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        let wakers: Vec<Waker> = self
+            .slots
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for w in wakers {
+            w.wake();
+        }
+    }
+}
+
+/// The dispatcher's handoff fd, borrowed (the port owns and closes it).
+struct PortFd(RawFd);
+
+impl AsRawFd for PortFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Runs one worker until shutdown completes.
+pub fn run(
+    mut port: WorkerPort,
+    app: Arc<App>,
+    config: Arc<Config>,
+    stats: Arc<WorkerStats>,
+    access_log: Option<AccessLog>,
+) -> io::Result<()> {
+    let rt = executor::Builder::new()
+        .on_turn(http1::refresh_date)
+        .build()?;
+    http1::refresh_date();
+    let closer = port.closer();
+    let ctx = Rc::new(WorkerCtx {
+        app,
+        config,
+        stats,
+        reactor: rt.reactor().clone(),
+        pool: BufPool::default(),
+        idle: IdleRegistry::default(),
+        access_log,
+        closer,
+        open: Cell::new(0),
+        all_closed: RefCell::new(None),
+    });
+    let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
+    // Whatever is still open at the deadline is cancelled here: dropping the
+    // runtime drops every connection task, closing its socket.
+    drop(rt);
+    if let Some(log) = &ctx.access_log {
+        log.flush();
+    }
+    result
+}
+
+async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
+    let handoff = Async::new(PortFd(port.fd()))?;
+    if ctx.access_log.is_some() {
+        let c = ctx.clone();
+        executor::spawn(async move {
+            let mut tick = executor::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                if let Some(log) = &c.access_log {
+                    log.flush();
+                }
+            }
+        });
+    }
+    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
+    let deadline = loop {
+        let batch = handoff
+            .read_with(|_| match port.poll_batch(&mut fds) {
+                Ok(Batch::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+                other => other,
+            })
+            .await?;
+        for fd in fds.drain(..) {
+            match TcpStream::from_fd(fd) {
+                Ok(stream) => {
+                    executor::spawn(conn::serve(ctx.clone(), stream));
+                }
+                Err(_) => port.connection_closed(),
+            }
+        }
+        if let Batch::Shutdown { deadline } = batch {
+            break deadline;
+        }
+    };
+    drop(handoff);
+    // Stop taking requests: idle connections close now, busy ones finish the
+    // request in hand (answered with `Connection: close`), until the deadline.
+    ctx.idle.begin_shutdown();
+    let all_closed = std::future::poll_fn(|cx| {
+        if ctx.open.get() == 0 {
+            Poll::Ready(())
+        } else {
+            *ctx.all_closed.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    });
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let _ = executor::timeout(remaining, all_closed).await;
+    Ok(())
+}

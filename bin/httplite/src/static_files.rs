@@ -1,0 +1,398 @@
+//! Static files under `--root`: safe path resolution, conditional requests,
+//! single byte ranges. The body itself is sent by the connection with
+//! `sendfile(2)`; this module only decides what to send.
+//!
+//! Traversal is impossible by construction: the URL path is percent-decoded
+//! (NUL refused), split into segments, `.` and empty segments dropped, any
+//! `..` refused, and the joined path is canonicalised and must still lie under
+//! the canonical root (so a symlink that points outside is refused too).
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use http1::{Request, Status};
+
+use crate::httpdate::parse_http_date;
+use crate::mime::content_type;
+
+/// The directory being served.
+#[derive(Debug, Clone)]
+pub struct StaticRoot {
+    root: PathBuf,
+    list_dirs: bool,
+}
+
+/// What to answer.
+#[derive(Debug)]
+pub enum StaticReply {
+    /// 200 or 206 with (part of) a file as the body.
+    File {
+        /// 200 or 206.
+        status: Status,
+        /// The open file.
+        file: File,
+        /// First byte to send.
+        offset: u64,
+        /// Bytes to send.
+        len: u64,
+        /// Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range.
+        headers: Vec<(&'static str, String)>,
+    },
+    /// 304: the client's copy is current.
+    NotModified {
+        /// Last-Modified and ETag.
+        headers: Vec<(&'static str, String)>,
+    },
+    /// 301 to the same path with a trailing slash (a directory).
+    Redirect(String),
+    /// 200 with an HTML directory listing (`--list-dirs`).
+    Listing(String),
+    /// An error status, with extra headers (416 carries Content-Range).
+    Error(Status, Vec<(&'static str, String)>),
+}
+
+impl StaticRoot {
+    /// Serves `dir`, which must be an existing directory.
+    pub fn new(dir: &Path, list_dirs: bool) -> io::Result<StaticRoot> {
+        let root = dir.canonicalize()?;
+        if !root.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        // Reading it now turns a permission problem into a start-up error.
+        std::fs::read_dir(&root)?;
+        Ok(StaticRoot { root, list_dirs })
+    }
+
+    /// The canonical root.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Decides the answer to a GET or HEAD for `req`.
+    pub fn serve(&self, req: &Request) -> StaticReply {
+        let rel = match url_to_relative(req.path()) {
+            Ok(p) => p,
+            Err(status) => return StaticReply::Error(status, Vec::new()),
+        };
+        let joined = self.root.join(&rel);
+        let real = match joined.canonicalize() {
+            Ok(p) => p,
+            Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
+        };
+        if !real.starts_with(&self.root) {
+            // A symlink that leads out of the root.
+            return StaticReply::Error(Status::FORBIDDEN, Vec::new());
+        }
+        let meta = match std::fs::metadata(&real) {
+            Ok(m) => m,
+            Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
+        };
+        if meta.is_dir() {
+            if !req.path().ends_with('/') {
+                let mut loc = format!("{}/", req.path());
+                if let Some(q) = req.query() {
+                    loc.push('?');
+                    loc.push_str(q);
+                }
+                return StaticReply::Redirect(loc);
+            }
+            let index = real.join("index.html");
+            if index.is_file() {
+                return self.file_reply(req, &index);
+            }
+            if self.list_dirs {
+                return match listing(req.path(), &real) {
+                    Ok(html) => StaticReply::Listing(html),
+                    Err(e) => StaticReply::Error(io_status(&e), Vec::new()),
+                };
+            }
+            return StaticReply::Error(Status::FORBIDDEN, Vec::new());
+        }
+        self.file_reply(req, &real)
+    }
+
+    fn file_reply(&self, req: &Request, path: &Path) -> StaticReply {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
+        };
+        let meta = match file.metadata() {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return StaticReply::Error(Status::FORBIDDEN, Vec::new()),
+            Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
+        };
+        let size = meta.len();
+        let mtime = meta.mtime().max(0) as u64;
+        let etag = format!("\"{:x}-{:x}-{:x}\"", mtime, meta.mtime_nsec(), size);
+        let last_modified = String::from_utf8_lossy(&http1::format_http_date(mtime)).into_owned();
+        let validators = vec![
+            ("Last-Modified", last_modified.clone()),
+            ("ETag", etag.clone()),
+        ];
+
+        if not_modified(req, &etag, mtime) {
+            return StaticReply::NotModified {
+                headers: validators,
+            };
+        }
+
+        let mut headers = vec![("Content-Type", content_type(path).to_string())];
+        headers.extend(validators);
+        headers.push(("Accept-Ranges", "bytes".to_string()));
+
+        let range = req
+            .header("range")
+            .filter(|_| if_range_allows(req, &etag, &last_modified));
+        match range.map(|r| parse_range(r, size)) {
+            Some(RangeSpec::Satisfiable(start, end)) => {
+                headers.push(("Content-Range", format!("bytes {start}-{end}/{size}")));
+                StaticReply::File {
+                    status: Status::PARTIAL_CONTENT,
+                    file,
+                    offset: start,
+                    len: end - start + 1,
+                    headers,
+                }
+            }
+            Some(RangeSpec::Unsatisfiable) => StaticReply::Error(
+                Status::RANGE_NOT_SATISFIABLE,
+                vec![("Content-Range", format!("bytes */{size}"))],
+            ),
+            Some(RangeSpec::Ignore) | None => StaticReply::File {
+                status: Status::OK,
+                file,
+                offset: 0,
+                len: size,
+                headers,
+            },
+        }
+    }
+}
+
+/// Percent-decodes and normalises a URL path into a relative filesystem path.
+fn url_to_relative(path: &str) -> Result<PathBuf, Status> {
+    if !path.starts_with('/') {
+        return Err(Status::BAD_REQUEST);
+    }
+    let decoded = http1::percent_decode(path.as_bytes()).map_err(|_| Status::BAD_REQUEST)?;
+    let mut rel = PathBuf::new();
+    for seg in decoded.split(|&b| b == b'/') {
+        match seg {
+            b"" | b"." => {}
+            b".." => return Err(Status::FORBIDDEN),
+            _ if seg.contains(&0) => return Err(Status::BAD_REQUEST),
+            _ => rel.push(OsStr::from_bytes(seg)),
+        }
+    }
+    Ok(rel)
+}
+
+fn io_status(e: &io::Error) -> Status {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Status::NOT_FOUND,
+        io::ErrorKind::PermissionDenied => Status::FORBIDDEN,
+        _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => Status::URI_TOO_LONG,
+        _ if e.raw_os_error() == Some(libc::ELOOP) => Status::FORBIDDEN,
+        _ => Status::NOT_FOUND,
+    }
+}
+
+/// `If-None-Match` wins over `If-Modified-Since` (RFC 9110 §13.2.2).
+fn not_modified(req: &Request, etag: &str, mtime: u64) -> bool {
+    if let Some(inm) = req.header("if-none-match") {
+        return etag_list_matches(inm, etag);
+    }
+    if let Some(ims) = req.header("if-modified-since") {
+        return parse_http_date(ims).is_some_and(|since| mtime <= since);
+    }
+    false
+}
+
+/// Weak comparison against a list of entity tags (or `*`).
+fn etag_list_matches(list: &[u8], etag: &str) -> bool {
+    let list = String::from_utf8_lossy(list);
+    list.split(',').map(str::trim).any(|t| {
+        t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag.strip_prefix("W/").unwrap_or(etag)
+    })
+}
+
+/// A range is honoured only if `If-Range` is absent or still matches.
+fn if_range_allows(req: &Request, etag: &str, last_modified: &str) -> bool {
+    match req.header("if-range") {
+        None => true,
+        Some(v) => v == etag.as_bytes() || v == last_modified.as_bytes(),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RangeSpec {
+    /// Inclusive byte positions.
+    Satisfiable(u64, u64),
+    Unsatisfiable,
+    /// Malformed or multiple ranges: serve the whole file (allowed by RFC 9110).
+    Ignore,
+}
+
+fn parse_range(header: &[u8], size: u64) -> RangeSpec {
+    let Ok(h) = std::str::from_utf8(header) else {
+        return RangeSpec::Ignore;
+    };
+    let Some(spec) = h.trim().strip_prefix("bytes=") else {
+        return RangeSpec::Ignore;
+    };
+    if spec.contains(',') {
+        return RangeSpec::Ignore;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return RangeSpec::Ignore;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    if a.is_empty() {
+        // Suffix: the last `b` bytes.
+        let Ok(n) = b.parse::<u64>() else {
+            return RangeSpec::Ignore;
+        };
+        if n == 0 || size == 0 {
+            return RangeSpec::Unsatisfiable;
+        }
+        return RangeSpec::Satisfiable(size.saturating_sub(n), size - 1);
+    }
+    let Ok(start) = a.parse::<u64>() else {
+        return RangeSpec::Ignore;
+    };
+    let end = if b.is_empty() {
+        u64::MAX
+    } else {
+        match b.parse::<u64>() {
+            Ok(e) if e >= start => e,
+            _ => return RangeSpec::Ignore,
+        }
+    };
+    if start >= size {
+        return RangeSpec::Unsatisfiable;
+    }
+    RangeSpec::Satisfiable(start, end.min(size - 1))
+}
+
+/// A minimal HTML listing; names are escaped.
+fn listing(url_path: &str, dir: &Path) -> io::Result<String> {
+    let mut names: Vec<(String, bool)> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| {
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            (e.file_name().to_string_lossy().into_owned(), is_dir)
+        })
+        .collect();
+    names.sort();
+    let title = html_escape(url_path);
+    let mut html = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of {title}</title></head>\
+         <body><h1>Index of {title}</h1><ul>\n"
+    );
+    for (name, is_dir) in names {
+        let slash = if is_dir { "/" } else { "" };
+        let _ = writeln!(
+            html,
+            "<li><a href=\"{}{slash}\">{}{slash}</a></li>",
+            percent_encode_segment(&name),
+            html_escape(&name)
+        );
+    }
+    html.push_str("</ul></body></html>\n");
+    Ok(html)
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn percent_encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traversal_is_refused() {
+        assert_eq!(url_to_relative("/../etc/passwd"), Err(Status::FORBIDDEN));
+        assert_eq!(url_to_relative("/%2e%2e/etc"), Err(Status::FORBIDDEN));
+        assert_eq!(url_to_relative("/a/..%2f..%2fetc"), Err(Status::FORBIDDEN));
+        assert_eq!(url_to_relative("/a%00b"), Err(Status::BAD_REQUEST));
+        assert_eq!(url_to_relative("/bad%zz"), Err(Status::BAD_REQUEST));
+        assert_eq!(url_to_relative("relative"), Err(Status::BAD_REQUEST));
+        assert_eq!(
+            url_to_relative("/a/./b//c").unwrap(),
+            PathBuf::from("a/b/c")
+        );
+        assert_eq!(url_to_relative("/").unwrap(), PathBuf::new());
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range(b"bytes=0-9", 100), RangeSpec::Satisfiable(0, 9));
+        assert_eq!(
+            parse_range(b"bytes=90-", 100),
+            RangeSpec::Satisfiable(90, 99)
+        );
+        assert_eq!(
+            parse_range(b"bytes=-10", 100),
+            RangeSpec::Satisfiable(90, 99)
+        );
+        assert_eq!(
+            parse_range(b"bytes=-1000", 100),
+            RangeSpec::Satisfiable(0, 99)
+        );
+        assert_eq!(
+            parse_range(b"bytes=50-1000", 100),
+            RangeSpec::Satisfiable(50, 99)
+        );
+        assert_eq!(parse_range(b"bytes=100-", 100), RangeSpec::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 100), RangeSpec::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=5-1", 100), RangeSpec::Ignore);
+        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), RangeSpec::Ignore);
+        assert_eq!(parse_range(b"items=0-1", 100), RangeSpec::Ignore);
+    }
+
+    #[test]
+    fn etags_compare_weakly() {
+        assert!(etag_list_matches(b"\"a\", \"b\"", "\"b\""));
+        assert!(etag_list_matches(b"W/\"b\"", "\"b\""));
+        assert!(etag_list_matches(b"*", "\"b\""));
+        assert!(!etag_list_matches(b"\"c\"", "\"b\""));
+    }
+
+    #[test]
+    fn escaping() {
+        assert_eq!(html_escape("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
+        assert_eq!(percent_encode_segment("a b/c"), "a%20b%2Fc");
+    }
+}

@@ -1,0 +1,204 @@
+//! Server counters: one block of atomics per worker (each written by its own
+//! worker only, so they never contend), summed when `/_httplite/stats` asks.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Why a connection ended early or a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Malformed request (400).
+    BadRequest,
+    /// Request line too long (414).
+    UriTooLong,
+    /// Header section too large (431).
+    HeadersTooLarge,
+    /// Body over `--max-body` (413).
+    BodyTooLarge,
+    /// Unsupported HTTP version (505).
+    Version,
+    /// A handler panicked (500).
+    Panic,
+    /// A socket error (reset, broken pipe...).
+    Io,
+    /// Too busy (503).
+    Overloaded,
+}
+
+const ERROR_KINDS: [(ErrorKind, &str); 8] = [
+    (ErrorKind::BadRequest, "bad_request"),
+    (ErrorKind::UriTooLong, "uri_too_long"),
+    (ErrorKind::HeadersTooLarge, "headers_too_large"),
+    (ErrorKind::BodyTooLarge, "body_too_large"),
+    (ErrorKind::Version, "version_not_supported"),
+    (ErrorKind::Panic, "handler_panic"),
+    (ErrorKind::Io, "io"),
+    (ErrorKind::Overloaded, "overloaded"),
+];
+
+/// Which timeout closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// `--header-timeout` (slow or stalled request head).
+    Header,
+    /// `--idle-timeout` (keep-alive with nothing to do).
+    Idle,
+    /// `--write-timeout` (client stopped reading).
+    Write,
+}
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Connections accepted by this worker.
+    pub connections: AtomicU64,
+    /// Connections closed.
+    pub closed: AtomicU64,
+    /// Requests whose head was parsed.
+    pub requests: AtomicU64,
+    /// Responses by status class: 1xx..5xx at index 1..5.
+    pub responses: [AtomicU64; 6],
+    /// Timeouts: header, idle, write.
+    pub timeouts: [AtomicU64; 3],
+    /// Errors by kind, in `ERROR_KINDS` order.
+    pub errors: [AtomicU64; 8],
+}
+
+impl WorkerStats {
+    /// Counts a response by its status class.
+    pub fn response(&self, status: u16) {
+        let class = usize::from(status / 100).min(5);
+        self.responses[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a timeout.
+    pub fn timeout(&self, kind: TimeoutKind) {
+        self.timeouts[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an error.
+    pub fn error(&self, kind: ErrorKind) {
+        self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Open connections right now.
+    pub fn open(&self) -> u64 {
+        let c = self.connections.load(Ordering::Relaxed);
+        c.saturating_sub(self.closed.load(Ordering::Relaxed))
+    }
+
+    /// Counts a request.
+    pub fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// All workers' counters plus the start time.
+#[derive(Debug)]
+pub struct Stats {
+    started: Instant,
+    workers: Vec<Arc<WorkerStats>>,
+}
+
+impl Stats {
+    /// Counters for `n` workers.
+    pub fn new(n: usize) -> Stats {
+        Stats {
+            started: Instant::now(),
+            workers: (0..n).map(|_| Arc::default()).collect(),
+        }
+    }
+
+    /// Worker `i`'s block.
+    pub fn worker(&self, i: usize) -> Arc<WorkerStats> {
+        self.workers[i].clone()
+    }
+
+    /// Sum of one counter over all workers.
+    pub fn total(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| f(w).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The `/_httplite/stats` document.
+    pub fn to_json(&self, extra_per_worker: &dyn Fn(usize, &mut String)) -> String {
+        let mut s = String::with_capacity(1024);
+        let open: u64 = self.workers.iter().map(|w| w.open()).sum();
+        let _ = write!(
+            s,
+            "{{\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},",
+            self.started.elapsed().as_secs_f64(),
+            self.total(|w| &w.connections),
+            self.total(|w| &w.requests),
+        );
+        s.push_str("\"responses\":{");
+        for class in 1..=5 {
+            let _ = write!(
+                s,
+                "{}\"{class}xx\":{}",
+                if class > 1 { "," } else { "" },
+                self.total(|w| &w.responses[class])
+            );
+        }
+        let _ = write!(
+            s,
+            "}},\"timeouts\":{{\"header\":{},\"idle\":{},\"write\":{}}},\"errors\":{{",
+            self.total(|w| &w.timeouts[0]),
+            self.total(|w| &w.timeouts[1]),
+            self.total(|w| &w.timeouts[2]),
+        );
+        for (i, (kind, name)) in ERROR_KINDS.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}\"{name}\":{}",
+                if i > 0 { "," } else { "" },
+                self.total(|w| &w.errors[*kind as usize])
+            );
+        }
+        s.push_str("},\"workers\":[");
+        for (i, w) in self.workers.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}{{\"id\":{i},\"open\":{},\"connections\":{},\"requests\":{}",
+                if i > 0 { "," } else { "" },
+                w.open(),
+                w.connections.load(Ordering::Relaxed),
+                w.requests.load(Ordering::Relaxed),
+            );
+            extra_per_worker(i, &mut s);
+            s.push('}');
+        }
+        s.push_str("]}");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_sums_workers() {
+        let st = Stats::new(2);
+        st.worker(0).connections.fetch_add(3, Ordering::Relaxed);
+        st.worker(1).connections.fetch_add(2, Ordering::Relaxed);
+        st.worker(1).closed.fetch_add(1, Ordering::Relaxed);
+        st.worker(0).response(200);
+        st.worker(1).response(404);
+        st.worker(1).error(ErrorKind::Panic);
+        st.worker(0).timeout(TimeoutKind::Write);
+        let j = st.to_json(&|_, _| {});
+        assert!(
+            j.contains("\"connections\":{\"open\":4,\"total\":5}"),
+            "{j}"
+        );
+        assert!(j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
+        assert!(j.contains("\"handler_panic\":1"), "{j}");
+        assert!(j.contains("\"write\":1"), "{j}");
+        assert!(j.starts_with('{') && j.ends_with('}'));
+    }
+}

@@ -1,0 +1,224 @@
+//! `SO_REUSEPORT` mode: every worker accepts from its own listener.
+//!
+//! The port a worker registers is a small epoll instance of its own, holding
+//! three fds (edge-triggered): the listener, the worker's doorbell (shutdown,
+//! or room freed below its connection share) and a timerfd (back-off after
+//! `EMFILE` with no reserve left). An epoll fd is itself pollable, readable
+//! while any fd inside is ready, so the runtime still registers one fd, and
+//! the port can close its listener on shutdown without the runtime ever
+//! having seen it (the runtime's rule "deregister before close" holds
+//! trivially). Nothing on the accept path reads the inner epoll: `accept4`
+//! runs directly, so nesting costs no syscall.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+use reactor::epoll::Epoll;
+use reactor::sys::ListenOptions;
+
+use crate::accept::{self, Backoff, Step};
+use crate::handoff::BATCH;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+use crate::sys;
+use crate::wake::Wake;
+use crate::worker::Batch;
+
+const IN_EDGE: u32 = (libc::EPOLLIN | libc::EPOLLET) as u32;
+
+/// Binds `n` listeners to one address. With port 0 the first one picks the
+/// port and the others join it.
+pub(crate) fn bind_group(
+    addr: SocketAddr,
+    n: usize,
+    backlog: i32,
+) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
+    let opts = ListenOptions {
+        backlog,
+        reuse_port: true,
+    };
+    let first = reactor::sys::tcp_listener(addr, opts)?;
+    let bound = reactor::sys::local_addr(first.as_raw_fd())?;
+    let mut all = vec![first];
+    for _ in 1..n {
+        all.push(reactor::sys::tcp_listener(bound, opts)?);
+    }
+    Ok((all, bound))
+}
+
+/// The worker side of reuseport mode (inside a [`WorkerPort`](crate::WorkerPort)).
+#[derive(Debug)]
+pub(crate) struct ListenerSource {
+    ep: Epoll,
+    listener: Option<OwnedFd>,
+    room: Arc<Wake>,
+    timer: OwnedFd,
+    reserve: Option<OwnedFd>,
+    backoff: Backoff,
+    backing_off: bool,
+    limit: Option<u64>,
+    paused: bool,
+    /// The doorbell may hold an unread ring (we armed it at some point).
+    ring_pending: bool,
+    /// The last attempt saw `EAGAIN`: the next call may skip straight to
+    /// `WouldBlock`, because any new connection will raise a new edge.
+    drained: bool,
+}
+
+impl ListenerSource {
+    pub(crate) fn new(
+        listener: OwnedFd,
+        room: Arc<Wake>,
+        limit: Option<u64>,
+    ) -> io::Result<ListenerSource> {
+        let ep = Epoll::new()?;
+        let timer = sys::timerfd()?;
+        ep.add(listener.as_raw_fd(), IN_EDGE, 0)?;
+        ep.add(room.fd(), IN_EDGE, 1)?;
+        ep.add(timer.as_raw_fd(), IN_EDGE, 2)?;
+        Ok(ListenerSource {
+            ep,
+            listener: Some(listener),
+            room,
+            timer,
+            reserve: sys::open_reserve().ok(),
+            backoff: Backoff::default(),
+            backing_off: false,
+            limit,
+            paused: false,
+            ring_pending: false,
+            drained: false,
+        })
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.ep.as_raw_fd()
+    }
+
+    pub(crate) fn poll(
+        &mut self,
+        out: &mut Vec<OwnedFd>,
+        shared: &Shared,
+        id: usize,
+    ) -> io::Result<Batch> {
+        if self.listener.is_none() || shared.shutdown.is_requested() {
+            self.close_listener();
+            return Ok(Batch::Shutdown {
+                deadline: shared.shutdown.deadline(),
+            });
+        }
+        if self.drained {
+            self.drained = false;
+            return Ok(Batch::WouldBlock);
+        }
+        if self.ring_pending {
+            self.ring_pending = false;
+            self.room.drain();
+        }
+        if self.backing_off {
+            if self.backoff.remaining().is_some() {
+                return Ok(Batch::WouldBlock);
+            }
+            self.backing_off = false;
+            let _ = sys::eventfd_drain(self.timer.as_raw_fd());
+        }
+        let stats = &shared.stats.workers()[id];
+        let listener = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+        let start = out.len();
+        let mut budget = self.room_left(stats);
+        let mut empty = false;
+        while out.len() - start < BATCH {
+            if budget == 0 {
+                budget = self.pause(stats);
+                if budget == 0 {
+                    break;
+                }
+            }
+            match accept::step(listener, &mut self.reserve) {
+                Step::Conn(fd) => {
+                    self.backoff.reset();
+                    stats.handed_off.fetch_add(1, Relaxed);
+                    out.push(fd);
+                    budget -= 1;
+                }
+                Step::Empty => {
+                    empty = true;
+                    break;
+                }
+                Step::Retry => {
+                    stats.accept_errors.fetch_add(1, Relaxed);
+                }
+                Step::Shed => {
+                    stats.emfile_events.fetch_add(1, Relaxed);
+                }
+                Step::Exhausted => {
+                    stats.emfile_events.fetch_add(1, Relaxed);
+                    self.start_backoff()?;
+                    break;
+                }
+                Step::Failed => {
+                    stats.accept_errors.fetch_add(1, Relaxed);
+                    self.start_backoff()?;
+                    break;
+                }
+            }
+        }
+        let n = out.len() - start;
+        if n == 0 {
+            return Ok(Batch::WouldBlock);
+        }
+        stats.batches.fetch_add(1, Relaxed);
+        self.drained = empty;
+        Ok(Batch::Fds(n))
+    }
+
+    /// Connections this worker may still take before its share is used up.
+    fn room_left(&mut self, stats: &WorkerStats) -> u64 {
+        let Some(limit) = self.limit else {
+            return u64::MAX;
+        };
+        // SeqCst: the closer's side of the doorbell handshake (wake.rs).
+        let closed = stats.closed.load(SeqCst);
+        let open = stats.handed_off.load(Relaxed).saturating_sub(closed);
+        let left = limit.saturating_sub(open);
+        if left > 0 && self.paused {
+            self.paused = false;
+        }
+        left
+    }
+
+    /// At the share: arm the doorbell, re-check, and either carry on or
+    /// report no room (the doorbell will ring the port when a close frees
+    /// some).
+    fn pause(&mut self, stats: &WorkerStats) -> u64 {
+        self.room.arm();
+        self.ring_pending = true;
+        let left = self.room_left(stats);
+        if left > 0 {
+            self.room.disarm();
+            return left;
+        }
+        if !self.paused {
+            self.paused = true;
+            stats.paused_at_max.fetch_add(1, Relaxed);
+        }
+        0
+    }
+
+    fn start_backoff(&mut self) -> io::Result<()> {
+        let wait = self.backoff.start();
+        self.backing_off = true;
+        sys::timerfd_arm(self.timer.as_raw_fd(), wait)
+    }
+
+    /// Closes the listener (once): the kernel drops it from the reuseport
+    /// group, so new connections go to the workers still listening.
+    fn close_listener(&mut self) {
+        if let Some(l) = self.listener.take() {
+            let _ = self.ep.delete(l.as_raw_fd());
+        }
+    }
+}

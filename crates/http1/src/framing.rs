@@ -1,0 +1,314 @@
+//! What the headers say about the message: body framing (RFC 9112 §6),
+//! connection persistence (§9.3) and `Expect: 100-continue` (RFC 9110 §10.1.1).
+//!
+//! Framing is where request smuggling lives: if this server and a proxy in
+//! front of it disagree on where a body ends, an attacker's second request
+//! hides inside the first one's body. So every ambiguous combination is
+//! rejected rather than guessed at.
+
+use crate::{BodyKind, Error, Status, Version};
+
+/// Facts collected from the headers, one header at a time, while the head is
+/// converted; [`finish`](Semantics::finish) turns them into decisions.
+#[derive(Default)]
+pub(crate) struct Semantics {
+    content_length: Option<u64>,
+    /// A `Transfer-Encoding` header was seen.
+    te_seen: bool,
+    /// The last coding listed so far is `chunked`.
+    te_last_chunked: bool,
+    te_chunked_count: u32,
+    /// A coding other than `chunked` was listed.
+    te_other: bool,
+    conn_close: bool,
+    conn_keep_alive: bool,
+    expect_continue: bool,
+}
+
+/// What the head decides about the message.
+pub(crate) struct Decision {
+    pub(crate) body: BodyKind,
+    pub(crate) keep_alive: bool,
+    pub(crate) expects_continue: bool,
+}
+
+impl Semantics {
+    pub(crate) fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
+        // Dispatch on length first: most headers are rejected by one compare.
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length(value),
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                self.transfer_encoding(value);
+                Ok(())
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in list(value) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        self.conn_close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        self.conn_keep_alive = true;
+                    }
+                }
+                Ok(())
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                if trim(value).eq_ignore_ascii_case(b"100-continue") {
+                    self.expect_continue = true;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn content_length(&mut self, value: &[u8]) -> Result<(), Error> {
+        // Identical repeats (`5, 5` or two headers) are tolerated because
+        // some proxies fold them; anything else is ambiguous (RFC 9112 §6.3).
+        for item in value.split(|&b| b == b',') {
+            let n = parse_length(trim(item))?;
+            match self.content_length {
+                Some(prev) if prev != n => {
+                    return Err(Error::bad_request("conflicting Content-Length values"));
+                }
+                _ => self.content_length = Some(n),
+            }
+        }
+        Ok(())
+    }
+
+    fn transfer_encoding(&mut self, value: &[u8]) {
+        self.te_seen = true;
+        for coding in list(value) {
+            if coding.eq_ignore_ascii_case(b"chunked") {
+                self.te_chunked_count += 1;
+                self.te_last_chunked = true;
+            } else {
+                self.te_other = true;
+                self.te_last_chunked = false;
+            }
+        }
+    }
+
+    pub(crate) fn finish(self, version: Version, max_body: u64) -> Result<Decision, Error> {
+        let keep_alive = match version {
+            Version::Http11 => !self.conn_close,
+            Version::Http10 => self.conn_keep_alive && !self.conn_close,
+        };
+        let body = if self.te_seen {
+            if self.content_length.is_some() {
+                return Err(Error::bad_request(
+                    "both Content-Length and Transfer-Encoding",
+                ));
+            }
+            if version == Version::Http10 {
+                // HTTP/1.0 has no transfer codings; RFC 9112 §6.1 calls
+                // such framing faulty.
+                return Err(Error::bad_request("Transfer-Encoding in HTTP/1.0 request"));
+            }
+            if !self.te_last_chunked {
+                // §6.3: the body length cannot be determined.
+                return Err(Error::bad_request("final transfer coding is not chunked"));
+            }
+            if self.te_chunked_count > 1 {
+                return Err(Error::bad_request("chunked applied more than once"));
+            }
+            if self.te_other {
+                return Err(Error::new(
+                    Status::NOT_IMPLEMENTED,
+                    "unsupported transfer coding",
+                ));
+            }
+            BodyKind::Chunked
+        } else if let Some(n) = self.content_length {
+            if n > max_body {
+                return Err(Error::new(
+                    Status::CONTENT_TOO_LARGE,
+                    "Content-Length over the body limit",
+                ));
+            }
+            BodyKind::Length(n)
+        } else {
+            BodyKind::None
+        };
+        // HTTP/1.0 has no interim responses (RFC 9110 §10.1.1), and without
+        // a body there is nothing for the client to hold back.
+        let has_body = !matches!(body, BodyKind::None | BodyKind::Length(0));
+        Ok(Decision {
+            body,
+            keep_alive,
+            expects_continue: self.expect_continue && version == Version::Http11 && has_body,
+        })
+    }
+}
+
+/// `1*DIGIT` into a `u64`; signs, spaces, hex and overflow are all errors.
+fn parse_length(digits: &[u8]) -> Result<u64, Error> {
+    const INVALID: Error = Error::bad_request("invalid Content-Length");
+    if digits.is_empty() {
+        return Err(INVALID);
+    }
+    let mut n: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return Err(INVALID);
+        }
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+            .ok_or(INVALID)?;
+    }
+    Ok(n)
+}
+
+/// The non-empty elements of a comma-separated list, trimmed (RFC 9110 §5.6.1
+/// says recipients ignore empty elements).
+fn list(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(trim)
+        .filter(|item| !item.is_empty())
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(version: Version, headers: &[(&str, &str)]) -> Result<Decision, Error> {
+        let mut s = Semantics::default();
+        for (n, v) in headers {
+            s.header(n.as_bytes(), v.as_bytes())?;
+        }
+        s.finish(version, 1000)
+    }
+
+    fn body(headers: &[(&str, &str)]) -> Result<BodyKind, u16> {
+        decide(Version::Http11, headers)
+            .map(|d| d.body)
+            .map_err(|e| e.status().code())
+    }
+
+    #[test]
+    fn lengths() {
+        assert_eq!(body(&[]), Ok(BodyKind::None));
+        assert_eq!(body(&[("Content-Length", "0")]), Ok(BodyKind::Length(0)));
+        assert_eq!(body(&[("content-LENGTH", "12")]), Ok(BodyKind::Length(12)));
+        assert_eq!(body(&[("Content-Length", "5, 5")]), Ok(BodyKind::Length(5)));
+        assert_eq!(
+            body(&[("Content-Length", "5"), ("Content-Length", "5")]),
+            Ok(BodyKind::Length(5))
+        );
+        assert_eq!(body(&[("Content-Length", "007")]), Ok(BodyKind::Length(7)));
+        assert_eq!(
+            body(&[("Content-Length", "1000")]),
+            Ok(BodyKind::Length(1000))
+        );
+    }
+
+    #[test]
+    fn bad_lengths() {
+        for v in [
+            "",
+            "-1",
+            "+1",
+            "1 2",
+            "0x10",
+            "abc",
+            "5,",
+            "5,6",
+            "1e3",
+            "99999999999999999999",
+        ] {
+            assert_eq!(body(&[("Content-Length", v)]), Err(400), "{v:?}");
+        }
+        assert_eq!(
+            body(&[("Content-Length", "5"), ("Content-Length", "6")]),
+            Err(400)
+        );
+        assert_eq!(body(&[("Content-Length", "1001")]), Err(413));
+        assert_eq!(
+            body(&[("Content-Length", "18446744073709551615")]),
+            Err(413)
+        );
+    }
+
+    #[test]
+    fn transfer_encodings() {
+        assert_eq!(
+            body(&[("Transfer-Encoding", "chunked")]),
+            Ok(BodyKind::Chunked)
+        );
+        assert_eq!(
+            body(&[("Transfer-Encoding", " Chunked ")]),
+            Ok(BodyKind::Chunked)
+        );
+        assert_eq!(body(&[("Transfer-Encoding", "gzip, chunked")]), Err(501));
+        assert_eq!(
+            body(&[
+                ("Transfer-Encoding", "gzip"),
+                ("Transfer-Encoding", "chunked")
+            ]),
+            Err(501)
+        );
+        assert_eq!(body(&[("Transfer-Encoding", "chunked, gzip")]), Err(400));
+        assert_eq!(body(&[("Transfer-Encoding", "gzip")]), Err(400));
+        assert_eq!(body(&[("Transfer-Encoding", "")]), Err(400));
+        assert_eq!(body(&[("Transfer-Encoding", "chunked, chunked")]), Err(400));
+        assert_eq!(
+            body(&[("Transfer-Encoding", "chunked"), ("Content-Length", "3")]),
+            Err(400)
+        );
+        let d = decide(Version::Http10, &[("Transfer-Encoding", "chunked")]);
+        assert_eq!(d.err().unwrap().status().code(), 400);
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        let ka = |v, h: &[(&str, &str)]| decide(v, h).unwrap().keep_alive;
+        assert!(ka(Version::Http11, &[]));
+        assert!(!ka(Version::Http11, &[("Connection", "close")]));
+        assert!(!ka(Version::Http11, &[("Connection", "Upgrade, CLOSE")]));
+        assert!(!ka(Version::Http10, &[]));
+        assert!(ka(Version::Http10, &[("Connection", "Keep-Alive")]));
+        assert!(ka(Version::Http10, &[("Connection", "foo ,keep-alive")]));
+        assert!(!ka(
+            Version::Http10,
+            &[("Connection", "keep-alive"), ("Connection", "close")]
+        ));
+        assert!(!ka(Version::Http10, &[("Connection", "keep-alives")]));
+    }
+
+    #[test]
+    fn expect_continue_only_for_http11() {
+        let e = |v, h: &[(&str, &str)]| {
+            let mut h = h.to_vec();
+            h.push(("Content-Length", "1"));
+            decide(v, &h).unwrap().expects_continue
+        };
+        assert!(e(Version::Http11, &[("Expect", "100-continue")]));
+        assert!(e(Version::Http11, &[("expect", " 100-Continue ")]));
+        assert!(!e(Version::Http11, &[("Expect", "200-ok")]));
+        assert!(!e(Version::Http10, &[("Expect", "100-continue")]));
+        assert!(!e(Version::Http11, &[]));
+    }
+
+    #[test]
+    fn expect_continue_needs_a_body() {
+        let e = |h: &[(&str, &str)]| decide(Version::Http11, h).unwrap().expects_continue;
+        assert!(!e(&[("Expect", "100-continue")]));
+        assert!(!e(&[("Expect", "100-continue"), ("Content-Length", "0")]));
+        assert!(e(&[
+            ("Expect", "100-continue"),
+            ("Transfer-Encoding", "chunked")
+        ]));
+    }
+}

@@ -1,0 +1,346 @@
+//! Finding and parsing a request head: request line, headers, empty line.
+//!
+//! The common case is one read that holds a whole head, so the first attempt
+//! goes straight to `httparse`, which scans the bytes once. Only when that
+//! reports a partial head does the decoder fall back to its own scan, which
+//! remembers how far it got, so a head trickling in one byte per read costs
+//! linear, not quadratic, time. The same scan enforces the size limits while
+//! the head is still incomplete: a client that never ends its headers is
+//! rejected once it passes the limit, not buffered forever.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Buf, BytesMut};
+
+use crate::framing::Semantics;
+use crate::request::{HeaderList, HeaderSpan, Span, Verb, split_target};
+use crate::{Error, Limits, Message, Request, Status, Version};
+
+/// Header slots that live on the stack; `MaybeUninit`, so unused slots cost
+/// nothing. Larger `max_headers` settings fall back to a `Vec`.
+const STACK_SLOTS: usize = 128;
+
+const URI_TOO_LONG: Error = Error::new(Status::URI_TOO_LONG, "request line too long");
+const HEAD_TOO_LARGE: Error = Error::new(
+    Status::REQUEST_HEADER_FIELDS_TOO_LARGE,
+    "header section too large",
+);
+const TOO_MANY_HEADERS: Error =
+    Error::new(Status::REQUEST_HEADER_FIELDS_TOO_LARGE, "too many headers");
+
+/// Progress of the scan through a partial head. All positions are offsets in
+/// the read buffer, whose start does not move while a head is partial.
+#[derive(Default, Debug)]
+pub(crate) struct HeadScan {
+    /// A partial head is buffered; `false` between requests.
+    active: bool,
+    /// Bytes already searched for line feeds.
+    pos: usize,
+    /// End of the request line including its LF; 0 while not yet seen.
+    line_end: usize,
+    /// Start of the header line being scanned.
+    field_start: usize,
+    /// Complete header lines seen.
+    fields: usize,
+}
+
+impl HeadScan {
+    pub(crate) fn is_active(&self) -> bool {
+        self.active
+    }
+}
+
+/// Decodes one request head from the front of `buf`, splitting it off.
+///
+/// Returns a whole [`Message`] (always `Head`) rather than a `Request`: the
+/// request is then built where the caller receives it instead of being
+/// copied into a `Message` afterwards, which matters at ~200 bytes.
+pub(crate) fn decode_head(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    scan: &mut HeadScan,
+) -> Result<Option<Message>, Error> {
+    // httparse has seen the request line (or its start) whenever it ran on
+    // this call; no need to run it again for early validation.
+    let parsed_now = !scan.active;
+    if parsed_now {
+        skip_empty_lines(buf);
+        // A lone CR may be the start of one more empty line.
+        if buf.is_empty() || buf[..] == b"\r"[..] {
+            return Ok(None);
+        }
+        let parsed = parse(buf, limits);
+        if !matches!(parsed, Ok(None)) {
+            return parsed;
+        }
+        *scan = HeadScan {
+            active: true,
+            ..HeadScan::default()
+        };
+    }
+    let had_line = scan.line_end != 0;
+    let complete = scan.advance(buf, limits)?;
+    let line_just_ended = !had_line && scan.line_end != 0 && !parsed_now;
+    if complete.is_none() && !line_just_ended {
+        return Ok(None);
+    }
+    // Either the head is complete, or its request line just ended: parse
+    // now, which also rejects a malformed request line before the headers
+    // have arrived.
+    match parse(buf, limits) {
+        Ok(None) if complete.is_some() => Err(Error::bad_request("malformed request head")),
+        Ok(None) => Ok(None),
+        done => {
+            *scan = HeadScan::default();
+            done
+        }
+    }
+}
+
+/// RFC 9112 §2.2: a server SHOULD ignore empty lines before a request line
+/// (some clients send an extra CRLF after a POST body).
+fn skip_empty_lines(buf: &mut BytesMut) {
+    let mut n = 0;
+    loop {
+        match &buf[n..] {
+            [b'\r', b'\n', ..] => n += 2,
+            [b'\n', ..] => n += 1,
+            _ => break,
+        }
+    }
+    if n > 0 {
+        buf.advance(n);
+    }
+}
+
+impl HeadScan {
+    /// Scans new bytes for line ends; returns the head length once the empty
+    /// line is found. Enforces the limits on partial heads.
+    fn advance(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<usize>, Error> {
+        if self.pos > buf.len() {
+            // The caller swapped or cleared the buffer mid-head: start over
+            // rather than index out of bounds.
+            *self = HeadScan {
+                active: true,
+                ..HeadScan::default()
+            };
+        }
+        while let Some(off) = buf[self.pos..].iter().position(|&b| b == b'\n') {
+            let lf = self.pos + off;
+            self.pos = lf + 1;
+            if self.line_end == 0 {
+                if line_content_len(&buf[..lf]) > limits.max_request_line {
+                    return Err(URI_TOO_LONG);
+                }
+                self.line_end = lf + 1;
+                self.field_start = lf + 1;
+                continue;
+            }
+            if lf + 1 - self.line_end > limits.max_head {
+                return Err(HEAD_TOO_LARGE);
+            }
+            if matches!(&buf[self.field_start..lf], b"" | b"\r") {
+                return Ok(Some(lf + 1));
+            }
+            self.fields += 1;
+            if self.fields > limits.max_headers {
+                return Err(TOO_MANY_HEADERS);
+            }
+            self.field_start = lf + 1;
+        }
+        self.pos = buf.len();
+        if self.line_end == 0 {
+            if line_content_len(buf) > limits.max_request_line {
+                return Err(URI_TOO_LONG);
+            }
+        } else if buf.len() - self.line_end > limits.max_head {
+            return Err(HEAD_TOO_LARGE);
+        }
+        Ok(None)
+    }
+}
+
+/// Length of a line without its CR (a CR at the very end may be half of the
+/// CRLF still arriving).
+fn line_content_len(line: &[u8]) -> usize {
+    line.len() - usize::from(line.last() == Some(&b'\r'))
+}
+
+/// Runs httparse on `buf`; on a complete head, checks limits and framing,
+/// builds the [`Request`] and splits its bytes off `buf`.
+fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
+    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_SLOTS];
+    let mut heap;
+    let slots = if limits.max_headers <= STACK_SLOTS {
+        &mut stack[..limits.max_headers]
+    } else {
+        heap = vec![MaybeUninit::uninit(); limits.max_headers];
+        &mut heap[..]
+    };
+    let mut parsed = httparse::Request::new(&mut []);
+    let len = match parsed.parse_with_uninit_headers(&buf[..], slots) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(map_httparse_error(e, buf)),
+    };
+    // Complete heads always have these; `unwrap_or_default` avoids a panic
+    // path should httparse ever change.
+    let method = parsed.method.unwrap_or_default();
+    let target = parsed.path.unwrap_or_default();
+    let base = buf.as_ptr() as usize;
+    let method_start = (method.as_ptr() as usize).wrapping_sub(base);
+
+    // Limits first: only a head that passes them is known to fit the `u16`
+    // offsets of `Span`.
+    // httparse allows exactly one space between the three parts.
+    let line_len = method.len() + 1 + target.len() + 1 + "HTTP/1.1".len();
+    if line_len > limits.max_request_line {
+        return Err(URI_TOO_LONG);
+    }
+    let line_end = method_start.saturating_add(line_len)
+        + if buf.get(method_start.saturating_add(line_len)) == Some(&b'\r') {
+            2
+        } else {
+            1
+        };
+    if len.saturating_sub(line_end) > limits.max_head {
+        return Err(HEAD_TOO_LARGE);
+    }
+    if len > usize::from(u16::MAX) {
+        // Unreachable with the capped limits; keeps `Span` sound regardless.
+        return Err(HEAD_TOO_LARGE);
+    }
+
+    let span_of = |s: &[u8]| {
+        // httparse's slices point into `buf`. An empty one might not, but
+        // then any in-bounds position does as well as another, and an
+        // out-of-bounds one falls back to 0..0.
+        let start = (s.as_ptr() as usize).wrapping_sub(base);
+        if s.len() <= len && start <= len - s.len() {
+            Span::new(start, start + s.len())
+        } else {
+            Span::default()
+        }
+    };
+    let method_span = span_of(method.as_bytes());
+    let target_span = span_of(target.as_bytes());
+
+    let version = if parsed.version == Some(0) {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let mut semantics = Semantics::default();
+    let mut headers = HeaderList::new();
+    for h in parsed.headers.iter() {
+        semantics.header(h.name.as_bytes(), h.value)?;
+        headers.push(HeaderSpan {
+            name: span_of(h.name.as_bytes()),
+            value: span_of(h.value),
+        });
+    }
+    let decision = semantics.finish(version, limits.max_body)?;
+    let (path, query) = split_target(target.as_bytes(), usize::from(target_span.start));
+    let verb = Verb::of(method.as_bytes());
+
+    Ok(Some(Message::Head(Request {
+        head: buf.split_to(len).freeze(),
+        verb,
+        method: method_span,
+        target: target_span,
+        path,
+        query,
+        version,
+        body: decision.body,
+        keep_alive: decision.keep_alive,
+        expects_continue: decision.expects_continue,
+        headers,
+    })))
+}
+
+fn map_httparse_error(e: httparse::Error, buf: &[u8]) -> Error {
+    match e {
+        httparse::Error::TooManyHeaders => TOO_MANY_HEADERS,
+        httparse::Error::Version if names_other_http_version(buf) => Error::new(
+            Status::HTTP_VERSION_NOT_SUPPORTED,
+            "unsupported HTTP version",
+        ),
+        httparse::Error::Version => Error::bad_request("invalid HTTP version"),
+        httparse::Error::Token => Error::bad_request("invalid method or request target"),
+        httparse::Error::HeaderName => Error::bad_request("invalid header name"),
+        httparse::Error::HeaderValue => Error::bad_request("invalid header value"),
+        httparse::Error::NewLine | httparse::Error::Status => {
+            Error::bad_request("invalid line ending")
+        }
+    }
+}
+
+/// Whether the request line ends in a well-formed version other than 1.0 and
+/// 1.1 (`HTTP/2.0`, `HTTP/1.2`, `HTTP/3`), which deserves 505 rather than
+/// 400. This includes the HTTP/2 connection preface, `PRI * HTTP/2.0`.
+fn names_other_http_version(buf: &[u8]) -> bool {
+    let line = match buf.iter().position(|&b| b == b'\n') {
+        Some(lf) => &buf[..lf],
+        None => buf,
+    };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let word = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    let Some(v) = word.strip_prefix(b"HTTP/") else {
+        return false;
+    };
+    let major = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    match &v[major..] {
+        _ if major == 0 => false,
+        [] => true,
+        [b'.', minor @ ..] => minor.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_versions_are_recognised() {
+        assert!(names_other_http_version(b"GET / HTTP/2.0\r\n"));
+        assert!(names_other_http_version(
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+        ));
+        assert!(names_other_http_version(b"GET / HTTP/1.2"));
+        assert!(names_other_http_version(b"GET / HTTP/3"));
+        assert!(names_other_http_version(b"GET / HTTP/10.01\r\n"));
+        assert!(!names_other_http_version(b"GET / HTTP/x\r\n"));
+        assert!(!names_other_http_version(b"GET / HTTP/1.x\r\n"));
+        assert!(!names_other_http_version(b"GET / FTP/1.1\r\n"));
+        assert!(!names_other_http_version(b"GET / HTTP/\r\n"));
+    }
+
+    #[test]
+    fn empty_lines_before_request_are_skipped() {
+        let mut buf = BytesMut::from(&b"\r\n\n\r\nGET"[..]);
+        skip_empty_lines(&mut buf);
+        assert_eq!(&buf[..], b"GET");
+        let mut buf = BytesMut::from(&b"\r\r\n"[..]);
+        skip_empty_lines(&mut buf);
+        assert_eq!(&buf[..], b"\r\r\n");
+    }
+
+    #[test]
+    fn scan_counts_lines_incrementally() {
+        let limits = Limits {
+            max_headers: 2,
+            ..Limits::default()
+        };
+        let mut scan = HeadScan::default();
+        let input = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n";
+        let mut result = Ok(None);
+        for end in 1..=input.len() {
+            result = scan.advance(&input[..end], &limits);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(TOO_MANY_HEADERS));
+    }
+}
