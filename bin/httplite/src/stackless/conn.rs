@@ -108,6 +108,16 @@ async fn with_deadline<T>(
     .await
 }
 
+/// The boxed slow path of one request.
+type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
+
+/// A request whose answer must wait (see [`Conn::handle`]).
+struct Slow {
+    req: Request,
+    to: ReplyTo,
+    action: Action,
+}
+
 struct Conn {
     ctx: Rc<WorkerCtx>,
     stream: TcpStream,
@@ -171,26 +181,44 @@ impl Conn {
         loop {
             // Answer every complete request already buffered (pipelining).
             loop {
-                let msg = match self.decoder.decode(&mut self.rbuf) {
-                    Ok(Some(m)) => m,
-                    Ok(None) => break,
-                    Err(e) => return self.reject(e).await,
-                };
-                let Message::Head(req) = msg else {
-                    // Bodies are consumed by `handle`; nothing else can come.
-                    continue;
-                };
-                self.head_started = None;
-                match self.handle(req).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        if let Err(stop) = self.flush().await {
-                            return stop;
+                // Nothing request-sized may be held across an await here:
+                // temporaries of a `match` live to its end, so decoding and
+                // the fast path finish in a block, and only a boxed future
+                // (one pointer) crosses the await.
+                let keep = {
+                    let next: Result<bool, SlowFuture<'_>> = {
+                        let step = match self.decoder.decode(&mut self.rbuf) {
+                            Ok(Some(Message::Head(req))) => {
+                                self.head_started = None;
+                                self.handle(req)
+                            }
+                            // Bodies are consumed by the handlers.
+                            Ok(Some(_)) => continue,
+                            Ok(None) => break,
+                            Err(e) => {
+                                self.reject(&e);
+                                Ok(false)
+                            }
+                        };
+                        match step {
+                            Ok(keep) => Ok(keep),
+                            Err(slow) => Err(Box::pin(self.handle_slow(slow))),
                         }
-                        self.linger_close().await;
-                        return Stop::Done;
+                    };
+                    match next {
+                        Ok(keep) => keep,
+                        Err(fut) => match fut.await {
+                            Ok(keep) => keep,
+                            Err(stop) => return stop,
+                        },
                     }
-                    Err(stop) => return stop,
+                };
+                if !keep {
+                    if let Err(stop) = self.flush().await {
+                        return stop;
+                    }
+                    self.linger_close().await;
+                    return Stop::Done;
                 }
                 if self.wbuf.len() >= FLUSH_AT {
                     if let Err(stop) = self.flush().await {
@@ -201,9 +229,8 @@ impl Conn {
             if let Err(stop) = self.flush().await {
                 return stop;
             }
-            match self.fill().await {
-                Ok(()) => {}
-                Err(stop) => return stop,
+            if let Err(stop) = self.fill().await {
+                return stop;
             }
         }
     }
@@ -354,8 +381,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Answers a protocol error and closes.
-    async fn reject(&mut self, e: http1::Error) -> Stop {
+    /// Encodes the answer to a protocol error; the caller flushes and closes.
+    fn reject(&mut self, e: &http1::Error) {
         let kind = match e.status().code() {
             413 => ErrorKind::BodyTooLarge,
             414 => ErrorKind::UriTooLong,
@@ -365,12 +392,7 @@ impl Conn {
         };
         self.ctx.stats.error(kind);
         self.ctx.stats.response(e.status().code());
-        http1::encode_error(&mut self.wbuf, &e);
-        if let Err(stop) = self.flush().await {
-            return stop;
-        }
-        self.linger_close().await;
-        Stop::Done
+        http1::encode_error(&mut self.wbuf, e);
     }
 
     /// Half-closes, then drains what the client still sends (bounded), so
@@ -383,18 +405,38 @@ impl Conn {
         let deadline = self.ctx.reactor.now() + LINGER;
         self.timer.arm(deadline, TimeoutKind::Write);
         let mut drained = 0;
-        let mut scratch = [0u8; 4096];
+        // The read buffer serves as scratch: a stack array here would make
+        // every connection's future (and so every idle connection) 4 KiB larger.
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = self.ctx.pool.get();
+        }
         while drained < LINGER_BYTES {
-            let Conn { stream, timer, .. } = self;
-            match with_deadline(timer, |cx| stream.poll_read(cx, &mut scratch)).await {
+            self.rbuf.clear();
+            let Conn {
+                stream,
+                timer,
+                rbuf,
+                ..
+            } = self;
+            match with_deadline(timer, |cx| {
+                stream.poll_read_uninit(cx, rbuf.spare_capacity_mut())
+            })
+            .await
+            {
                 Ok(n) if n > 0 => drained += n,
                 _ => break,
             }
         }
     }
 
-    /// Handles one request; `Ok(false)` means close after flushing.
-    async fn handle(&mut self, req: Request) -> Res<bool> {
+    /// Handles one request without waiting, if it can: `Ok(keep_alive)`.
+    /// Small complete answers (the plaintext hot path) are encoded right here.
+    /// Anything that must wait (bodies, sleeps, files) comes back as `Err`
+    /// for [`Conn::handle_slow`], which the caller runs boxed: a future's size
+    /// is the largest of all its states and every connection, idle or not,
+    /// pays for it, so the heavy states live in their own allocation only
+    /// while they run.
+    fn handle(&mut self, req: Request) -> Result<bool, Slow> {
         let ctx = self.ctx.clone();
         ctx.stats.request();
         self.served += 1;
@@ -406,23 +448,42 @@ impl Conn {
             Ok(a) => a,
             Err(_) => {
                 ctx.stats.error(ErrorKind::Panic);
+                ctx.stats.response(500);
                 let body = b"500 Internal Server Error\n";
-                self.respond_owned(
-                    ReplyTo {
-                        keep_alive: false,
-                        ..to
-                    },
-                    Status::INTERNAL_SERVER_ERROR,
-                    None,
-                    &[],
-                    body,
-                )?;
+                let to = ReplyTo {
+                    keep_alive: false,
+                    ..to
+                };
+                // Cannot fail: no caller headers.
+                let _ = self.respond_owned(to, Status::INTERNAL_SERVER_ERROR, None, &[], body);
                 self.log(&req, 500, body.len() as u64);
                 return Ok(false);
             }
         };
+        match action {
+            Action::Static {
+                status,
+                content_type,
+                body,
+            } if !req.has_body() => {
+                http1::encode_response(&mut self.wbuf, to, status, Some(content_type), body);
+                ctx.stats.response(status.code());
+                self.log(&req, status.code(), body.len() as u64);
+                Ok(to.keep_alive)
+            }
+            action => Err(Slow { req, to, action }),
+        }
+    }
+
+    /// The answers that wait for something (see [`Conn::handle`]).
+    async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
+        let Slow { req, to, action } = slow;
         if req.has_body() && !matches!(action, Action::Echo) {
-            self.discard_body().await?;
+            match self.discard_body().await {
+                Ok(()) => {}
+                Err(Stop::Done) => return Ok(false), // answered with an error
+                Err(stop) => return Err(stop),
+            }
         }
         let (status, bytes, keep) = match action {
             Action::Static {
@@ -453,7 +514,7 @@ impl Conn {
             Action::Echo => self.echo(&req, to).await?,
             Action::File(reply) => self.file(reply, to).await?,
         };
-        ctx.stats.response(status.code());
+        self.ctx.stats.response(status.code());
         self.log(&req, status.code(), bytes);
         Ok(keep)
     }
@@ -514,7 +575,8 @@ impl Conn {
                 Ok(Some(_)) => {}
                 Ok(None) => self.fill().await?,
                 Err(e) => {
-                    self.reject(e).await;
+                    // Answered with the error; the caller flushes and closes.
+                    self.reject(&e);
                     return Err(Stop::Done);
                 }
             }

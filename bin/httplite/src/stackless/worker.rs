@@ -23,8 +23,9 @@ use crate::stats::WorkerStats;
 
 /// Read and write buffers start at this size.
 const BUF_SIZE: usize = 4096;
-/// Buffers a worker keeps for reuse; more are freed.
-const POOL_MAX: usize = 1024;
+/// Buffers a worker keeps for reuse; more are freed, so a burst of activity
+/// does not pin memory that idle connections no longer need.
+const POOL_MAX: usize = 64;
 
 /// What every connection task of one worker shares.
 pub struct WorkerCtx {

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# User-space instructions per plaintext request, counted by callgrind (no
+# hardware counters here; callgrind counts repeat to a few instructions).
+#
+# For each mode (one request at a time; 16 pipelined per write) the server
+# runs twice under callgrind, serving K1 and K2 requests over one keep-alive
+# connection; (Ir(K2) - Ir(K1)) / (K2 - K1) cancels start-up and shutdown.
+#
+# Usage: scripts/instructions-per-request.sh [--runtime R] [-- extra server flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNTIME=stackless
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runtime) RUNTIME=$2; shift 2 ;;
+        --) shift; break ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+K1=${K1:-1000}
+K2=${K2:-21000}
+command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
+
+cargo build --release -p httplite -q
+BIN=target/release/httplite
+OUT=$(mktemp -d)
+PORT_BASE=$((20000 + RANDOM % 20000))
+
+count() { # mode-depth K port -> total Ir
+    local depth=$1 k=$2 port=$3 f="$OUT/cg.$1.$2"
+    shift 3
+    valgrind --tool=callgrind --callgrind-out-file="$f" -q \
+        "$BIN" --bind "127.0.0.1:$port" --workers 1 --runtime "$RUNTIME" --quiet "$@" \
+        >/dev/null 2>"$OUT/vg.err" &
+    local pid=$!
+    python3 scripts/lib/keepalive_client.py "$port" "$k" "$depth" >/dev/null
+    kill -TERM "$pid"
+    wait "$pid" || true
+    awk '/^(summary|totals):/ {print $2; exit}' "$f"
+}
+
+printf '| mode | Ir(K1=%d) | Ir(K2=%d) | instructions/request |\n|---|---|---|---|\n' "$K1" "$K2"
+i=0
+for depth in 1 16; do
+    a=$(count "$depth" "$K1" $((PORT_BASE + i)) "$@"); i=$((i + 1))
+    b=$(count "$depth" "$K2" $((PORT_BASE + i)) "$@"); i=$((i + 1))
+    per=$(python3 -c "print(f'{($b - $a) / ($K2 - $K1):.0f}')")
+    mode=$([ "$depth" = 1 ] && echo "one at a time" || echo "16 pipelined")
+    printf '| %s | %s | %s | %s |\n' "$mode" "$a" "$b" "$per"
+done
+rm -rf "$OUT"

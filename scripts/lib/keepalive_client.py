@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Sends K plaintext requests over one keep-alive connection and checks every
+answer. Usage: keepalive_client.py PORT K DEPTH [PATH]
+
+DEPTH 1 sends one request at a time; DEPTH 16 writes 16 pipelined requests
+per send and waits for their 16 answers."""
+import socket
+import sys
+import time
+
+port, k, depth = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+path = sys.argv[4] if len(sys.argv) > 4 else "/_httplite/plaintext"
+req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+marker = b"\r\n\r\nHello, World!"
+
+deadline = time.time() + 30
+while True:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(0.2)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+done = 0
+buf = b""
+while done < k:
+    n = min(depth, k - done)
+    s.sendall(req * n)
+    got = 0
+    while got < n:
+        data = s.recv(1 << 16)
+        if not data:
+            sys.exit(f"server closed after {done + got} responses")
+        buf += data
+        c = buf.count(marker)
+        if c:
+            got += c
+            buf = buf[buf.rindex(marker) + len(marker):]
+    if got != n:
+        sys.exit(f"expected {n} responses, got {got}")
+    done += n
+s.close()
+print(f"{done} responses OK")
