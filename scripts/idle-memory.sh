@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
 done
 N=${N:-10000}
 ulimit -n 20000
-PORT=$((20000 + RANDOM % 20000))
+PORT=$((10000 + RANDOM % 20000))
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 TMP=$(mktemp -d)
 

@@ -4,6 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The server's integration tests drive it with real curl.
+if ! command -v curl >/dev/null; then
+    echo "==> installing curl (needed by the server tests)"
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq curl >/dev/null
+    else
+        sudo apt-get update -qq && sudo apt-get install -y -qq curl >/dev/null
+    fi
+fi
+
 # Integration tests open thousands of sockets; the hard limit allows it.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 

@@ -33,7 +33,19 @@ use crate::stats::Stats;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line, as the issue asks: clap's first line names the
+            // problem; the usage block that follows is what --help is for.
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("httplite: error: {first} (see --help)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -22,6 +22,9 @@ const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
 const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");
 const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
 
+/// Appends extra fields for worker `i` to the stats JSON object being built.
+pub type WorkerExtra = Box<dyn Fn(usize, &mut String) + Send + Sync>;
+
 /// Everything routing needs, shared by all workers.
 pub struct App {
     /// Files to serve, if `--root` was given.
@@ -29,7 +32,7 @@ pub struct App {
     /// Server counters (for `/_httplite/stats`).
     pub stats: Arc<Stats>,
     /// Extra per-worker fields for the stats document (runtime internals).
-    pub worker_extra: Box<dyn Fn(usize, &mut String) + Send + Sync>,
+    pub worker_extra: WorkerExtra,
     /// Enable `/_httplite/panic` (tests only; hidden flag).
     pub test_endpoints: bool,
 }

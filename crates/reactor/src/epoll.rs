@@ -71,7 +71,7 @@ impl Epoll {
         // SAFETY: the buffer is valid for `cap` writes of epoll_event; the
         // kernel writes at most `cap` entries, and `len` is set from its answer.
         let n = match syscall!(unsafe {
-            libc::epoll_wait(self.fd.as_raw_fd(), events.buf.as_mut_ptr(), cap, ms)
+            crate::sys::raw::epoll_wait(self.fd.as_raw_fd(), events.buf.as_mut_ptr(), cap, ms)
         }) {
             Ok(n) => n as usize,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,

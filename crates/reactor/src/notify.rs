@@ -62,14 +62,14 @@ impl Notifier {
         self.shared.writes.fetch_add(1, Ordering::Relaxed);
         let fd = self.shared.fd.as_raw_fd();
         let one = 1u64.to_ne_bytes();
-        if let Err(e) = sys::write(fd, &one) {
-            if e.kind() == io::ErrorKind::WouldBlock {
-                // Counter at its maximum: drain it, then the write fits.
-                let _ = sys::read(fd, &mut [0u8; 8]);
-                let _ = sys::write(fd, &one);
-            }
-            // Other errors (EBADF) cannot happen while we hold the fd, and a
-            // waker must never panic.
+        // Other errors (EBADF) cannot happen while we hold the fd, and a waker
+        // must never panic, so only a full counter gets an answer.
+        if let Err(e) = sys::write(fd, &one)
+            && e.kind() == io::ErrorKind::WouldBlock
+        {
+            // Counter at its maximum: drain it, then the write fits.
+            let _ = sys::read(fd, &mut [0u8; 8]);
+            let _ = sys::write(fd, &one);
         }
     }
 
@@ -113,7 +113,11 @@ mod tests {
         n.notify(); // drains and writes again; must not panic or wedge.
         let mut buf = [0u8; 8];
         sys::read(n.raw_fd(), &mut buf).unwrap();
-        assert_eq!(u64::from_ne_bytes(buf), 1, "counter was drained, then bumped");
+        assert_eq!(
+            u64::from_ne_bytes(buf),
+            1,
+            "counter was drained, then bumped"
+        );
         n.reset();
         n.notify();
         assert_eq!(n.writes(), 2);

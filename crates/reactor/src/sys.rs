@@ -52,6 +52,75 @@ pub fn cvt<T: MinusOne>(res: T) -> io::Result<T> {
     }
 }
 
+/// The hot syscalls (read, send, epoll_wait) made directly with `syscall(2)`.
+///
+/// glibc's `read`, `send` and `epoll_wait` are pthread cancellation points:
+/// each call switches asynchronous cancellation on and off around the
+/// syscall, about 60 instructions per call that a Rust program, which never
+/// uses `pthread_cancel`, pays for nothing. These wrappers have the same
+/// contracts as the libc functions they replace.
+pub mod raw {
+    use libc::{c_int, c_long, c_void, size_t, ssize_t};
+
+    /// `read(2)` without the cancellation-point wrapper.
+    ///
+    /// # Safety
+    /// As `libc::read`: `buf` valid for `count` writable bytes.
+    #[inline]
+    pub unsafe fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { libc::syscall(libc::SYS_read, fd as c_long, buf, count) as ssize_t }
+    }
+
+    /// `send(2)` (as `sendto` with no address) without the wrapper.
+    ///
+    /// # Safety
+    /// As `libc::send`: `buf` valid for `len` readable bytes.
+    #[inline]
+    pub unsafe fn send(fd: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t {
+        // SAFETY: forwarded to the caller's contract; a null address with
+        // length 0 makes sendto behave as send.
+        unsafe {
+            libc::syscall(
+                libc::SYS_sendto,
+                fd as c_long,
+                buf,
+                len,
+                flags as c_long,
+                std::ptr::null::<libc::sockaddr>(),
+                0 as c_long,
+            ) as ssize_t
+        }
+    }
+
+    /// `epoll_wait(2)` (as `epoll_pwait` with no signal mask, which every
+    /// architecture has) without the wrapper.
+    ///
+    /// # Safety
+    /// As `libc::epoll_wait`: `events` valid for `maxevents` writes.
+    #[inline]
+    pub unsafe fn epoll_wait(
+        epfd: c_int,
+        events: *mut libc::epoll_event,
+        maxevents: c_int,
+        timeout: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded to the caller's contract; a null sigmask makes
+        // epoll_pwait identical to epoll_wait.
+        unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait,
+                epfd as c_long,
+                events,
+                maxevents as c_long,
+                timeout as c_long,
+                std::ptr::null::<libc::sigset_t>(),
+                8 as c_long,
+            ) as c_int
+        }
+    }
+}
+
 /// Takes ownership of a freshly created fd.
 ///
 /// # Safety
@@ -97,7 +166,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `read(2)` into `buf`; `Ok(0)` means end of file.
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    let n = syscall!(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
+    let n = syscall!(unsafe { raw::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
@@ -107,7 +176,7 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 pub fn read_uninit(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes; the kernel only
     // writes, never reads, that memory.
-    let n = syscall!(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
+    let n = syscall!(unsafe { raw::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
@@ -133,8 +202,7 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 /// `send(2)` with `MSG_NOSIGNAL`: a vanished peer gives `EPIPE`, not a signal.
 pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n =
-        syscall!(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })?;
+    let n = syscall!(unsafe { raw::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })?;
     Ok(n as usize)
 }
 

@@ -108,6 +108,13 @@ async fn with_deadline<T>(
     .await
 }
 
+/// What [`Conn::handle`] did: answered (keep-alive or not), or handed back
+/// work that must wait.
+enum Handled<S> {
+    Done(bool),
+    Slow(S),
+}
+
 /// The boxed slow path of one request.
 type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
 
@@ -186,7 +193,7 @@ impl Conn {
                 // the fast path finish in a block, and only a boxed future
                 // (one pointer) crosses the await.
                 let keep = {
-                    let next: Result<bool, SlowFuture<'_>> = {
+                    let next: Handled<SlowFuture<'_>> = {
                         let step = match self.decoder.decode(&mut self.rbuf) {
                             Ok(Some(Message::Head(req))) => {
                                 self.head_started = None;
@@ -197,17 +204,17 @@ impl Conn {
                             Ok(None) => break,
                             Err(e) => {
                                 self.reject(&e);
-                                Ok(false)
+                                Handled::Done(false)
                             }
                         };
                         match step {
-                            Ok(keep) => Ok(keep),
-                            Err(slow) => Err(Box::pin(self.handle_slow(slow))),
+                            Handled::Done(keep) => Handled::Done(keep),
+                            Handled::Slow(slow) => Handled::Slow(Box::pin(self.handle_slow(slow))),
                         }
                     };
                     match next {
-                        Ok(keep) => keep,
-                        Err(fut) => match fut.await {
+                        Handled::Done(keep) => keep,
+                        Handled::Slow(fut) => match fut.await {
                             Ok(keep) => keep,
                             Err(stop) => return stop,
                         },
@@ -220,10 +227,10 @@ impl Conn {
                     self.linger_close().await;
                     return Stop::Done;
                 }
-                if self.wbuf.len() >= FLUSH_AT {
-                    if let Err(stop) = self.flush().await {
-                        return stop;
-                    }
+                if self.wbuf.len() >= FLUSH_AT
+                    && let Err(stop) = self.flush().await
+                {
+                    return stop;
                 }
             }
             if let Err(stop) = self.flush().await {
@@ -261,7 +268,9 @@ impl Conn {
             self.head_started = Some(self.ctx.reactor.now());
         }
         let (deadline, kind) = match self.head_started {
-            Some(t) if self.decoder.is_idle() => {
+            // A partial head (not a body) is bound by the header timeout
+            // however slowly it trickles in: a slowloris gains nothing per byte.
+            Some(t) if !self.decoder.in_body() => {
                 (t + self.ctx.config.header_timeout, TimeoutKind::Header)
             }
             _ => (
@@ -436,13 +445,26 @@ impl Conn {
     /// is the largest of all its states and every connection, idle or not,
     /// pays for it, so the heavy states live in their own allocation only
     /// while they run.
-    fn handle(&mut self, req: Request) -> Result<bool, Slow> {
+    fn handle(&mut self, req: Request) -> Handled<Slow> {
         let ctx = self.ctx.clone();
         ctx.stats.request();
         self.served += 1;
         let mut to = ReplyTo::new(&req);
         if ctx.idle.is_shutting_down() {
             to.keep_alive = false;
+        }
+        if req.version() == http1::Version::Http11 && req.header("host").is_none() {
+            // RFC 9112 §3.2: a 1.1 request without Host is malformed.
+            ctx.stats.error(ErrorKind::BadRequest);
+            ctx.stats.response(400);
+            let to = ReplyTo {
+                keep_alive: false,
+                ..to
+            };
+            let body = b"400 Bad Request: missing Host header\n";
+            let _ = self.respond_owned(to, Status::BAD_REQUEST, Some(TEXT), &[], body);
+            self.log(&req, 400, body.len() as u64);
+            return Handled::Done(false);
         }
         let action = match catch_unwind(AssertUnwindSafe(|| ctx.app.route(&req))) {
             Ok(a) => a,
@@ -457,7 +479,7 @@ impl Conn {
                 // Cannot fail: no caller headers.
                 let _ = self.respond_owned(to, Status::INTERNAL_SERVER_ERROR, None, &[], body);
                 self.log(&req, 500, body.len() as u64);
-                return Ok(false);
+                return Handled::Done(false);
             }
         };
         match action {
@@ -469,20 +491,32 @@ impl Conn {
                 http1::encode_response(&mut self.wbuf, to, status, Some(content_type), body);
                 ctx.stats.response(status.code());
                 self.log(&req, status.code(), body.len() as u64);
-                Ok(to.keep_alive)
+                Handled::Done(to.keep_alive)
             }
-            action => Err(Slow { req, to, action }),
+            action => Handled::Slow(Slow { req, to, action }),
         }
     }
 
     /// The answers that wait for something (see [`Conn::handle`]).
     async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
-        let Slow { req, to, action } = slow;
+        let Slow {
+            req,
+            mut to,
+            action,
+        } = slow;
         if req.has_body() && !matches!(action, Action::Echo) {
-            match self.discard_body().await {
-                Ok(()) => {}
-                Err(Stop::Done) => return Ok(false), // answered with an error
-                Err(stop) => return Err(stop),
+            if req.expects_continue() {
+                // The client holds the body back until told to send it
+                // (RFC 9110 §10.1.1). Answer now instead, without reading
+                // it, and close: the body's bytes must not be mistaken for
+                // the next request.
+                to.keep_alive = false;
+            } else {
+                match self.discard_body().await {
+                    Ok(()) => {}
+                    Err(Stop::Done) => return Ok(false), // answered with an error
+                    Err(stop) => return Err(stop),
+                }
             }
         }
         let (status, bytes, keep) = match action {
@@ -507,6 +541,9 @@ impl Conn {
                 // Earlier pipelined answers should not wait for this one.
                 self.flush().await?;
                 executor::sleep(d).await;
+                if self.ctx.idle.is_shutting_down() {
+                    to.keep_alive = false; // shutdown began while we slept
+                }
                 let body = format!("slept {} ms\n", d.as_millis());
                 let keep = self.respond_owned(to, Status::OK, Some(TEXT), &[], body.as_bytes())?;
                 (Status::OK, body.len() as u64, keep)

@@ -73,10 +73,10 @@ impl Drop for ConnGuard {
             .closed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         ctx.closer.connection_closed();
-        if ctx.open.get() == 0 {
-            if let Some(w) = ctx.all_closed.borrow_mut().take() {
-                w.wake();
-            }
+        if ctx.open.get() == 0
+            && let Some(w) = ctx.all_closed.borrow_mut().take()
+        {
+            w.wake();
         }
     }
 }

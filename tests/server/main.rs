@@ -1,0 +1,19 @@
+//! Whole-binary tests for `httplite`: the real binary, started per test on
+//! an ephemeral port, driven over real sockets by a hand-written raw
+//! HTTP/1.1 client (`harness`) and by the real `curl`.
+//!
+//! Every behavioural test loops over [`harness::RUNTIMES`], so a new runtime
+//! is covered by adding its name there. Run with
+//! `cargo test -p httplite --test server`.
+
+mod harness;
+
+mod basics;
+mod curl;
+mod limits;
+mod load;
+mod pipelining;
+mod shutdown;
+mod startup;
+mod static_files;
+mod timeouts;

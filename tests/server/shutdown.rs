@@ -1,0 +1,150 @@
+//! SIGTERM: stop accepting, finish in-flight requests (answered with
+//! `Connection: close`), close idle connections, exit 0 in time.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Client, RUNTIMES, Server, get_req, heavy_lock, wait_until};
+
+#[test]
+fn sigterm_finishes_100_in_flight_requests_and_exits_0() {
+    const N: usize = 100;
+    let _heavy = heavy_lock();
+    for rt in RUNTIMES {
+        let mut server = Server::start(rt, &["--shutdown-timeout", "10s"]);
+        let addr = server.addr();
+        let mut conns: Vec<Client> = (0..N).map(|_| server.connect()).collect();
+        let sent_at = Instant::now();
+        for c in &mut conns {
+            c.send(&get_req("/_httplite/sleep?ms=500"));
+        }
+        // Wait until the server has all 100 in hand. Each stats request
+        // counts itself, so subtract those.
+        let mut polls = 0u64;
+        let all_in = wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
+            polls += 1;
+            server.stats().get("requests") >= N as u64 + polls
+        });
+        assert!(all_in, "[{rt}] the server never had {N} requests in hand");
+        server.signal(libc::SIGTERM);
+        let signalled_after = sent_at.elapsed();
+
+        // It stops accepting: new connections are refused (not served).
+        let refused = wait_until(Duration::from_secs(2), Duration::from_millis(10), || {
+            match Client::try_connect(addr) {
+                Err(e) => e.kind() == io::ErrorKind::ConnectionRefused,
+                Ok(mut c) => {
+                    // Accepted by the kernel before the listener closed:
+                    // it must not get an answer to a new request.
+                    let _ = c.try_send(&get_req("/_httplite/plaintext"));
+                    c.try_read_response(false).is_err()
+                }
+            }
+        });
+        assert!(refused, "[{rt}] still accepting after SIGTERM");
+
+        let mut without_close = Vec::new();
+        for (i, c) in conns.iter_mut().enumerate() {
+            let r = c
+                .try_read_response(false)
+                .unwrap_or_else(|e| panic!("[{rt}] in-flight request {i} not answered: {e}"));
+            assert_eq!(r.status, 200, "[{rt}] in-flight request {i}: {r:?}");
+            assert_eq!(r.body, b"slept 500 ms\n", "[{rt}] request {i}");
+            if !r.says_close() {
+                without_close.push(i);
+            }
+            c.expect_closed(Duration::from_secs(3));
+        }
+        let status = server
+            .wait_exit(Duration::from_secs(8))
+            .unwrap_or_else(|| panic!("[{rt}] did not exit after SIGTERM"));
+        assert!(
+            status.success(),
+            "[{rt}] exit status {status}: {}",
+            server.stderr()
+        );
+        assert_eq!(status.code(), Some(0), "[{rt}]");
+        // Checked last so that a failure here says the rest was fine. Only
+        // meaningful if the signal beat the 500 ms sleeps.
+        if signalled_after < Duration::from_millis(450) {
+            assert!(
+                without_close.is_empty(),
+                "[{rt}] {} of {N} in-flight requests were answered during shutdown without \
+                 `Connection: close` (all were 200 and the exit status was 0); first: {:?}",
+                without_close.len(),
+                without_close.first()
+            );
+        }
+    }
+}
+
+#[test]
+fn sigterm_closes_idle_connections_at_once() {
+    for rt in RUNTIMES {
+        let mut server = Server::start(rt, &["--shutdown-timeout", "10s", "--idle-timeout", "60s"]);
+        let mut idle: Vec<Client> = (0..20).map(|_| server.connect()).collect();
+        for c in &mut idle {
+            assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        }
+        // And some that never sent anything.
+        let mut silent: Vec<Client> = (0..5).map(|_| server.connect()).collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        server.signal(libc::SIGTERM);
+        for c in idle.iter_mut().chain(silent.iter_mut()) {
+            c.expect_closed(Duration::from_secs(3));
+        }
+        let status = server
+            .wait_exit(Duration::from_secs(3))
+            .unwrap_or_else(|| panic!("[{rt}] idle connections held up shutdown"));
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "[{rt}] shutdown with only idle connections took {:?}",
+            t.elapsed()
+        );
+        assert!(server.stdout().contains("shut down cleanly"), "[{rt}]");
+    }
+}
+
+#[test]
+fn sigint_also_shuts_down_cleanly() {
+    for rt in RUNTIMES {
+        let mut server = Server::start(rt, &[]);
+        assert_eq!(server.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        server.signal(libc::SIGINT);
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("[{rt}] did not exit after SIGINT"));
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+    }
+}
+
+#[test]
+fn shutdown_timeout_bounds_slow_requests() {
+    for rt in RUNTIMES {
+        let mut server = Server::start(rt, &["--shutdown-timeout", "1s"]);
+        let mut c = server.connect();
+        c.send(&get_req("/_httplite/sleep?ms=30000"));
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        server.signal(libc::SIGTERM);
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("[{rt}] did not exit within 5 s with --shutdown-timeout 1s"));
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(900),
+            "[{rt}] gave up on the in-flight request after only {took:?}"
+        );
+        assert!(took < Duration::from_secs(4), "[{rt}] took {took:?}");
+        assert!(
+            status.code().is_some(),
+            "[{rt}] killed by a signal: {status}"
+        );
+        // The unfinished request's connection is closed, not left hanging.
+        let _ = c.wait_closed(Duration::from_secs(2)).unwrap_or_else(|| {
+            panic!("[{rt}] connection of the cut-off request still open after exit")
+        });
+    }
+}

@@ -1,0 +1,162 @@
+//! Start-up: the listening line, and usage errors (bad flags, unusable
+//! `--root` or `--bind`) giving one line on stderr and exit code 2.
+
+use std::time::Duration;
+
+use crate::harness::{RUNTIMES, Server, TempDir, run_binary};
+
+/// Runs the binary; `Err` unless it exits with code 2, prints exactly one
+/// non-empty line on stderr mentioning `mention`, and nothing on stdout.
+fn usage_error(args: &[&str], mention: &str) -> Result<(), String> {
+    let out = run_binary(args, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(2) {
+        return Err(format!(
+            "httplite {args:?}: exit status {}, expected 2; stderr: {stderr}",
+            out.status
+        ));
+    }
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() != 1 {
+        return Err(format!(
+            "httplite {args:?}: expected a one-line error on stderr, got {} lines: {stderr:?}",
+            lines.len()
+        ));
+    }
+    if !lines[0].contains(mention) {
+        return Err(format!(
+            "httplite {args:?}: the error does not mention {mention:?}: {stderr:?}"
+        ));
+    }
+    if !out.stdout.is_empty() {
+        return Err(format!(
+            "httplite {args:?}: stdout: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    Ok(())
+}
+
+/// Checks every case, then fails listing all that failed.
+fn expect_usage_errors(cases: &[(&[&str], &str)]) {
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(args, mention)| usage_error(args, mention).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} usage errors are wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn prints_the_listening_line() {
+    for rt in RUNTIMES {
+        let server = Server::start(rt, &[]);
+        let out = server.stdout();
+        let line = out.lines().next().unwrap();
+        assert!(
+            line.starts_with(&format!("httplite listening on http://{} (", server.addr())),
+            "[{rt}] {line}"
+        );
+        assert!(line.contains(&format!("runtime: {rt}")), "[{rt}] {line}");
+        assert!(line.contains("workers: 2"), "[{rt}] {line}");
+        let mut server = server;
+        let status = server.terminate();
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+    }
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    expect_usage_errors(&[
+        (&["--bogus"], "--bogus"),
+        (&["--workers", "0"], "--workers"),
+        (&["--workers", "many"], "--workers"),
+        (&["--header-timeout", "5x"], "--header-timeout"),
+        (&["--max-body", "lots"], "--max-body"),
+        (&["--runtime", "quantum"], "--runtime"),
+        (&["--bind", "not-an-address"], "--bind"),
+    ]);
+}
+
+#[test]
+fn unusable_root_exits_2_with_one_line() {
+    let dir = TempDir::new("bad-root");
+    let file = dir.write("file.txt", b"x");
+    let missing = dir.path().join("missing");
+    expect_usage_errors(&[
+        (
+            &["--bind", "127.0.0.1:0", "--root", missing.to_str().unwrap()],
+            "--root",
+        ),
+        (
+            &["--bind", "127.0.0.1:0", "--root", file.to_str().unwrap()],
+            "--root",
+        ),
+    ]);
+}
+
+#[test]
+fn unusable_bind_exits_2_with_one_line() {
+    // A port already in use, and an address this host does not have.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    expect_usage_errors(&[
+        (&["--bind", &addr], "--bind"),
+        (&["--bind", "192.0.2.1:80"], "--bind"),
+    ]);
+}
+
+#[test]
+fn quiet_prints_nothing() {
+    for rt in RUNTIMES {
+        // With --quiet there is no start-up line to learn the port from, so
+        // use a port we just found free.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let bind = format!("127.0.0.1:{port}");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
+            .args([
+                "--bind",
+                &bind,
+                "--workers",
+                "1",
+                "--runtime",
+                rt,
+                "--quiet",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let up =
+            crate::harness::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+                std::net::TcpStream::connect(&bind).is_ok()
+            });
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
+        // own child, not yet waited for.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(up, "[{rt}] --quiet server never accepted on {bind}");
+        assert_eq!(out.status.code(), Some(0), "[{rt}] {out:?}");
+        assert!(
+            out.stdout.is_empty(),
+            "[{rt}] --quiet printed {:?}",
+            out.stdout
+        );
+    }
+}
