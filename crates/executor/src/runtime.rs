@@ -21,6 +21,10 @@ use crate::task::{JoinHandle, RunOutcome, TaskRef};
 /// and timers, so a crowd of ready tasks cannot starve the network.
 pub const DEFAULT_BUDGET: usize = 128;
 
+/// How long an idle runtime spins, after a cross-thread wake, before it
+/// sleeps in `epoll_wait` (see `Core::spin_for_remote_wake`).
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(20);
+
 /// The part of a runtime other threads can reach: where remote wakes land.
 pub(crate) struct Shared {
     inbox: Mutex<Inbox>,
@@ -101,6 +105,8 @@ pub(crate) struct Core {
     shared: Arc<Shared>,
     budget: usize,
     on_turn: Option<Box<dyn Fn()>>,
+    /// `shared.remote_wakes` when we last went idle (see `spin_for_remote_wake`).
+    remote_seen: Cell<u64>,
     next_id: Cell<u64>,
     counters: Counters,
 }
@@ -141,9 +147,7 @@ thread_local! {
 /// FIFO, from anywhere else through that runtime's locked inbox + eventfd.
 pub(crate) fn schedule(task: TaskRef) {
     // try_with: a waker may fire while this thread's locals are torn down.
-    let local = CURRENT
-        .try_with(|c| c.get())
-        .unwrap_or(std::ptr::null());
+    let local = CURRENT.try_with(|c| c.get()).unwrap_or(std::ptr::null());
     if !local.is_null() {
         // SAFETY: CURRENT is non-null only while `block_on` runs on this
         // thread, and it points at the core that `block_on` keeps alive.
@@ -246,6 +250,34 @@ impl Core {
         }
     }
 
+    /// Before sleeping in `epoll_wait`, spins briefly if another thread woke
+    /// us since we last went idle: cross-thread wakes come in bursts
+    /// (request/response with another thread), and a thread that is still
+    /// awake answers in well under a microsecond, where waking one from
+    /// `epoll_wait` costs several. Purely local workloads (a server's
+    /// connections) never spin. Returns true if work arrived.
+    fn spin_for_remote_wake(&self, main_woken: &AtomicBool) -> bool {
+        let remote = self.shared.remote_wakes.load(Ordering::Relaxed);
+        if remote == self.remote_seen.get() {
+            return false;
+        }
+        self.remote_seen.set(remote);
+        let start = std::time::Instant::now();
+        loop {
+            for _ in 0..32 {
+                if self.shared.inbox_len.load(Ordering::Acquire) != 0
+                    || main_woken.load(Ordering::Acquire)
+                {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if start.elapsed() >= SPIN_BEFORE_PARK {
+                return false;
+            }
+        }
+    }
+
     fn has_work(&self) -> bool {
         !self.queue.borrow().is_empty() || self.shared.inbox_len.load(Ordering::Acquire) != 0
     }
@@ -337,6 +369,7 @@ impl Builder {
                 shared,
                 budget: self.budget,
                 on_turn: self.on_turn,
+                remote_seen: Cell::new(0),
                 next_id: Cell::new(1),
                 counters: Counters::default(),
             }),
@@ -348,7 +381,7 @@ impl Builder {
 /// the wake comes from another thread.
 struct MainWaker {
     woken: AtomicBool,
-    notifier: Notifier,
+    shared: Arc<Shared>,
     owner: std::thread::ThreadId,
 }
 
@@ -358,7 +391,8 @@ impl Wake for MainWaker {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.woken.swap(true, Ordering::AcqRel) && std::thread::current().id() != self.owner {
-            self.notifier.notify();
+            self.shared.remote_wakes.fetch_add(1, Ordering::Relaxed);
+            self.shared.notifier.notify();
         }
     }
 }
@@ -396,7 +430,7 @@ impl Runtime {
 
         let main = Arc::new(MainWaker {
             woken: AtomicBool::new(true),
-            notifier: core.reactor.notifier(),
+            shared: core.shared.clone(),
             owner: std::thread::current().id(),
         });
         let waker = Waker::from(main.clone());
@@ -414,7 +448,14 @@ impl Runtime {
             since_turn += core.run_tasks(core.budget.saturating_sub(since_turn));
             core.drain_inbox();
 
-            let idle = !core.has_work() && !main.woken.load(Ordering::Acquire);
+            let mut idle = !core.has_work() && !main.woken.load(Ordering::Acquire);
+            if idle && core.spin_for_remote_wake(&main.woken) {
+                idle = false;
+                core.drain_inbox();
+                if since_turn < core.budget {
+                    continue;
+                }
+            }
             if idle || since_turn >= core.budget {
                 bump(&core.counters.ticks);
                 // Idle: sleep until I/O, a timer or a remote wake. Busy: only
