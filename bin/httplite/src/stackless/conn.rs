@@ -92,13 +92,21 @@ impl Timer {
 }
 
 /// Runs `op` until ready, failing with a timeout when the timer expires.
+/// The deadline is computed and armed only if `op` has to wait: most reads
+/// and writes complete at once, and then cost no clock arithmetic at all.
 async fn with_deadline<T>(
     timer: &mut Timer,
+    deadline: impl FnOnce() -> (Instant, TimeoutKind),
     mut op: impl FnMut(&mut Context<'_>) -> Poll<io::Result<T>>,
 ) -> Res<T> {
+    let mut deadline = Some(deadline);
     std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = op(cx) {
             return Poll::Ready(r.map_err(Stop::Io));
+        }
+        if let Some(d) = deadline.take() {
+            let (at, kind) = d();
+            timer.arm(at, kind);
         }
         if timer.poll_expired(cx) {
             return Poll::Ready(Err(Stop::Timeout(timer.kind)));
@@ -267,28 +275,27 @@ impl Conn {
             self.wbuf = self.ctx.pool.get();
             self.head_started = Some(self.ctx.reactor.now());
         }
-        let (deadline, kind) = match self.head_started {
-            // A partial head (not a body) is bound by the header timeout
-            // however slowly it trickles in: a slowloris gains nothing per byte.
-            Some(t) if !self.decoder.in_body() => {
-                (t + self.ctx.config.header_timeout, TimeoutKind::Header)
-            }
-            _ => (
-                self.ctx.reactor.now() + self.ctx.config.idle_timeout,
-                TimeoutKind::Idle,
-            ),
-        };
-        self.timer.arm(deadline, kind);
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
         }
+        // A partial head (not a body) is bound by the header timeout however
+        // slowly it trickles in: a slowloris gains nothing per byte.
+        let head_started = self.head_started.filter(|_| !self.decoder.in_body());
         let Conn {
             stream,
             rbuf,
             timer,
+            ctx,
             ..
         } = self;
-        let n = with_deadline(timer, |cx| {
+        let deadline = || match head_started {
+            Some(t) => (t + ctx.config.header_timeout, TimeoutKind::Header),
+            None => (
+                ctx.reactor.now() + ctx.config.idle_timeout,
+                TimeoutKind::Idle,
+            ),
+        };
+        let n = with_deadline(timer, deadline, |cx| {
             stream.poll_read_uninit(cx, rbuf.spare_capacity_mut())
         })
         .await?;
@@ -378,9 +385,12 @@ impl Conn {
                 ctx,
                 ..
             } = self;
-            let deadline = ctx.reactor.now() + ctx.config.write_timeout;
-            timer.arm(deadline, TimeoutKind::Write);
-            let n = with_deadline(timer, |cx| stream.poll_write(cx, &wbuf[off..])).await?;
+            let deadline = || {
+                let at = ctx.reactor.now() + ctx.config.write_timeout;
+                (at, TimeoutKind::Write)
+            };
+            let n =
+                with_deadline(timer, deadline, |cx| stream.poll_write(cx, &wbuf[off..])).await?;
             if n == 0 {
                 return Err(Stop::Io(io::ErrorKind::WriteZero.into()));
             }
@@ -412,7 +422,6 @@ impl Conn {
             return;
         }
         let deadline = self.ctx.reactor.now() + LINGER;
-        self.timer.arm(deadline, TimeoutKind::Write);
         let mut drained = 0;
         // The read buffer serves as scratch: a stack array here would make
         // every connection's future (and so every idle connection) 4 KiB larger.
@@ -427,9 +436,11 @@ impl Conn {
                 rbuf,
                 ..
             } = self;
-            match with_deadline(timer, |cx| {
-                stream.poll_read_uninit(cx, rbuf.spare_capacity_mut())
-            })
+            match with_deadline(
+                timer,
+                || (deadline, TimeoutKind::Write),
+                |cx| stream.poll_read_uninit(cx, rbuf.spare_capacity_mut()),
+            )
             .await
             {
                 Ok(n) if n > 0 => drained += n,
@@ -703,12 +714,12 @@ impl Conn {
                     let Conn {
                         stream, timer, ctx, ..
                     } = self;
-                    timer.arm(
-                        ctx.reactor.now() + ctx.config.write_timeout,
-                        TimeoutKind::Write,
-                    );
+                    let deadline = || {
+                        let at = ctx.reactor.now() + ctx.config.write_timeout;
+                        (at, TimeoutKind::Write)
+                    };
                     let chunk = (end - off).min(1 << 20) as usize;
-                    let n = with_deadline(timer, |cx| {
+                    let n = with_deadline(timer, deadline, |cx| {
                         stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
                     })
                     .await?;

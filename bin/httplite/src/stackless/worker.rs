@@ -97,14 +97,14 @@ impl BufPool {
         }
     }
 
-    /// Returns a buffer (emptied) for reuse.
+    /// Returns a buffer (emptied) for reuse. Its room is restored lazily,
+    /// by the `reserve` before the next read, which reclaims the whole
+    /// allocation once nothing shares it.
     pub fn put(&self, mut b: BytesMut) {
         if b.capacity() == 0 {
             return;
         }
         b.clear();
-        // Reclaims the whole allocation if nothing else shares it.
-        b.reserve(BUF_SIZE);
         let mut free = self.free.borrow_mut();
         if free.len() < POOL_MAX && b.capacity() <= 64 * BUF_SIZE {
             free.push(b);

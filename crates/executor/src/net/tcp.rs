@@ -116,9 +116,33 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::read`].
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Interest::Readable, || {
+        let len = buf.len();
+        let res = self.reg.poll_io(cx, Interest::Readable, || {
             sys::read(self.fd.as_raw_fd(), buf)
-        })
+        });
+        self.after_read(&res, len);
+        res
+    }
+
+    /// A short read from a stream socket means its receive queue is empty:
+    /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
+    /// raises a new edge, so clearing readiness here loses nothing.
+    fn after_read(&self, res: &Poll<io::Result<usize>>, requested: usize) {
+        if let Poll::Ready(Ok(n)) = res
+            && *n > 0
+            && *n < requested
+        {
+            self.reg.clear_readiness(Interest::Readable);
+        }
+    }
+
+    /// A short write means the send buffer is full: the same reasoning.
+    fn after_write(&self, res: &Poll<io::Result<usize>>, requested: usize) {
+        if let Poll::Ready(Ok(n)) = res
+            && *n < requested
+        {
+            self.reg.clear_readiness(Interest::Writable);
+        }
     }
 
     /// Reads into uninitialised memory (e.g. a buffer's spare capacity);
@@ -128,9 +152,12 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Interest::Readable, || {
+        let len = buf.len();
+        let res = self.reg.poll_io(cx, Interest::Readable, || {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
-        })
+        });
+        self.after_read(&res, len);
+        res
     }
 
     /// Sends up to `count` bytes of `file` from `*offset` with `sendfile(2)`,
@@ -154,9 +181,11 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::write`].
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Interest::Writable, || {
+        let res = self.reg.poll_io(cx, Interest::Writable, || {
             sys::send(self.fd.as_raw_fd(), buf)
-        })
+        });
+        self.after_write(&res, buf.len());
+        res
     }
 
     /// Writes all of `buf`.
