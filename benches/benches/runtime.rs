@@ -181,9 +181,7 @@ fn bench_wake_remote(c: &mut Criterion) {
             let r = new_remote();
             let r2 = r.clone();
             let t = std::thread::spawn(move || {
-                executor::Runtime::new()
-                    .unwrap()
-                    .block_on(RemoteTask(r2));
+                executor::Runtime::new().unwrap().block_on(RemoteTask(r2));
             });
             let d = remote_round_trips(&r, iters);
             t.join().unwrap();
@@ -230,7 +228,8 @@ fn bench_timer(c: &mut Criterion) {
                         .collect();
                     let start = Instant::now();
                     for i in 0..iters {
-                        let mut s = Box::pin(executor::sleep(Duration::from_millis(1000 + i % 977)));
+                        let mut s =
+                            Box::pin(executor::sleep(Duration::from_millis(1000 + i % 977)));
                         poll_once(&mut s).await;
                         drop(s);
                     }

@@ -37,6 +37,10 @@ const CONTROL: u64 = 1;
 const SIGNAL: u64 = 2;
 const PIPE_BASE: u64 = 3;
 
+/// Most accept attempts per loop turn, so that a flood cannot keep the
+/// acceptor from noticing shutdown or a pipe with room.
+const ROUND: usize = 1024;
+
 const IN_EDGE: u32 = (libc::EPOLLIN | libc::EPOLLET) as u32;
 const OUT_EDGE: u32 = (libc::EPOLLOUT | libc::EPOLLET) as u32;
 
@@ -140,10 +144,16 @@ impl Acceptor {
             if !self.held.is_empty() {
                 self.flush_held();
             }
+            let mut more = false;
             if self.can_accept() {
-                self.accept_round();
+                more = self.accept_round();
             }
-            let timeout = self.backoff.remaining();
+            // After a capped round the queue may still hold connections that
+            // will raise no new edge: look again without sleeping.
+            let timeout = match more {
+                true => Some(Duration::ZERO),
+                false => self.backoff.remaining(),
+            };
             self.ep.wait(&mut self.events, timeout)?;
             let mut signalled = false;
             for ev in self.events.iter() {
@@ -173,9 +183,12 @@ impl Acceptor {
             && self.backoff.remaining().is_none()
     }
 
-    fn accept_round(&mut self) {
+    /// Accepts until `EAGAIN`, the limit, a full set of pipes, or
+    /// [`ROUND`] connections; returns `true` in the last case (more may be
+    /// waiting). The cap keeps a flood from starving shutdown and signals.
+    fn accept_round(&mut self) -> bool {
         let Some(listener) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
-            return;
+            return false;
         };
         let stats = &self.shared.stats.clone();
         let stats = stats.acceptor();
@@ -184,7 +197,14 @@ impl Acceptor {
         if budget > 0 {
             self.paused = false;
         }
+        let mut capped = false;
+        let mut tries = 0;
         loop {
+            if tries == ROUND {
+                capped = true;
+                break;
+            }
+            tries += 1;
             if budget == 0 {
                 budget = self.pause();
                 if budget == 0 {
@@ -229,6 +249,7 @@ impl Acceptor {
             }
         }
         self.deal();
+        capped
     }
 
     /// Open connections: kept accepts minus every worker's closes.

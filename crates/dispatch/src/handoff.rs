@@ -24,6 +24,8 @@
 //! write succeeds the acceptor keeps the [`OwnedFd`]; after it, the number
 //! sits in the pipe and the pipe's read end is the owner, which is why the
 //! server drains every pipe (closing what it finds) after the threads joined.
+//! Keeping every read end open until then also means a write can never meet
+//! a pipe without readers, so no `SIGPIPE` (pipes have no `MSG_NOSIGNAL`).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
@@ -60,11 +62,13 @@ impl Sender {
     }
 
     /// Writes up to [`BATCH`] fds from the front of `fds` in one `write`.
-    /// On success they leave `fds` and belong to the reader; on any error
-    /// (`WouldBlock`: the pipe is full) `fds` is untouched.
+    /// On success they leave `fds` and belong to the reader, and
+    /// `handed_off` grows by their number; on any error (`WouldBlock`: the
+    /// pipe is full) `fds` is untouched.
     ///
-    /// `handed_off` is raised *before* the write, so that a reader who closes
-    /// the connection at once never makes `closed` overtake it.
+    /// The counter is raised *after* the write so that it never counts a
+    /// batch the pipe refused; a reader that closes a connection at once may
+    /// briefly make `closed` overtake it, which `WorkerStats::open` absorbs.
     pub(crate) fn send(&self, fds: &mut Vec<OwnedFd>, handed_off: &AtomicU64) -> io::Result<usize> {
         let k = fds.len().min(BATCH);
         if k == 0 {
@@ -74,7 +78,6 @@ impl Sender {
         for (slot, fd) in buf.chunks_exact_mut(RECORD).zip(&fds[..k]) {
             slot.copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
         }
-        handed_off.fetch_add(k as u64, Relaxed);
         match reactor::sys::write(self.fd(), &buf[..k * RECORD]) {
             Ok(n) => {
                 // Atomicity (n <= PIPE_BUF) rules out a partial write; if it
@@ -84,12 +87,10 @@ impl Sender {
                     // The number now lives in the pipe; the reader owns it.
                     let _ = fd.into_raw_fd();
                 }
+                handed_off.fetch_add(k as u64, Relaxed);
                 Ok(k)
             }
-            Err(e) => {
-                handed_off.fetch_sub(k as u64, Relaxed);
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 }

@@ -15,8 +15,9 @@
 //! others get `EAGAIN` and go back to sleep having burnt a wake-up, a context
 //! switch and a syscall each. With 16 workers that is 15 wasted wake-ups per
 //! connection, and the winner is whoever the scheduler ran first, not the
-//! least busy worker. (`EPOLLEXCLUSIVE` wakes fewer, but still not exactly
-//! one, and the spread stays accidental.)
+//! least busy worker. (Threads blocked in `accept` itself are woken one at a
+//! time, but such a thread runs no event loop; `EPOLLEXCLUSIVE` wakes fewer,
+//! but still not exactly one, and the spread stays accidental.)
 //!
 //! ## Acceptor mode: one thread accepts, pipes hand off
 //!
@@ -88,6 +89,16 @@
 //! the fd limit (and raise the limit with [`sys::raise_nofile_limit`]).
 //!
 //! ## The worker side
+//!
+//! A worker sees one fd and one call, whatever the mode: register
+//! [`WorkerPort::fd`] edge-triggered, and on each edge call
+//! [`WorkerPort::poll_batch`] until [`Batch::WouldBlock`]. In acceptor mode
+//! the fd is the pipe's read end itself. In reuseport mode it is a small epoll
+//! of the port's own holding the listener, a doorbell and a timer: an epoll fd
+//! is pollable, so nesting keeps the API at one fd, and the port can close its
+//! listener at shutdown without the runtime ever having registered it. Report
+//! each closed connection with [`WorkerPort::connection_closed`] (or a
+//! [`Closer`]); shutdown arrives as [`Batch::Shutdown`] with a deadline.
 //!
 //! ```
 //! use std::time::Duration;
@@ -165,3 +176,19 @@ pub use server::Server;
 pub use shutdown::ShutdownHandle;
 pub use stats::{AcceptorSnapshot, AcceptorStats, Stats, WorkerSnapshot, WorkerStats};
 pub use worker::{Batch, Closer, WorkerPort};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_cross_threads() {
+        send_sync::<Server>();
+        send_sync::<WorkerPort>();
+        send_sync::<ShutdownHandle>();
+        send_sync::<Closer>();
+        send_sync::<Stats>();
+    }
+}

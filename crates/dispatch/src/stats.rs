@@ -127,8 +127,8 @@ impl WorkerStats {
     }
     /// Connections open right now (handed off and not yet closed).
     pub fn open(&self) -> u64 {
-        // Read `closed` first: both only grow, so this never underflows
-        // except through reordering, which saturation absorbs.
+        // The acceptor counts a handoff after its write, so a quick worker
+        // can close a connection before it is counted: saturate.
         let closed = self.closed.load(Relaxed);
         self.handed_off.load(Relaxed).saturating_sub(closed)
     }

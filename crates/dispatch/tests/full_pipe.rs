@@ -26,6 +26,15 @@ fn start(workers: usize, behavior: &Arc<Behavior>) -> Server {
     Server::start(config, move |port| serve(port, &b)).unwrap()
 }
 
+/// Writes are batches of up to 32 records and a batch that does not fit
+/// waits whole, so a full page holds a little less than 1,024 fds.
+fn assert_pipe_filled(handed_off: u64) {
+    assert!(
+        handed_off > PIPE_FDS - 32 && handed_off <= PIPE_FDS,
+        "{handed_off} fds in a one-page pipe"
+    );
+}
+
 fn open_and_send(server: &Server, n: usize) -> Vec<TcpStream> {
     (0..n)
         .map(|i| {
@@ -64,19 +73,24 @@ fn stalled_worker_does_not_block_the_acceptor() {
         stats.total()
     );
     let w0 = stats.workers()[0].snapshot();
-    assert_eq!(w0.handed_off, PIPE_FDS, "pipe 0 holds exactly one page");
+    assert_pipe_filled(w0.handed_off);
     assert!(w0.pipe_full >= 1);
     assert_eq!(w0.batches, 0, "worker 0 really is stalled");
-    // Worker 1 serves its connections while worker 0 stalls.
-    let w1_first = CONNS - 1;
-    let id = read_reply(&mut streams[w1_first], &w1_first.to_string()).unwrap();
-    assert_eq!(id, 1);
+    // Worker 1 serves all of its connections while worker 0 stalls.
+    let w1 = stats.workers()[1].handed_off();
+    assert_eq!(w1, CONNS as u64 - w0.handed_off);
+    assert!(
+        wait_until(Duration::from_secs(10), || behavior.served(1) == w1),
+        "worker 1 served {} of {w1}: {:?}",
+        behavior.served(1),
+        stats.workers()[1].snapshot()
+    );
+    assert_eq!(behavior.served(0), 0);
 
     behavior.stall(0, false);
-    let mut ids = expect_all_replies(&mut streams[..w1_first]);
-    ids.push(id);
+    let ids = expect_all_replies(&mut streams);
     let on_0 = ids.iter().filter(|&&w| w == 0).count() as u64;
-    assert_eq!(on_0, PIPE_FDS);
+    assert_eq!(on_0, w0.handed_off);
     assert_eq!(stats.acceptor().snapshot().rejected, 0);
     drop(streams);
     server.shutdown(Duration::from_secs(2));
@@ -99,7 +113,7 @@ fn held_fds_are_delivered_when_the_pipe_drains() {
         stats.acceptor().snapshot().held > 0
     }));
     let w0 = stats.workers()[0].snapshot();
-    assert_eq!(w0.handed_off, PIPE_FDS);
+    assert_pipe_filled(w0.handed_off);
     assert!(w0.pipe_full >= 1);
     let acc = stats.acceptor().snapshot();
     assert!(acc.accepted < CONNS as u64, "accepting paused: {acc:?}");
@@ -109,9 +123,13 @@ fn held_fds_are_delivered_when_the_pipe_drains() {
     assert!(ids.iter().all(|&w| w == 0));
     let acc = stats.acceptor().snapshot();
     assert_eq!(acc.accepted, CONNS as u64);
-    assert_eq!(acc.held, 0);
+    assert!(wait_until(Duration::from_secs(5), || {
+        stats.acceptor().snapshot().held == 0
+    }));
     assert_eq!(acc.rejected, 0);
-    assert_eq!(stats.total().handed_off, CONNS as u64);
+    assert!(wait_until(Duration::from_secs(5), || {
+        stats.total().handed_off == CONNS as u64
+    }));
     drop(streams);
     server.shutdown(Duration::from_secs(2));
     server.join().unwrap();

@@ -125,6 +125,38 @@ pub(crate) fn server_and_date_lines() -> [u8; LINES_LEN] {
     })
 }
 
+/// The second this thread's `Date` shows now: the latest refresh in
+/// event-loop mode, else the clock's (updating the cache when it moved on).
+#[inline]
+pub(crate) fn current_secs() -> u64 {
+    CACHE.with(|cache| {
+        let c = cache.get();
+        if c.driven {
+            return c.secs;
+        }
+        let now = unix_now();
+        if now != c.secs {
+            cache.set(Cache {
+                secs: now,
+                lines: lines_for(now),
+                driven: false,
+            });
+        }
+        now
+    })
+}
+
+/// `Server: httplite\r\nDate: <secs>\r\n`, from the cache when it shows
+/// `secs`.
+pub(crate) fn lines_at(secs: u64) -> [u8; LINES_LEN] {
+    let c = CACHE.with(Cell::get);
+    if c.secs == secs {
+        c.lines
+    } else {
+        lines_for(secs)
+    }
+}
+
 fn unix_now() -> u64 {
     // A clock before 1970 is a broken clock; any valid date beats none.
     SystemTime::now()

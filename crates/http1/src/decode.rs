@@ -3,7 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::chunked::{Chunk, ChunkedDecoder};
-use crate::head::{HeadScan, decode_head};
+use crate::head::{HeadScan, decode_head, scan_fast};
 use crate::{BodyKind, Error, Request};
 
 /// Highest accepted `max_request_line`. Together with [`MAX_HEAD_CAP`] it
@@ -72,6 +72,16 @@ enum State {
     Failed(Error),
 }
 
+/// The state after a head with this framing.
+#[inline]
+fn after_head(body: BodyKind) -> State {
+    match body {
+        BodyKind::None | BodyKind::Length(0) => State::Head,
+        BodyKind::Length(n) => State::Length { left: n },
+        BodyKind::Chunked => State::Chunked(ChunkedDecoder::new()),
+    }
+}
+
 /// Turns the bytes of one connection into [`Message`]s.
 ///
 /// Feed it the connection's read buffer: [`decode`](Decoder::decode) takes
@@ -104,6 +114,7 @@ impl Decoder {
     }
 
     /// The limits in force (after capping).
+    #[inline]
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -113,29 +124,47 @@ impl Decoder {
     /// `Ok(None)` means more bytes are needed: read more, append them to
     /// `buf`, call again. An `Err` means answer its status and close; the
     /// decoder then stays failed and returns the same error.
+    #[inline]
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
+        // After the last buffered request, a server asks once more and
+        // finds the buffer empty: answer that without a call.
+        if buf.is_empty() && self.is_idle() {
+            return Ok(None);
+        }
+        self.decode_buffered(buf)
+    }
+
+    fn decode_buffered(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
+        let ordinary = if self.is_idle() {
+            scan_fast(buf, &self.limits)
+        } else {
+            None
+        };
+        if let Some(head) = ordinary {
+            self.state = after_head(head.body_kind());
+            // Built in the return slot, not moved there through layers.
+            return Ok(Some(Message::Head(head.split_off(buf))));
+        }
+        self.decode_general(buf)
+    }
+
+    /// Everything but ordinary heads: partial or unusual heads, bodies,
+    /// errors.
+    #[inline(never)]
+    fn decode_general(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
         let result = self.step(buf);
-        if let Err(e) = &result {
-            self.state = State::Failed(*e);
+        match &result {
+            Ok(Some(Message::Head(req))) => self.state = after_head(req.body_kind()),
+            Err(e) => self.state = State::Failed(*e),
+            Ok(_) => {}
         }
         result
     }
 
     fn step(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
         match &mut self.state {
-            State::Head => {
-                // Inspect by reference and pass the result through, so the
-                // request is not copied on its way out.
-                let result = decode_head(buf, &self.limits, &mut self.scan);
-                if let Ok(Some(Message::Head(req))) = &result {
-                    self.state = match req.body_kind() {
-                        BodyKind::None | BodyKind::Length(0) => State::Head,
-                        BodyKind::Length(n) => State::Length { left: n },
-                        BodyKind::Chunked => State::Chunked(ChunkedDecoder::new()),
-                    };
-                }
-                result
-            }
+            // `decode_buffered` moves on to the body, if any.
+            State::Head => decode_head(buf, &self.limits, &mut self.scan),
             State::Length { left: 0 } => {
                 self.state = State::Head;
                 Ok(Some(Message::End))
@@ -166,12 +195,14 @@ impl Decoder {
     /// next head has been seen. Combine with an empty read buffer to tell a
     /// clean end of connection (or an idle keep-alive timeout) from one in
     /// the middle of a request.
+    #[inline]
     pub fn is_idle(&self) -> bool {
         matches!(self.state, State::Head) && !self.scan.is_active()
     }
 
     /// `true` after [`decode`](Decoder::decode) returned a `Head` with a
     /// body and before it returned that body's `End`.
+    #[inline]
     pub fn in_body(&self) -> bool {
         matches!(self.state, State::Length { .. } | State::Chunked(_))
     }

@@ -5,16 +5,23 @@
 //! There are two ways in:
 //! - [`encode_response`], the fast path for a complete, small response (the
 //!   benchmark's plaintext endpoint): one call, no validation at run time
-//!   (the content type is a [`HeaderValue`] checked when it was made).
+//!   (the content type is a [`HeaderValue`] checked when it was made). The
+//!   head up to `Content-Length: ` comes from a per-thread cache of ready
+//!   prefixes (see `prefix`), the rest (length, `Connection`, empty line,
+//!   a short body) is assembled in a small block: two copies in all.
 //! - [`encode_head`] for everything else: any headers (validated, so a
 //!   handler cannot inject a header or a second response), a declared length
 //!   or chunked streaming, and a [`BodyEncoder`] that frames the body.
+
+use std::fmt;
 
 use bytes::BytesMut;
 
 use crate::date::server_and_date_lines;
 use crate::request::Verb;
 use crate::{Error, Request, Status, Version};
+
+mod prefix;
 
 const CRLF: &[u8] = b"\r\n";
 
@@ -35,6 +42,7 @@ pub struct ReplyTo {
 
 impl ReplyTo {
     /// The reply settings the request asks for.
+    #[inline]
     pub fn new(req: &Request) -> ReplyTo {
         ReplyTo {
             version: req.version(),
@@ -45,6 +53,7 @@ impl ReplyTo {
 
     /// For answers without a usable request (decoding errors, timeouts):
     /// HTTP/1.1, body included, connection closed afterwards.
+    #[inline]
     pub const fn closing() -> ReplyTo {
         ReplyTo {
             version: Version::Http11,
@@ -56,8 +65,15 @@ impl ReplyTo {
 
 /// A header value known to be free of CR, LF, NUL and other control
 /// characters (tab excepted), so it cannot break out of its header line.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct HeaderValue<'a>(&'a [u8]);
+#[derive(Clone, Copy)]
+pub struct HeaderValue<'a> {
+    bytes: &'a [u8],
+    /// Made by [`from_static`](HeaderValue::from_static): the bytes stay
+    /// where they are, unchanged, for the rest of the program, so their
+    /// address and length identify them (the encoder's prefix cache uses
+    /// that instead of comparing them).
+    is_static: bool,
+}
 
 impl HeaderValue<'static> {
     /// A value from a constant, checked at compile time when used in a
@@ -72,7 +88,10 @@ impl HeaderValue<'static> {
     /// If `value` contains a control character (a compile error in `const`).
     pub const fn from_static(value: &'static str) -> HeaderValue<'static> {
         assert!(valid_value(value.as_bytes()), "invalid header value");
-        HeaderValue(value.as_bytes())
+        HeaderValue {
+            bytes: value.as_bytes(),
+            is_static: true,
+        }
     }
 }
 
@@ -80,15 +99,34 @@ impl<'a> HeaderValue<'a> {
     /// Checks `value`; an error (500) names the problem.
     pub fn new(value: &'a [u8]) -> Result<HeaderValue<'a>, Error> {
         if valid_value(value) {
-            Ok(HeaderValue(value))
+            Ok(HeaderValue {
+                bytes: value,
+                is_static: false,
+            })
         } else {
             Err(Error::encode("invalid header value"))
         }
     }
 
     /// The value's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
-        self.0
+        self.bytes
+    }
+}
+
+/// Values are equal when their bytes are, however they were made.
+impl PartialEq for HeaderValue<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for HeaderValue<'_> {}
+
+impl fmt::Debug for HeaderValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("HeaderValue").field(&self.bytes).finish()
     }
 }
 
@@ -120,29 +158,76 @@ pub fn encode_response(
     body: &[u8],
 ) {
     let framed = status.allows_body();
-    let send_body = framed && !to.head_only;
+    let sent = if framed && !to.head_only { body } else { &[] };
     // One reservation up front so the appends below never reallocate.
-    let ct_len = content_type.map_or(0, |ct| ct.0.len());
-    buf.reserve(HEAD_RESERVE + ct_len + if send_body { body.len() } else { 0 });
-    put_common(buf, status);
-    if let Some(ct) = content_type {
-        buf.extend_from_slice(b"Content-Type: ");
-        buf.extend_from_slice(ct.0);
-        buf.extend_from_slice(CRLF);
+    let ct_len = content_type.map_or(0, |ct| ct.bytes.len());
+    buf.reserve(HEAD_RESERVE + ct_len + sent.len());
+    // The common case: status line to `Content-Length: ` in one copy.
+    if !prefix::put(buf, status, content_type) {
+        put_common(buf, status);
+        if let Some(ct) = content_type {
+            buf.extend_from_slice(b"Content-Type: ");
+            buf.extend_from_slice(ct.bytes);
+            buf.extend_from_slice(CRLF);
+        }
+        if framed {
+            buf.extend_from_slice(b"Content-Length: ");
+        }
     }
+    // The length, `Connection` as needed, the empty line and a short body,
+    // also in one copy.
+    let mut tail = [0u8; TAIL_CAP];
+    let mut len = 0;
     if framed {
-        put_content_length(buf, body.len() as u64);
+        len = write_decimal(&mut tail, body.len() as u64);
+        tail[len..len + 2].copy_from_slice(CRLF);
+        len += 2;
     }
-    put_connection(buf, to.version, to.keep_alive);
-    buf.extend_from_slice(CRLF);
-    if send_body {
-        buf.extend_from_slice(body);
+    if let Some(line) = connection_line(to.version, to.keep_alive) {
+        tail[len..len + line.len()].copy_from_slice(line);
+        len += line.len();
+    }
+    tail[len..len + 2].copy_from_slice(CRLF);
+    len += 2;
+    if sent.len() <= SHORT_BODY {
+        copy_short(&mut tail[len..], sent);
+        put_padded(buf, &tail, len + sent.len());
+    } else {
+        put_padded(buf, &tail, len);
+        buf.extend_from_slice(sent);
+    }
+}
+
+/// Bodies up to this long are copied along with the end of the head.
+const SHORT_BODY: usize = 16;
+/// Room for a length (20 digits), CRLF, the longest `Connection` line (24),
+/// the empty line and a short body.
+const TAIL_CAP: usize = 64;
+const _: () = assert!(TAIL_CAP >= 20 + 2 + 24 + 2 + SHORT_BODY);
+
+/// Copies `src`, at most [`SHORT_BODY`] bytes, to the start of `dst`, which
+/// has room for [`SHORT_BODY`]: with two overlapping fixed-size copies rather
+/// than a `memcpy` call.
+#[inline]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..n].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..n].copy_from_slice(&src[n - 4..]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
     }
 }
 
 /// Room for everything `encode_response` writes besides the content type and
 /// the body, rounded up.
-const HEAD_RESERVE: usize = 192;
+const HEAD_RESERVE: usize = 256;
+const _: () = assert!(HEAD_RESERVE >= prefix::PREFIX_CAP + TAIL_CAP);
 
 /// Encodes a response head with arbitrary headers and returns the
 /// [`BodyEncoder`] that frames the body.
@@ -264,12 +349,14 @@ impl BodyEncoder {
     /// Whether the connection stays open after this response. Can be
     /// `false` even if [`ReplyTo::keep_alive`] was set: a streamed body to
     /// an HTTP/1.0 client ends by closing.
+    #[inline]
     pub fn keep_alive(&self) -> bool {
         self.keep_alive
     }
 
     /// `false` when body bytes are dropped (`HEAD`, 1xx, 204, 304), so the
     /// caller can skip producing them (or skip the `sendfile`).
+    #[inline]
     pub fn wants_body(&self) -> bool {
         self.mode != Mode::Discard
     }
@@ -289,12 +376,14 @@ pub fn encode_chunk(buf: &mut BytesMut, data: &[u8]) {
 }
 
 /// Appends the last chunk and the empty trailer section: `0\r\n\r\n`.
+#[inline]
 pub fn encode_last_chunk(buf: &mut BytesMut) {
     buf.extend_from_slice(b"0\r\n\r\n");
 }
 
 /// Appends the interim `HTTP/1.1 100 Continue` response that tells a client
 /// sending `Expect: 100-continue` to go on with its body.
+#[inline]
 pub fn encode_continue(buf: &mut BytesMut) {
     buf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
 }
@@ -334,6 +423,7 @@ fn put_common(buf: &mut BytesMut, status: Status) {
 /// Appends the first `len` bytes of `block`. Copying the whole fixed-size
 /// block and truncating is cheaper for short pieces than a variable-length
 /// copy, which is a `memcpy` call.
+#[inline]
 fn put_padded<const N: usize>(buf: &mut BytesMut, block: &[u8; N], len: usize) {
     let end = buf.len() + len;
     buf.extend_from_slice(block);
@@ -352,16 +442,35 @@ fn put_content_length(buf: &mut BytesMut, n: u64) {
 }
 
 /// Writes `n` in decimal at the start of `out` (at least 20 bytes long) and
-/// returns the number of digits.
-fn write_decimal(out: &mut [u8], mut n: u64) -> usize {
+/// returns the number of digits. Bodies are mostly short, so up to three
+/// digits take no loop.
+#[inline]
+fn write_decimal(out: &mut [u8], n: u64) -> usize {
+    let digit = |d: u64| b'0' + d as u8;
+    if n < 10 {
+        out[0] = digit(n);
+        return 1;
+    }
+    if n < 100 {
+        out[0] = digit(n / 10);
+        out[1] = digit(n % 10);
+        return 2;
+    }
+    if n < 1000 {
+        out[0] = digit(n / 100);
+        out[1] = digit(n / 10 % 10);
+        out[2] = digit(n % 10);
+        return 3;
+    }
     let mut len = 1;
     let mut rest = n / 10;
     while rest > 0 {
         len += 1;
         rest /= 10;
     }
+    let mut n = n;
     for slot in out[..len].iter_mut().rev() {
-        *slot = b'0' + (n % 10) as u8;
+        *slot = digit(n % 10);
         n /= 10;
     }
     len
@@ -369,11 +478,20 @@ fn write_decimal(out: &mut [u8], mut n: u64) -> usize {
 
 /// HTTP/1.1 persists by default, so only `close` needs saying; HTTP/1.0
 /// closes by default, so only `keep-alive` does.
-fn put_connection(buf: &mut BytesMut, version: Version, keep_alive: bool) {
+#[inline]
+fn connection_line(version: Version, keep_alive: bool) -> Option<&'static [u8]> {
     if !keep_alive {
-        buf.extend_from_slice(b"Connection: close\r\n");
+        Some(b"Connection: close\r\n")
     } else if version == Version::Http10 {
-        buf.extend_from_slice(b"Connection: keep-alive\r\n");
+        Some(b"Connection: keep-alive\r\n")
+    } else {
+        None
+    }
+}
+
+fn put_connection(buf: &mut BytesMut, version: Version, keep_alive: bool) {
+    if let Some(line) = connection_line(version, keep_alive) {
+        buf.extend_from_slice(line);
     }
 }
 

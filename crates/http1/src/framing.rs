@@ -12,6 +12,9 @@ use crate::{BodyKind, Error, Status, Version};
 /// converted; [`finish`](Semantics::finish) turns them into decisions.
 #[derive(Default)]
 pub(crate) struct Semantics {
+    /// A header of one of the names below might have been seen; without
+    /// one, the decisions are the version's defaults.
+    any: bool,
     content_length: Option<u64>,
     /// A `Transfer-Encoding` header was seen.
     te_seen: bool,
@@ -26,6 +29,7 @@ pub(crate) struct Semantics {
 }
 
 /// What the head decides about the message.
+#[derive(Clone, Copy)]
 pub(crate) struct Decision {
     pub(crate) body: BodyKind,
     pub(crate) keep_alive: bool,
@@ -33,8 +37,21 @@ pub(crate) struct Decision {
 }
 
 impl Semantics {
+    /// Takes one header into account. Inlined: most headers are none of the
+    /// four that matter, which one length compare tells. `value` may still
+    /// carry trailing spaces and tabs: every rule below trims.
+    #[inline]
     pub(crate) fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
-        // Dispatch on length first: most headers are rejected by one compare.
+        match name.len() {
+            14 | 17 | 10 | 6 => {
+                self.any = true;
+                self.framing_header(name, value)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn framing_header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
             14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length(value),
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
@@ -89,7 +106,20 @@ impl Semantics {
         }
     }
 
+    /// The decisions, or the error that makes the head unacceptable.
+    #[inline(always)]
     pub(crate) fn finish(self, version: Version, max_body: u64) -> Result<Decision, Error> {
+        if !self.any {
+            return Ok(Decision {
+                body: BodyKind::None,
+                keep_alive: version == Version::Http11,
+                expects_continue: false,
+            });
+        }
+        self.finish_any(version, max_body)
+    }
+
+    fn finish_any(self, version: Version, max_body: u64) -> Result<Decision, Error> {
         let keep_alive = match version {
             Version::Http11 => !self.conn_close,
             Version::Http10 => self.conn_keep_alive && !self.conn_close,
@@ -169,7 +199,7 @@ fn list(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|item| !item.is_empty())
 }
 
-fn trim(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
     }

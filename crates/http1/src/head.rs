@@ -1,19 +1,23 @@
 //! Finding and parsing a request head: request line, headers, empty line.
 //!
-//! The common case is one read that holds a whole head, so the first attempt
-//! goes straight to `httparse`, which scans the bytes once. Only when that
-//! reports a partial head does the decoder fall back to its own scan, which
-//! remembers how far it got, so a head trickling in one byte per read costs
-//! linear, not quadratic, time. The same scan enforces the size limits while
-//! the head is still incomplete: a client that never ends its headers is
-//! rejected once it passes the limit, not buffered forever.
+//! The common case is one read that holds a whole, ordinary head, so the
+//! first attempt is the fast path ([`fast`]), which scans the bytes once
+//! and also works out framing and keep-alive on the way. Anything it is not
+//! sure about goes to `httparse`, which has the last word on what is valid.
+//! Only when that reports a partial head does the decoder fall back to its
+//! own scan, which remembers how far it got, so a head trickling in one byte
+//! per read costs linear, not quadratic, time. The same scan enforces the
+//! size limits while the head is still incomplete: a client that never ends
+//! its headers is rejected once it passes the limit, not buffered forever.
+
+mod fast;
 
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, BytesMut};
 
 use crate::framing::Semantics;
-use crate::request::{HeaderList, HeaderSpan, Span, Verb, split_target};
+use crate::request::{HeaderIndex, Span, Verb, split_target};
 use crate::{Error, Limits, Message, Request, Status, Version};
 
 /// Header slots that live on the stack; `MaybeUninit`, so unused slots cost
@@ -45,16 +49,17 @@ pub(crate) struct HeadScan {
 }
 
 impl HeadScan {
+    #[inline]
     pub(crate) fn is_active(&self) -> bool {
         self.active
     }
 }
 
-/// Decodes one request head from the front of `buf`, splitting it off.
+/// Decodes one request head from the front of `buf`, splitting it off: the
+/// general path, after [`decode_fast`] has declined.
 ///
-/// Returns a whole [`Message`] (always `Head`) rather than a `Request`: the
-/// request is then built where the caller receives it instead of being
-/// copied into a `Message` afterwards, which matters at ~200 bytes.
+/// Returns a whole [`Message`] (always `Head`) rather than a `Request`, so
+/// the request is not copied into a `Message` afterwards.
 pub(crate) fn decode_head(
     buf: &mut BytesMut,
     limits: &Limits,
@@ -69,7 +74,8 @@ pub(crate) fn decode_head(
         if buf.is_empty() || buf[..] == b"\r"[..] {
             return Ok(None);
         }
-        let parsed = parse(buf, limits);
+        // The decoder has tried the fast path already.
+        let parsed = parse_slow(buf, limits);
         if !matches!(parsed, Ok(None)) {
             return parsed;
         }
@@ -99,6 +105,7 @@ pub(crate) fn decode_head(
 
 /// RFC 9112 §2.2: a server SHOULD ignore empty lines before a request line
 /// (some clients send an extra CRLF after a POST body).
+#[inline]
 fn skip_empty_lines(buf: &mut BytesMut) {
     let mut n = 0;
     loop {
@@ -166,9 +173,32 @@ fn line_content_len(line: &[u8]) -> usize {
     line.len() - usize::from(line.last() == Some(&b'\r'))
 }
 
-/// Runs httparse on `buf`; on a complete head, checks limits and framing,
-/// builds the [`Request`] and splits its bytes off `buf`.
+/// The fast path for a request head: checks that `buf` starts with an
+/// ordinary head (after any empty lines) and finds everything the request
+/// needs in one pass, without splitting it off yet. `None` means "not
+/// handled": a partial or unusual head, for [`decode_head`] to take over.
+#[inline(always)]
+pub(crate) fn scan_fast(buf: &mut BytesMut, limits: &Limits) -> Option<fast::Ordinary> {
+    skip_empty_lines(buf);
+    fast::scan(buf, limits)
+}
+
+/// Parses a head at the start of `buf`; on a complete head, checks limits
+/// and framing, builds the [`Request`] and splits its bytes off `buf`.
 fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
+    let fast = fast::parse(buf, limits);
+    if matches!(fast, Ok(None)) {
+        parse_slow(buf, limits)
+    } else {
+        fast
+    }
+}
+
+/// [`parse`] by httparse: every head the fast path leaves alone, including
+/// all partial and all invalid ones. Kept out of line, so that its
+/// kilobytes of header slots are not reserved on the fast path's stack.
+#[inline(never)]
+fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
     let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_SLOTS];
     let mut heap;
     let slots = if limits.max_headers <= STACK_SLOTS {
@@ -231,14 +261,14 @@ fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> 
         Version::Http11
     };
     let mut semantics = Semantics::default();
-    let mut headers = HeaderList::new();
+    let mut headers = HeaderIndex::new();
     for h in parsed.headers.iter() {
         semantics.header(h.name.as_bytes(), h.value)?;
-        headers.push(HeaderSpan {
-            name: span_of(h.name.as_bytes()),
-            value: span_of(h.value),
-        });
+        // No whitespace may precede a name, so it starts the line.
+        headers.push(usize::from(span_of(h.name.as_bytes()).start));
     }
+    // The head ends with its empty line, CRLF or a bare LF.
+    headers.set_end(len - 1 - usize::from(len >= 2 && buf[len - 2] == b'\r'));
     let decision = semantics.finish(version, limits.max_body)?;
     let (path, query) = split_target(target.as_bytes(), usize::from(target_span.start));
     let verb = Verb::of(method.as_bytes());

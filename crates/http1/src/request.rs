@@ -2,16 +2,20 @@
 //!
 //! A [`Request`] owns the raw bytes of its head (a `Bytes` split off the read
 //! buffer, shared rather than copied) plus offsets into them. Accessors slice
-//! those bytes on demand, so parsing allocates nothing: the offsets of the
-//! first [`INLINE_HEADERS`] headers live in an inline array, and only
-//! requests with more headers than that spill into a `Vec`.
+//! those bytes on demand, so parsing allocates nothing. Headers are indexed
+//! by where their lines start: one `u16` each for the first
+//! [`INLINE_HEADERS`], which keeps a `Request` near 100 bytes (it is moved
+//! on every request, so its size is a per-request cost). A line's name and
+//! value are found again when asked for; the head was validated when it was
+//! parsed, so that takes no more than finding the colon and trimming.
 
 use std::fmt;
 
 use bytes::Bytes;
 
-/// How many headers fit without a heap allocation. Typical browser requests
-/// carry 8–14 headers and benchmark clients 2–4.
+/// How many header lines a [`Request`] indexes directly. Typical browser
+/// requests carry 8–14 headers and benchmark clients 2–4. Later headers are
+/// found by reading on from the last indexed line; no request allocates.
 pub const INLINE_HEADERS: usize = 16;
 
 /// The protocol version of a request.
@@ -27,6 +31,7 @@ pub enum Version {
 
 impl Version {
     /// `"HTTP/1.0"` or `"HTTP/1.1"`.
+    #[inline]
     pub const fn as_str(self) -> &'static str {
         match self {
             Version::Http10 => "HTTP/1.0",
@@ -128,46 +133,104 @@ impl Span {
     }
 }
 
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub(crate) struct HeaderSpan {
-    pub(crate) name: Span,
-    pub(crate) value: Span,
+/// Where the header lines are: the start of each of the first
+/// [`INLINE_HEADERS`] lines, and the start of the empty line that ends the
+/// header section. Each line is `name:value`, optionally padded with spaces
+/// or tabs, ended by CRLF or LF: both parsers guarantee that shape, so a
+/// line's start is all that needs keeping.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct HeaderIndex {
+    count: u16,
+    end: u16,
+    starts: [u16; INLINE_HEADERS],
 }
 
-/// Header offsets: inline for the first [`INLINE_HEADERS`], then a `Vec`
-/// that stays unallocated for ordinary requests.
-#[derive(Clone)]
-pub(crate) struct HeaderList {
-    len: usize,
-    inline: [HeaderSpan; INLINE_HEADERS],
-    spill: Vec<HeaderSpan>,
+impl HeaderIndex {
+    #[inline]
+    pub(crate) fn new() -> HeaderIndex {
+        HeaderIndex {
+            count: 0,
+            end: 0,
+            starts: [0; INLINE_HEADERS],
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// Adds the line starting at `start`. Callers guarantee that offsets fit
+    /// `u16` and that there are at most [`MAX_HEADERS_CAP`] lines (the
+    /// limits are checked first).
+    ///
+    /// [`MAX_HEADERS_CAP`]: crate::MAX_HEADERS_CAP
+    #[inline]
+    pub(crate) fn push(&mut self, start: usize) {
+        if let Some(slot) = self.starts.get_mut(usize::from(self.count)) {
+            *slot = start as u16;
+        }
+        self.count += 1;
+    }
+
+    /// Records where the empty line after the last header starts.
+    #[inline]
+    pub(crate) fn set_end(&mut self, end: usize) {
+        self.end = end as u16;
+    }
 }
 
-impl HeaderList {
-    pub(crate) fn new() -> HeaderList {
-        HeaderList {
-            len: 0,
-            inline: [HeaderSpan::default(); INLINE_HEADERS],
-            spill: Vec::new(),
-        }
-    }
+/// The header lines of a head, in order, each with its line ending.
+#[derive(Clone, Debug)]
+struct Lines<'a> {
+    head: &'a [u8],
+    index: &'a HeaderIndex,
+    next: usize,
+    /// Where the next line starts once past the indexed ones.
+    pos: usize,
+}
 
-    pub(crate) fn push(&mut self, h: HeaderSpan) {
-        if self.len < INLINE_HEADERS {
-            self.inline[self.len] = h;
-        } else {
-            self.spill.push(h);
-        }
-        self.len += 1;
-    }
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
 
-    fn get(&self, i: usize) -> Option<HeaderSpan> {
-        if i < INLINE_HEADERS {
-            (i < self.len).then(|| self.inline[i])
-        } else {
-            self.spill.get(i - INLINE_HEADERS).copied()
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let i = self.next;
+        if i >= self.index.len() {
+            return None;
         }
+        let start = match self.index.starts.get(i) {
+            Some(&start) => usize::from(start),
+            None => self.pos,
+        };
+        let end = match self.index.starts.get(i + 1) {
+            _ if i + 1 == self.index.len() => usize::from(self.index.end),
+            Some(&next) => usize::from(next),
+            None => {
+                let rest = self.head.get(start..).unwrap_or_default();
+                rest.iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(self.head.len(), |lf| start + lf + 1)
+            }
+        };
+        self.next = i + 1;
+        self.pos = end;
+        Some(self.head.get(start..end).unwrap_or_default())
     }
+}
+
+/// The value of a header line, given what follows its colon: without the
+/// line ending and without surrounding spaces and tabs.
+#[inline]
+fn value_of(after_colon: &[u8]) -> &[u8] {
+    let mut v = after_colon;
+    if let [rest @ .., b'\n'] = v {
+        v = rest;
+    }
+    if let [rest @ .., b'\r'] = v {
+        v = rest;
+    }
+    crate::framing::trim(v)
 }
 
 /// Which method, in one byte: `Method` itself is 24 bytes because of
@@ -239,11 +302,12 @@ pub struct Request {
     pub(crate) body: BodyKind,
     pub(crate) keep_alive: bool,
     pub(crate) expects_continue: bool,
-    pub(crate) headers: HeaderList,
+    pub(crate) headers: HeaderIndex,
 }
 
 impl Request {
     /// The request method.
+    #[inline]
     pub fn method(&self) -> Method<'_> {
         match self.verb {
             Verb::Other => Method::Other(self.str_of(self.method)),
@@ -252,6 +316,7 @@ impl Request {
     }
 
     /// The request target exactly as sent, e.g. `/search?q=x`.
+    #[inline]
     pub fn target(&self) -> &str {
         self.str_of(self.target)
     }
@@ -262,17 +327,20 @@ impl Request {
     /// For an absolute-form target (`http://host/p?q`) this is `/p` (or `/`
     /// when the URI has no path); for `*` it is `*`; for an authority-form
     /// `CONNECT` target it is the whole target.
+    #[inline]
     pub fn path(&self) -> &str {
         let path = self.str_of(self.path);
         if path.is_empty() { "/" } else { path }
     }
 
     /// The query after `?`, without the `?`; `None` if there is no `?`.
+    #[inline]
     pub fn query(&self) -> Option<&str> {
         self.query.map(|q| self.str_of(q))
     }
 
     /// `HTTP/1.0` or `HTTP/1.1`.
+    #[inline]
     pub fn version(&self) -> Version {
         self.version
     }
@@ -283,19 +351,37 @@ impl Request {
     /// leading and trailing whitespace is already trimmed.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         let name = name.as_bytes();
-        (0..self.headers.len)
-            .filter_map(|i| self.headers.get(i))
-            .find(|h| h.name.get(&self.head).eq_ignore_ascii_case(name))
-            .map(|h| h.value.get(&self.head))
+        let n = name.len();
+        self.lines()
+            .find(|line| {
+                // Names hold no colon, so the one after `n` bytes ends the
+                // line's name exactly when `name` has none either.
+                line.get(n) == Some(&b':')
+                    && line[..n].eq_ignore_ascii_case(name)
+                    && !name.contains(&b':')
+            })
+            .map(|line| value_of(&line[n + 1..]))
     }
 
     /// All headers in the order received, repeated names included.
     pub fn headers(&self) -> Headers<'_> {
-        Headers { req: self, next: 0 }
+        Headers {
+            lines: self.lines(),
+        }
+    }
+
+    fn lines(&self) -> Lines<'_> {
+        Lines {
+            head: &self.head,
+            index: &self.headers,
+            next: 0,
+            pos: 0,
+        }
     }
 
     /// Whether the connection may stay open after the response, by the
     /// version's default and the `Connection` header (RFC 9112 §9.3).
+    #[inline]
     pub fn keep_alive(&self) -> bool {
         self.keep_alive
     }
@@ -304,11 +390,13 @@ impl Request {
     /// body: it waits for [`encode_continue`](crate::encode_continue) (or a
     /// final response) before sending the body. Never true for HTTP/1.0,
     /// which has no interim responses, nor without a body to wait for.
+    #[inline]
     pub fn expects_continue(&self) -> bool {
         self.expects_continue
     }
 
     /// How the body is framed.
+    #[inline]
     pub fn body_kind(&self) -> BodyKind {
         self.body
     }
@@ -317,20 +405,40 @@ impl Request {
     /// [`Message::End`](crate::Message) follow this head; `false` for
     /// [`BodyKind::None`] and `Length(0)`, where the head is the whole
     /// request.
+    #[inline]
     pub fn has_body(&self) -> bool {
         !matches!(self.body, BodyKind::None | BodyKind::Length(0))
     }
 
     /// The raw head, request line to the empty line included.
+    #[inline]
     pub fn head_bytes(&self) -> &Bytes {
         &self.head
     }
 
+    #[inline]
     fn str_of(&self, span: Span) -> &str {
-        // httparse has checked that method, target and header names are
-        // ASCII/UTF-8, so this never falls back; it only avoids `unsafe`.
-        std::str::from_utf8(span.get(&self.head)).unwrap_or_default()
+        ascii_str(span.get(&self.head))
     }
+}
+
+/// Views bytes of the head that the parser has checked to be UTF-8 as a
+/// `str`, without checking again: `path()` and `target()` are on every
+/// request's path, and checking twice costs more than the rest of them.
+///
+/// Every caller passes a span made by a parser: the method, the target, or
+/// the path or query, which are the target split at an ASCII byte (`?`,
+/// `/`, `:`). The fast parser accepts only ASCII in those; httparse hands
+/// the method and the target out as `&str`, so the type guarantees them.
+/// `Span::get` returns an empty slice rather than a wrong range, and the
+/// head is immutable `Bytes`.
+#[inline]
+fn ascii_str(bytes: &[u8]) -> &str {
+    debug_assert!(std::str::from_utf8(bytes).is_ok(), "{bytes:?}");
+    // SAFETY: as documented above, `bytes` is valid UTF-8: the parser that
+    // made the span checked it (as ASCII, or httparse as a `&str`), and only
+    // splits at ASCII bytes cut it further.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 impl fmt::Debug for Request {
@@ -351,21 +459,25 @@ impl fmt::Debug for Request {
 /// [`Request::headers`].
 #[derive(Clone, Debug)]
 pub struct Headers<'a> {
-    req: &'a Request,
-    next: usize,
+    lines: Lines<'a>,
 }
 
 impl<'a> Iterator for Headers<'a> {
     type Item = (&'a str, &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let h = self.req.headers.get(self.next)?;
-        self.next += 1;
-        Some((self.req.str_of(h.name), h.value.get(&self.req.head)))
+        let line = self.lines.next()?;
+        // Every line has a colon after a token name; should one not, its
+        // name is empty rather than a piece of the value. Checked, not
+        // assumed, UTF-8: names are short, and this is not the hot path.
+        let colon = line.iter().position(|&b| b == b':').unwrap_or(0);
+        let value = value_of(line.get(colon + 1..).unwrap_or_default());
+        let name = std::str::from_utf8(&line[..colon]).unwrap_or_default();
+        Some((name, value))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.req.headers.len - self.next;
+        let n = self.lines.index.len() - self.lines.next;
         (n, Some(n))
     }
 }
@@ -457,20 +569,5 @@ mod tests {
         }
         assert_eq!(Method::from_token("get"), Method::Other("get"));
         assert_eq!(Method::from_token("PURGE").to_string(), "PURGE");
-    }
-
-    #[test]
-    fn header_list_spills_past_inline() {
-        let mut list = HeaderList::new();
-        for i in 0..40 {
-            list.push(HeaderSpan {
-                name: Span::new(i, i + 1),
-                value: Span::default(),
-            });
-        }
-        for i in 0..40 {
-            assert_eq!(usize::from(list.get(i).unwrap().name.start), i);
-        }
-        assert_eq!(list.get(40), None);
     }
 }

@@ -103,6 +103,7 @@ impl Status {
     /// The status for `code`, or `None` if it is not three digits.
     ///
     /// Codes without a constant are allowed; their reason phrase is empty.
+    #[inline]
     pub const fn from_code(code: u16) -> Option<Status> {
         if code >= 100 && code <= 999 {
             Some(Status(code))
@@ -112,6 +113,7 @@ impl Status {
     }
 
     /// The numeric code, e.g. `404`.
+    #[inline]
     pub const fn code(self) -> u16 {
         self.0
     }
@@ -125,6 +127,7 @@ impl Status {
     }
 
     /// `true` for 1xx interim responses.
+    #[inline]
     pub const fn is_informational(self) -> bool {
         self.0 < 200
     }
@@ -132,6 +135,7 @@ impl Status {
     /// `false` for the statuses whose responses never have a body
     /// (1xx, 204, 304, RFC 9110 §6.4.1); the encoder then writes neither a
     /// body nor framing headers.
+    #[inline]
     pub const fn allows_body(self) -> bool {
         !(self.0 < 200 || self.0 == 204 || self.0 == 304)
     }

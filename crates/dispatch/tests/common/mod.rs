@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dispatch::{Batch, WorkerPort};
@@ -27,6 +27,8 @@ pub struct Behavior {
     pub reply_delay: Duration,
     /// Per worker: when set, the worker does not poll its port.
     pub stalled: Vec<AtomicBool>,
+    /// Per worker: replies sent.
+    pub served: Vec<AtomicU64>,
 }
 
 impl Behavior {
@@ -34,6 +36,7 @@ impl Behavior {
         Arc::new(Behavior {
             reply_delay: Duration::ZERO,
             stalled: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            served: (0..workers).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -41,17 +44,25 @@ impl Behavior {
         Arc::new(Behavior {
             reply_delay,
             stalled: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            served: (0..workers).map(|_| AtomicU64::new(0)).collect(),
         })
+    }
+
+    pub fn served(&self, worker: usize) -> u64 {
+        self.served[worker].load(Ordering::SeqCst)
     }
 
     pub fn stall(&self, worker: usize, on: bool) {
         self.stalled[worker].store(on, Ordering::SeqCst);
     }
 
-    fn is_stalled(&self, worker: usize) -> bool {
+    fn is_stalled(&self, port: &WorkerPort) -> bool {
+        // A stalled worker still honours shutdown, or a failing test would
+        // hang in the server's drop instead of reporting.
         self.stalled
-            .get(worker)
+            .get(port.id())
             .is_some_and(|s| s.load(Ordering::SeqCst))
+            && !port.shutdown_handle().is_shutdown_requested()
     }
 }
 
@@ -77,11 +88,12 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
     let mut batch = Vec::new();
     let mut readable: Vec<u64> = Vec::new();
     loop {
-        if port_ready && shutdown.is_none() && !behavior.is_stalled(id) {
+        if port_ready && shutdown.is_none() && !behavior.is_stalled(&port) {
             loop {
                 match port.poll_batch(&mut batch) {
                     Ok(Batch::Fds(_)) => {
                         for fd in batch.drain(..) {
+                            assert_is_socket(&fd, id);
                             let token = next_token;
                             next_token += 1;
                             ep.add(fd.as_raw_fd(), ALL_EDGE, token).unwrap();
@@ -126,6 +138,8 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
                 if reactor::sys::send(conn.fd.as_raw_fd(), &reply).is_err() {
                     conn.eof = true;
                     conn.pending.clear();
+                } else {
+                    behavior.served[id].fetch_add(1, Ordering::SeqCst);
                 }
             }
             if conn.pending.is_empty() && (conn.eof || shutdown.is_some()) {
@@ -145,7 +159,7 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
             return;
         }
         let mut timeout = Duration::from_millis(100);
-        if behavior.is_stalled(id) {
+        if behavior.is_stalled(&port) {
             timeout = Duration::from_millis(5);
         }
         let now = Instant::now();
@@ -166,6 +180,22 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
             }
         }
     }
+}
+
+/// Every handed-off fd must be a connected socket: anything else means an
+/// fd number was delivered that someone else owns.
+fn assert_is_socket(fd: &OwnedFd, worker: usize) {
+    // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is writable; the fd is open (we own it).
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    assert_eq!(rc, 0, "worker {worker}: fstat({})", fd.as_raw_fd());
+    assert_eq!(
+        st.st_mode & libc::S_IFMT,
+        libc::S_IFSOCK,
+        "worker {worker}: fd {} is not a socket",
+        fd.as_raw_fd()
+    );
 }
 
 fn read_requests(conn: &mut Conn, id: usize, due: Instant) {

@@ -261,7 +261,10 @@ fn continue_and_error_responses() {
 
 #[test]
 fn integers_and_hex() {
-    for n in [0u64, 1, 9, 10, 99, 100, 12345, u64::MAX] {
+    let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
+    powers.extend(powers.clone().iter().map(|p| p - 1));
+    powers.extend([0, 12345, 999, 1000, 1001, u64::MAX]);
+    for n in powers {
         let mut buf = BytesMut::new();
         put_content_length(&mut buf, n);
         assert_eq!(text(&buf), format!("Content-Length: {n}\r\n"));
@@ -285,5 +288,82 @@ fn no_reallocation_once_the_buffer_has_grown() {
             b"Hello, World!",
         );
         assert_eq!(buf.as_ptr(), ptr);
+    }
+}
+
+/// `encode_response` as a plain sequence of `format!`s, for comparison.
+fn reference(to: ReplyTo, status: Status, content_type: Option<&[u8]>, body: &[u8]) -> String {
+    let mut s = format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason());
+    s.push_str("Server: httplite\r\nDate: <date>\r\n");
+    if let Some(ct) = content_type {
+        s.push_str(&format!(
+            "Content-Type: {}\r\n",
+            String::from_utf8_lossy(ct)
+        ));
+    }
+    if status.allows_body() {
+        s.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    if !to.keep_alive {
+        s.push_str("Connection: close\r\n");
+    } else if to.version == Version::Http10 {
+        s.push_str("Connection: keep-alive\r\n");
+    }
+    s.push_str("\r\n");
+    if status.allows_body() && !to.head_only {
+        s.push_str(&String::from_utf8_lossy(body));
+    }
+    s
+}
+
+#[test]
+fn every_shape_matches_the_reference() {
+    let long_ct = "x".repeat(60);
+    let cts: [Option<&[u8]>; 5] = [
+        None,
+        Some(b"text/plain"),
+        Some(b"application/json"),
+        Some(b"text/html; charset=utf-8"),
+        Some(long_ct.as_bytes()),
+    ];
+    let statuses = [
+        Status::OK,
+        Status::NOT_FOUND,
+        Status::NO_CONTENT,
+        Status::NOT_MODIFIED,
+        Status::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        Status::from_code(299).unwrap(),
+    ];
+    let body: Vec<u8> = (0..200).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut buf = BytesMut::new();
+    // Twice: the second round hits the cached prefixes of the first.
+    for _ in 0..2 {
+        for status in statuses {
+            for ct in cts {
+                for len in (0..40).chain([99, 100, 101, 200]) {
+                    for (version, keep_alive, head_only) in [
+                        (Version::Http11, true, false),
+                        (Version::Http11, false, false),
+                        (Version::Http10, true, false),
+                        (Version::Http10, false, true),
+                        (Version::Http11, true, true),
+                    ] {
+                        let to = ReplyTo {
+                            version,
+                            keep_alive,
+                            head_only,
+                        };
+                        buf.clear();
+                        let value = ct.map(|ct| HeaderValue::new(ct).unwrap());
+                        encode_response(&mut buf, to, status, value, &body[..len]);
+                        assert_eq!(
+                            without_date(&buf),
+                            reference(to, status, ct, &body[..len]),
+                            "{to:?} {status} {ct:?} {len}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
