@@ -23,6 +23,7 @@ impl Config {
         Config {
             limits: http1::Limits {
                 max_body: cli.max_body,
+                require_host: true,
                 ..http1::Limits::default()
             },
             header_timeout: cli.header_timeout,

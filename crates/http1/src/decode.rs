@@ -31,6 +31,11 @@ pub struct Limits {
     pub max_headers: usize,
     /// Largest request body in bytes; larger is 413. Default 1 MiB.
     pub max_body: u64,
+    /// Answer 400 to an HTTP/1.1 request without a `Host` header, and to any
+    /// request with more than one (RFC 9112 §3.2). Servers facing clients
+    /// should turn it on; it is off by default so that the minimal requests
+    /// of tests and tools (`GET / HTTP/1.1` and nothing else) still parse.
+    pub require_host: bool,
 }
 
 impl Default for Limits {
@@ -40,6 +45,7 @@ impl Default for Limits {
             max_head: 16 * 1024,
             max_headers: 100,
             max_body: 1024 * 1024,
+            require_host: false,
         }
     }
 }

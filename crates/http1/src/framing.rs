@@ -6,7 +6,7 @@
 //! hides inside the first one's body. So every ambiguous combination is
 //! rejected rather than guessed at.
 
-use crate::{BodyKind, Error, Status, Version};
+use crate::{BodyKind, Error, Limits, Status, Version};
 
 /// Facts collected from the headers, one header at a time, while the head is
 /// converted; [`finish`](Semantics::finish) turns them into decisions.
@@ -26,10 +26,12 @@ pub(crate) struct Semantics {
     conn_close: bool,
     conn_keep_alive: bool,
     expect_continue: bool,
+    /// `Host` header lines seen (saturating).
+    hosts: u8,
 }
 
 /// What the head decides about the message.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Decision {
     pub(crate) body: BodyKind,
     pub(crate) keep_alive: bool,
@@ -46,6 +48,10 @@ impl Semantics {
             14 | 17 | 10 | 6 => {
                 self.any = true;
                 self.framing_header(name, value)
+            }
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                self.hosts = self.hosts.saturating_add(1);
+                Ok(())
             }
             _ => Ok(()),
         }
@@ -108,7 +114,13 @@ impl Semantics {
 
     /// The decisions, or the error that makes the head unacceptable.
     #[inline(always)]
-    pub(crate) fn finish(self, version: Version, max_body: u64) -> Result<Decision, Error> {
+    pub(crate) fn finish(self, version: Version, limits: &Limits) -> Result<Decision, Error> {
+        if limits.require_host
+            && (self.hosts > 1 || (self.hosts == 0 && version == Version::Http11))
+        {
+            return Err(Error::bad_request("missing or repeated Host header"));
+        }
+        let max_body = limits.max_body;
         if !self.any {
             return Ok(Decision {
                 body: BodyKind::None,
@@ -218,7 +230,13 @@ mod tests {
         for (n, v) in headers {
             s.header(n.as_bytes(), v.as_bytes())?;
         }
-        s.finish(version, 1000)
+        s.finish(
+            version,
+            &Limits {
+                max_body: 1000,
+                ..Limits::default()
+            },
+        )
     }
 
     fn body(headers: &[(&str, &str)]) -> Result<BodyKind, u16> {
@@ -340,5 +358,28 @@ mod tests {
             ("Expect", "100-continue"),
             ("Transfer-Encoding", "chunked")
         ]));
+    }
+
+    #[test]
+    fn host_is_required_only_when_asked() {
+        let strict = Limits {
+            require_host: true,
+            ..Limits::default()
+        };
+        let run = |headers: &[(&[u8], &[u8])], version, limits: &Limits| {
+            let mut s = Semantics::default();
+            for (n, v) in headers {
+                s.header(n, v).unwrap();
+            }
+            s.finish(version, limits)
+        };
+        let h: (&[u8], &[u8]) = (b"Host", b"a");
+        assert!(run(&[], Version::Http11, &Limits::default()).is_ok());
+        assert!(run(&[], Version::Http11, &strict).is_err());
+        assert!(run(&[], Version::Http10, &strict).is_ok());
+        assert!(run(&[h], Version::Http11, &strict).is_ok());
+        let err = run(&[h, h], Version::Http11, &strict).unwrap_err();
+        assert_eq!(err.status(), Status::BAD_REQUEST);
+        assert!(run(&[(b"HOST", b"x")], Version::Http11, &strict).is_ok());
     }
 }

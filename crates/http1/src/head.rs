@@ -269,7 +269,7 @@ fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Er
     }
     // The head ends with its empty line, CRLF or a bare LF.
     headers.set_end(len - 1 - usize::from(len >= 2 && buf[len - 2] == b'\r'));
-    let decision = semantics.finish(version, limits.max_body)?;
+    let decision = semantics.finish(version, limits)?;
     let (path, query) = split_target(target.as_bytes(), usize::from(target_span.start));
     let verb = Verb::of(method.as_bytes());
 

@@ -464,19 +464,6 @@ impl Conn {
         if ctx.idle.is_shutting_down() {
             to.keep_alive = false;
         }
-        if req.version() == http1::Version::Http11 && req.header("host").is_none() {
-            // RFC 9112 §3.2: a 1.1 request without Host is malformed.
-            ctx.stats.error(ErrorKind::BadRequest);
-            ctx.stats.response(400);
-            let to = ReplyTo {
-                keep_alive: false,
-                ..to
-            };
-            let body = b"400 Bad Request: missing Host header\n";
-            let _ = self.respond_owned(to, Status::BAD_REQUEST, Some(TEXT), &[], body);
-            self.log(&req, 400, body.len() as u64);
-            return Handled::Done(false);
-        }
         let action = match catch_unwind(AssertUnwindSafe(|| ctx.app.route(&req))) {
             Ok(a) => a,
             Err(_) => {

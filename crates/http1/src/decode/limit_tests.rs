@@ -170,6 +170,7 @@ fn limits_are_capped() {
         max_head: usize::MAX,
         max_headers: usize::MAX,
         max_body: u64::MAX,
+        require_host: false,
     });
     assert_eq!(dec.limits().max_request_line, MAX_REQUEST_LINE_CAP);
     assert_eq!(dec.limits().max_head, MAX_HEAD_CAP);

@@ -284,7 +284,7 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     if len - line_end > limits.max_head || len > usize::from(u16::MAX) {
         return None;
     }
-    let decision = semantics.finish(version, limits.max_body).ok()?;
+    let decision = semantics.finish(version, limits).ok()?;
     Some(Ordinary {
         len,
         verb,

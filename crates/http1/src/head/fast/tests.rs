@@ -287,6 +287,7 @@ fn limits() -> impl Strategy<Value = Limits> {
                 max_head,
                 max_headers,
                 max_body,
+                require_host: false,
             }
         ),
     ]
