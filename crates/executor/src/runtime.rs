@@ -104,7 +104,7 @@ pub(crate) struct Core {
     owned: RefCell<Slab>,
     shared: Arc<Shared>,
     budget: usize,
-    on_turn: Option<Box<dyn Fn()>>,
+    on_turn: Option<Box<dyn Fn(&Reactor)>>,
     /// `shared.remote_wakes` when we last went idle (see `spin_for_remote_wake`).
     remote_seen: Cell<u64>,
     next_id: Cell<u64>,
@@ -309,7 +309,7 @@ impl fmt::Debug for Runtime {
 /// Options for a [`Runtime`].
 pub struct Builder {
     budget: usize,
-    on_turn: Option<Box<dyn Fn()>>,
+    on_turn: Option<Box<dyn Fn(&Reactor)>>,
 }
 
 impl fmt::Debug for Builder {
@@ -343,8 +343,9 @@ impl Builder {
     }
 
     /// A hook run after every reactor turn, before the woken tasks run: the
-    /// place for per-wake-up work such as refreshing a cached clock.
-    pub fn on_turn(mut self, hook: impl Fn() + 'static) -> Builder {
+    /// place for per-wake-up work such as refreshing a cached clock
+    /// ([`Reactor::now`] is the time the turn woke up).
+    pub fn on_turn(mut self, hook: impl Fn(&Reactor) + 'static) -> Builder {
         self.on_turn = Some(Box::new(hook));
         self
     }
@@ -468,7 +469,7 @@ impl Runtime {
                 }
                 since_turn = 0;
                 if let Some(hook) = &core.on_turn {
-                    hook();
+                    hook(&core.reactor);
                 }
                 core.drain_inbox();
             }

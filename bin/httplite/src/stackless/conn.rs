@@ -314,6 +314,10 @@ impl Conn {
 
     /// One read attempt without waiting: `None` if it would block.
     fn try_read(&mut self) -> Option<io::Result<usize>> {
+        if !self.stream.is_read_ready() {
+            // The common case: the last read drained the socket.
+            return None;
+        }
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {

@@ -171,6 +171,29 @@ impl IdleRegistry {
     }
 }
 
+/// Keeps `http1`'s cached `Date` current from the reactor's cached clock:
+/// one comparison per turn, and a wall-clock read only when the second
+/// changes.
+#[derive(Default)]
+struct DateClock {
+    /// When the wall clock reaches its next whole second.
+    next: Cell<Option<Instant>>,
+}
+
+impl DateClock {
+    fn tick(&self, now: Instant) {
+        if self.next.get().is_some_and(|next| now < next) {
+            return;
+        }
+        http1::refresh_date();
+        let subsec = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let to_next_second = Duration::from_nanos(1_000_000_000 - u64::from(subsec));
+        self.next.set(Some(Instant::now() + to_next_second));
+    }
+}
+
 /// The dispatcher's handoff fd, borrowed (the port owns and closes it).
 struct PortFd(RawFd);
 
@@ -189,7 +212,10 @@ pub fn run(
     access_log: Option<AccessLog>,
 ) -> io::Result<()> {
     let rt = executor::Builder::new()
-        .on_turn(http1::refresh_date)
+        .on_turn({
+            let date = DateClock::default();
+            move |r: &Reactor| date.tick(r.now())
+        })
         .build()?;
     http1::refresh_date();
     let closer = port.closer();

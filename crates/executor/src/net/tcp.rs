@@ -234,6 +234,13 @@ impl TcpStream {
         Ok(())
     }
 
+    /// Whether the reactor believes a read would not block (readiness set
+    /// and not yet cleared by an `EAGAIN` or short read). Costs no syscall
+    /// and registers no waker.
+    pub fn is_read_ready(&self) -> bool {
+        self.reg.readiness().is_ready_for(Interest::Readable)
+    }
+
     /// One non-blocking read attempt: `WouldBlock` clears readiness, as the
     /// edge-triggered contract requires.
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
