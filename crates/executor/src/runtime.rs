@@ -21,6 +21,9 @@ use crate::task::{JoinHandle, RunOutcome, TaskRef};
 /// and timers, so a crowd of ready tasks cannot starve the network.
 pub const DEFAULT_BUDGET: usize = 128;
 
+/// A hook run after every reactor turn (see [`Builder::on_turn`]).
+type TurnHook = Box<dyn Fn(&Reactor)>;
+
 /// How long an idle runtime spins, after a cross-thread wake, before it
 /// sleeps in `epoll_wait` (see `Core::spin_for_remote_wake`).
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(20);
@@ -104,7 +107,7 @@ pub(crate) struct Core {
     owned: RefCell<Slab>,
     shared: Arc<Shared>,
     budget: usize,
-    on_turn: Option<Box<dyn Fn(&Reactor)>>,
+    on_turn: Option<TurnHook>,
     /// `shared.remote_wakes` when we last went idle (see `spin_for_remote_wake`).
     remote_seen: Cell<u64>,
     next_id: Cell<u64>,
@@ -309,7 +312,7 @@ impl fmt::Debug for Runtime {
 /// Options for a [`Runtime`].
 pub struct Builder {
     budget: usize,
-    on_turn: Option<Box<dyn Fn(&Reactor)>>,
+    on_turn: Option<TurnHook>,
 }
 
 impl fmt::Debug for Builder {
