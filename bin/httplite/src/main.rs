@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod httpdate;
 mod mime;
+mod respond;
 mod routes;
 mod stackless;
 mod static_files;

@@ -14,10 +14,10 @@
 //! only re-armed when a deadline moves *earlier*; a later deadline is picked up
 //! when the timer fires early, so the hot path never touches the timer heap.
 
+use std::fs::File;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use executor::Sleep;
 use executor::net::TcpStream;
-use http1::{Decoder, Framing, HeaderValue, Message, ReplyTo, Request, Status};
+use http1::{Decoder, Message, ReplyTo, Request, Status};
 
 use super::worker::WorkerCtx;
 use crate::access_log::Entry;
+use crate::respond::{self, FileStep, Handled, Outcome, Slow};
 use crate::routes::Action;
-use crate::static_files::StaticReply;
 use crate::stats::{ErrorKind, TimeoutKind};
 
 /// Flush the write buffer once it holds this much, even mid-batch.
@@ -116,22 +116,8 @@ async fn with_deadline<T>(
     .await
 }
 
-/// What [`Conn::handle`] did: answered (keep-alive or not), or handed back
-/// work that must wait.
-enum Handled<S> {
-    Done(bool),
-    Slow(S),
-}
-
 /// The boxed slow path of one request.
 type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
-
-/// A request whose answer must wait (see [`Conn::handle`]).
-struct Slow {
-    req: Request,
-    to: ReplyTo,
-    action: Action,
-}
 
 struct Conn {
     ctx: Rc<WorkerCtx>,
@@ -406,16 +392,7 @@ impl Conn {
 
     /// Encodes the answer to a protocol error; the caller flushes and closes.
     fn reject(&mut self, e: &http1::Error) {
-        let kind = match e.status().code() {
-            413 => ErrorKind::BodyTooLarge,
-            414 => ErrorKind::UriTooLong,
-            431 => ErrorKind::HeadersTooLarge,
-            505 => ErrorKind::Version,
-            _ => ErrorKind::BadRequest,
-        };
-        self.ctx.stats.error(kind);
-        self.ctx.stats.response(e.status().code());
-        http1::encode_error(&mut self.wbuf, e);
+        respond::reject(&mut self.wbuf, &self.ctx.stats, e);
     }
 
     /// Half-closes, then drains what the client still sends (bounded), so
@@ -453,92 +430,43 @@ impl Conn {
         }
     }
 
-    /// Handles one request without waiting, if it can: `Ok(keep_alive)`.
-    /// Small complete answers (the plaintext hot path) are encoded right here.
-    /// Anything that must wait (bodies, sleeps, files) comes back as `Err`
-    /// for [`Conn::handle_slow`], which the caller runs boxed: a future's size
-    /// is the largest of all its states and every connection, idle or not,
-    /// pays for it, so the heavy states live in their own allocation only
-    /// while they run.
+    /// Handles one request without waiting, if it can (see
+    /// [`respond::handle`]). What must wait comes back as `Slow`, which the
+    /// caller runs boxed: a future's size is the largest of all its states
+    /// and every connection, idle or not, pays for it, so the heavy states
+    /// live in their own allocation only while they run.
     fn handle(&mut self, req: Request) -> Handled<Slow> {
-        let ctx = self.ctx.clone();
-        ctx.stats.request();
         self.served += 1;
-        let mut to = ReplyTo::new(&req);
-        if ctx.idle.is_shutting_down() {
-            to.keep_alive = false;
-        }
-        let action = match catch_unwind(AssertUnwindSafe(|| ctx.app.route(&req))) {
-            Ok(a) => a,
-            Err(_) => {
-                ctx.stats.error(ErrorKind::Panic);
-                ctx.stats.response(500);
-                let body = b"500 Internal Server Error\n";
-                let to = ReplyTo {
-                    keep_alive: false,
-                    ..to
-                };
-                // Cannot fail: no caller headers.
-                let _ = self.respond_owned(to, Status::INTERNAL_SERVER_ERROR, None, &[], body);
-                self.log(&req, 500, body.len() as u64);
-                return Handled::Done(false);
-            }
-        };
-        match action {
-            Action::Static {
-                status,
-                content_type,
-                body,
-            } if !req.has_body() => {
-                http1::encode_response(&mut self.wbuf, to, status, Some(content_type), body);
-                ctx.stats.response(status.code());
-                self.log(&req, status.code(), body.len() as u64);
-                Handled::Done(to.keep_alive)
-            }
-            action => Handled::Slow(Slow { req, to, action }),
-        }
+        let Conn {
+            ctx, wbuf, stream, ..
+        } = self;
+        let shutting_down = ctx.idle.is_shutting_down();
+        respond::handle(
+            &ctx.app,
+            &ctx.stats,
+            wbuf,
+            req,
+            shutting_down,
+            |req, out| log(ctx, stream, req, out),
+        )
     }
 
     /// The answers that wait for something (see [`Conn::handle`]).
-    async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
+    async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
+        if respond::body_policy(&mut slow) {
+            match self.discard_body().await {
+                Ok(()) => {}
+                Err(Stop::Done) => return Ok(false), // answered with an error
+                Err(stop) => return Err(stop),
+            }
+        }
         let Slow {
             req,
             mut to,
             action,
         } = slow;
-        if req.has_body() && !matches!(action, Action::Echo) {
-            if req.expects_continue() {
-                // The client holds the body back until told to send it
-                // (RFC 9110 §10.1.1). Answer now instead, without reading
-                // it, and close: the body's bytes must not be mistaken for
-                // the next request.
-                to.keep_alive = false;
-            } else {
-                match self.discard_body().await {
-                    Ok(()) => {}
-                    Err(Stop::Done) => return Ok(false), // answered with an error
-                    Err(stop) => return Err(stop),
-                }
-            }
-        }
-        let (status, bytes, keep) = match action {
-            Action::Static {
-                status,
-                content_type,
-                body,
-            } => {
-                http1::encode_response(&mut self.wbuf, to, status, Some(content_type), body);
-                (status, body.len() as u64, to.keep_alive)
-            }
-            Action::Owned {
-                status,
-                content_type,
-                headers,
-                body,
-            } => {
-                let keep = self.respond_owned(to, status, content_type, &headers, &body)?;
-                (status, body.len() as u64, keep)
-            }
+        let stats = self.ctx.stats.clone();
+        let outcome = match action {
             Action::Sleep(d) => {
                 // Earlier pipelined answers should not wait for this one.
                 self.flush().await?;
@@ -546,64 +474,31 @@ impl Conn {
                 if self.ctx.idle.is_shutting_down() {
                     to.keep_alive = false; // shutdown began while we slept
                 }
-                let body = format!("slept {} ms\n", d.as_millis());
-                let keep = self.respond_owned(to, Status::OK, Some(TEXT), &[], body.as_bytes())?;
-                (Status::OK, body.len() as u64, keep)
+                respond::slept(&mut self.wbuf, &stats, to, d)
             }
             Action::Echo => self.echo(&req, to).await?,
-            Action::File(reply) => self.file(reply, to).await?,
+            Action::File(reply) => match respond::file_head(&mut self.wbuf, &stats, reply, to) {
+                FileStep::Done(outcome) => outcome,
+                FileStep::Fail => return Ok(false),
+                FileStep::Send {
+                    file,
+                    offset,
+                    len,
+                    outcome,
+                } => {
+                    self.flush().await?;
+                    self.send_file(&file, offset, len).await?;
+                    outcome
+                }
+            },
+            action => match respond::complete(&mut self.wbuf, &stats, to, &action) {
+                Some(outcome) => outcome,
+                None => unreachable!("every waiting action is handled above"),
+            },
         };
-        self.ctx.stats.response(status.code());
-        self.log(&req, status.code(), bytes);
-        Ok(keep)
-    }
-
-    fn log(&self, req: &Request, status: u16, bytes: u64) {
-        if let Some(log) = &self.ctx.access_log {
-            log.log(&Entry {
-                peer: self.stream.peer_addr().ok(),
-                method: req.method().as_str(),
-                target: req.target(),
-                version: req.version().as_str(),
-                status,
-                bytes,
-            });
-        }
-    }
-
-    /// Encodes a complete response with arbitrary headers.
-    fn respond_owned(
-        &mut self,
-        to: ReplyTo,
-        status: Status,
-        content_type: Option<HeaderValue<'static>>,
-        headers: &[(&'static str, String)],
-        body: &[u8],
-    ) -> Res<bool> {
-        let mut hs: Vec<(&str, &[u8])> = Vec::with_capacity(headers.len() + 1);
-        if let Some(ct) = content_type {
-            hs.push(("Content-Type", ct.as_bytes()));
-        }
-        hs.extend(headers.iter().map(|(n, v)| (*n, v.as_bytes())));
-        let mut enc = match http1::encode_head(
-            &mut self.wbuf,
-            to,
-            status,
-            &hs,
-            Framing::Length(body.len() as u64),
-        ) {
-            Ok(enc) => enc,
-            Err(e) => {
-                // A handler produced an invalid header: answer 500 instead.
-                self.ctx.stats.error(ErrorKind::Panic);
-                http1::encode_error(&mut self.wbuf, &e);
-                return Ok(false);
-            }
-        };
-        enc.write(&mut self.wbuf, body).map_err(|_| Stop::Done)?;
-        let keep = enc.keep_alive();
-        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
-        Ok(keep)
+        stats.response(outcome.status.code());
+        log(&self.ctx, &self.stream, &req, outcome);
+        Ok(outcome.keep_alive)
     }
 
     /// Reads and drops the rest of the current request's body.
@@ -622,32 +517,14 @@ impl Conn {
         }
     }
 
-    /// Streams the request body back: sized if the request was, chunked if
-    /// it was chunked.
-    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<(Status, u64, bool)> {
-        if req.expects_continue() {
-            http1::encode_continue(&mut self.wbuf);
-            self.flush().await?;
-        }
-        let framing = match req.body_kind() {
-            http1::BodyKind::Length(n) => Framing::Length(n),
-            http1::BodyKind::Chunked => Framing::Chunked,
-            http1::BodyKind::None => Framing::Length(0),
+    /// Streams the request body back as it arrives.
+    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
+        let Some(mut enc) = respond::echo_head(&mut self.wbuf, req, to) else {
+            return Err(Stop::Done);
         };
-        let ct: &[u8] = req
-            .header("content-type")
-            .unwrap_or(b"application/octet-stream");
-        let ct = HeaderValue::new(ct)
-            .map(|v| v.as_bytes())
-            .unwrap_or(b"application/octet-stream");
-        let mut enc = http1::encode_head(
-            &mut self.wbuf,
-            to,
-            Status::OK,
-            &[("Content-Type", ct)],
-            framing,
-        )
-        .map_err(|_| Stop::Done)?;
+        if req.expects_continue() {
+            self.flush().await?; // the client waits for the 100 first
+        }
         let mut sent = 0u64;
         if req.has_body() {
             loop {
@@ -675,79 +552,51 @@ impl Conn {
                 }
             }
         }
-        let keep = enc.keep_alive();
+        let keep_alive = enc.keep_alive();
         enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
-        Ok((Status::OK, sent, keep))
+        Ok(Outcome {
+            status: Status::OK,
+            bytes: sent,
+            keep_alive,
+        })
     }
 
-    /// Sends a static file decision; bodies go out with `sendfile(2)`.
-    async fn file(&mut self, reply: StaticReply, to: ReplyTo) -> Res<(Status, u64, bool)> {
-        match reply {
-            StaticReply::File {
-                status,
-                file,
-                offset,
-                len,
-                headers,
-            } => {
-                let hs: Vec<(&str, &[u8])> =
-                    headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
-                let enc = http1::encode_head(&mut self.wbuf, to, status, &hs, Framing::Length(len))
-                    .map_err(|_| Stop::Done)?;
-                let keep = enc.keep_alive();
-                if !enc.wants_body() {
-                    return Ok((status, 0, keep));
-                }
-                self.flush().await?;
-                let mut off = offset;
-                let end = offset + len;
-                while off < end {
-                    let Conn {
-                        stream, timer, ctx, ..
-                    } = self;
-                    let deadline = || {
-                        let at = ctx.reactor.now() + ctx.config.write_timeout;
-                        (at, TimeoutKind::Write)
-                    };
-                    let chunk = (end - off).min(1 << 20) as usize;
-                    let n = with_deadline(timer, deadline, |cx| {
-                        stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
-                    })
-                    .await?;
-                    if n == 0 {
-                        // The file shrank under us: the length is a lie now.
-                        return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
-                    }
-                }
-                Ok((status, len, keep))
-            }
-            StaticReply::NotModified { headers } => {
-                let keep = self.respond_owned(to, Status::NOT_MODIFIED, None, &headers, b"")?;
-                Ok((Status::NOT_MODIFIED, 0, keep))
-            }
-            StaticReply::Redirect(location) => {
-                let body = b"301 Moved Permanently\n";
-                let keep = self.respond_owned(
-                    to,
-                    Status::MOVED_PERMANENTLY,
-                    Some(TEXT),
-                    &[("Location", location)],
-                    body,
-                )?;
-                Ok((Status::MOVED_PERMANENTLY, body.len() as u64, keep))
-            }
-            StaticReply::Listing(html) => {
-                let keep = self.respond_owned(to, Status::OK, Some(HTML), &[], html.as_bytes())?;
-                Ok((Status::OK, html.len() as u64, keep))
-            }
-            StaticReply::Error(status, headers) => {
-                let body = format!("{} {}\n", status.code(), status.reason());
-                let keep = self.respond_owned(to, status, Some(TEXT), &headers, body.as_bytes())?;
-                Ok((status, body.len() as u64, keep))
+    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let Conn {
+                stream, timer, ctx, ..
+            } = self;
+            let deadline = || {
+                let at = ctx.reactor.now() + ctx.config.write_timeout;
+                (at, TimeoutKind::Write)
+            };
+            let chunk = (end - off).min(1 << 20) as usize;
+            let n = with_deadline(timer, deadline, |cx| {
+                stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+            })
+            .await?;
+            if n == 0 {
+                // The file shrank under us: the length is a lie now.
+                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
             }
         }
+        Ok(())
     }
 }
 
-const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
-const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");
+/// Writes the access-log line, if logging is on.
+fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
+    if let Some(log) = &ctx.access_log {
+        log.log(&Entry {
+            peer: stream.peer_addr().ok(),
+            method: req.method().as_str(),
+            target: req.target(),
+            version: req.version().as_str(),
+            status: out.status.code(),
+            bytes: out.bytes,
+        });
+    }
+}
