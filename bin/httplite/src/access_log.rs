@@ -6,7 +6,6 @@
 //! once a second, whatever it has) to the shared writer in one `write`, so the
 //! lock is taken per batch, not per request.
 
-use std::cell::RefCell;
 #[cfg(test)]
 use std::fs::File;
 use std::fs::OpenOptions;
@@ -61,7 +60,9 @@ impl LogSink {
 #[derive(Debug)]
 pub struct AccessLog {
     sink: LogSink,
-    buf: RefCell<Vec<u8>>,
+    /// A lock only for the `threads` design, where a worker's connections
+    /// run on many threads; elsewhere it is never contended.
+    buf: Mutex<Vec<u8>>,
 }
 
 /// Flush when a worker's buffer reaches this size.
@@ -89,13 +90,13 @@ impl AccessLog {
     pub fn new(sink: LogSink) -> AccessLog {
         AccessLog {
             sink,
-            buf: RefCell::new(Vec::with_capacity(FLUSH_AT + 512)),
+            buf: Mutex::new(Vec::with_capacity(FLUSH_AT + 512)),
         }
     }
 
     /// Appends one line.
     pub fn log(&self, e: &Entry<'_>) {
-        let mut buf = self.buf.borrow_mut();
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         let host = e.peer.map(|p| p.ip().to_string());
         let bytes = if e.bytes == 0 {
             "-".to_string()
@@ -121,7 +122,7 @@ impl AccessLog {
 
     /// Writes out what is buffered (called once a second and at shutdown).
     pub fn flush(&self) {
-        let mut buf = self.buf.borrow_mut();
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         if !buf.is_empty() {
             self.sink.write_batch(&buf);
             buf.clear();

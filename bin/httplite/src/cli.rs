@@ -94,6 +94,8 @@ pub enum DispatchMode {
 pub enum RuntimeKind {
     /// Rust futures on a per-thread executor (the default).
     Stackless,
+    /// An OS thread per connection over blocking sockets (the baseline).
+    Threads,
 }
 
 impl std::fmt::Display for DispatchMode {
@@ -109,6 +111,7 @@ impl std::fmt::Display for RuntimeKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RuntimeKind::Stackless => "stackless",
+            RuntimeKind::Threads => "threads",
         })
     }
 }

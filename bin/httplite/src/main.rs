@@ -6,6 +6,7 @@
 //! connection handoff in `dispatch`.
 
 mod access_log;
+mod blocking;
 mod cli;
 mod config;
 mod httpdate;
@@ -127,6 +128,16 @@ fn run(cli: Cli) -> Result<()> {
                 RuntimeKind::Stackless => {
                     stackless::run(port, app.clone(), config.clone(), stats.worker(id), log)
                 }
+                RuntimeKind::Threads => blocking::threads::run(
+                    port,
+                    blocking::conn::Ctx {
+                        app: app.clone(),
+                        config: config.clone(),
+                        stats: stats.worker(id),
+                        access_log: log,
+                        idle: blocking::IdleSet::default(),
+                    },
+                ),
             };
             if let Err(e) = result {
                 eprintln!("httplite: worker {id} failed: {e}");

@@ -1,0 +1,405 @@
+//! One connection in blocking style: the same loop as the stackless
+//! connection, written as straight-line code over [`BlockingIo`].
+//!
+//! ```text
+//!   loop {
+//!       while a complete request is buffered: answer it into wbuf
+//!       write wbuf (one write for a pipelined batch)
+//!       read more (blocks; the header/idle deadline bounds the wait)
+//!   }
+//! ```
+
+use std::fs::File;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use http1::{Decoder, Message, ReplyTo, Request, Status};
+
+use super::{BlockingIo, IdleSet};
+use crate::access_log::{AccessLog, Entry};
+use crate::config::Config;
+use crate::respond::{self, FileStep, Handled, Outcome, Slow};
+use crate::routes::{Action, App};
+use crate::stats::{ErrorKind, TimeoutKind, WorkerStats};
+
+/// Flush the write buffer once it holds this much, even mid-batch.
+const FLUSH_AT: usize = 64 * 1024;
+/// Keep at least this much spare room in the read buffer before a read.
+const MIN_READ: usize = 1024;
+/// Read and write buffers start at this size.
+const BUF_SIZE: usize = 4096;
+/// How long a closing connection waits for the client's FIN.
+const LINGER: Duration = Duration::from_secs(1);
+/// How much a closing connection reads and discards at most.
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// What every connection of one worker shares (all `Sync`: with the
+/// `threads` design, connections run on many threads).
+pub struct Ctx {
+    /// Routing and the static root.
+    pub app: Arc<App>,
+    /// Limits and timeouts.
+    pub config: Arc<Config>,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+    /// The access log, if enabled.
+    pub access_log: Option<AccessLog>,
+    /// Idle connections, woken (closed) at shutdown.
+    pub idle: IdleSet,
+}
+
+/// Why a connection stopped.
+#[derive(Debug)]
+enum Stop {
+    /// The client closed, or we answered `Connection: close`.
+    Done,
+    /// A deadline passed.
+    Timeout(TimeoutKind),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+type Res<T = ()> = Result<T, Stop>;
+
+struct Conn<'a, I: BlockingIo> {
+    ctx: &'a Ctx,
+    io: I,
+    id: u64,
+    decoder: Decoder,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// When the first byte of the request being read arrived.
+    head_started: Option<Instant>,
+    served: u64,
+}
+
+/// Serves one connection to the end on the calling thread of control.
+pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+    let mut conn = Conn {
+        id: ctx.idle.id(),
+        decoder: Decoder::new(ctx.config.limits),
+        rbuf: BytesMut::with_capacity(BUF_SIZE),
+        wbuf: BytesMut::with_capacity(BUF_SIZE),
+        head_started: Some(Instant::now()),
+        served: 0,
+        ctx,
+        io,
+    };
+    let stop = conn.run();
+    ctx.idle.leave(conn.id);
+    match stop {
+        Stop::Done => {}
+        Stop::Timeout(kind) => ctx.stats.timeout(kind),
+        Stop::Io(e) if is_disconnect(&e) => {}
+        Stop::Io(_) => ctx.stats.error(ErrorKind::Io),
+    }
+}
+
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// Maps a timed-out I/O error to the timeout that caused it.
+fn timed(kind: TimeoutKind) -> impl Fn(io::Error) -> Stop {
+    move |e| {
+        if e.kind() == io::ErrorKind::TimedOut {
+            Stop::Timeout(kind)
+        } else {
+            Stop::Io(e)
+        }
+    }
+}
+
+impl<I: BlockingIo> Conn<'_, I> {
+    fn run(&mut self) -> Stop {
+        loop {
+            // Answer every complete request already buffered (pipelining).
+            loop {
+                let keep = match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(Message::Head(req))) => {
+                        self.head_started = None;
+                        self.served += 1;
+                        let shutting_down = self.ctx.idle.is_shutting_down();
+                        let Conn { ctx, io, wbuf, .. } = self;
+                        let handled = respond::handle(
+                            &ctx.app,
+                            &ctx.stats,
+                            wbuf,
+                            req,
+                            shutting_down,
+                            |req, out| log(ctx, &*io, req, out),
+                        );
+                        match handled {
+                            Handled::Done(keep) => keep,
+                            Handled::Slow(slow) => match self.handle_slow(slow) {
+                                Ok(keep) => keep,
+                                Err(stop) => return stop,
+                            },
+                        }
+                    }
+                    // Bodies are consumed by the handlers.
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break,
+                    Err(e) => {
+                        respond::reject(&mut self.wbuf, &self.ctx.stats, &e);
+                        false
+                    }
+                };
+                if !keep {
+                    if let Err(stop) = self.flush() {
+                        return stop;
+                    }
+                    self.linger_close();
+                    return Stop::Done;
+                }
+                if self.wbuf.len() >= FLUSH_AT
+                    && let Err(stop) = self.flush()
+                {
+                    return stop;
+                }
+            }
+            if let Err(stop) = self.flush() {
+                return stop;
+            }
+            if let Err(stop) = self.fill() {
+                return stop;
+            }
+        }
+    }
+
+    /// Reads more bytes into `rbuf`. Between requests the wait is bounded by
+    /// the idle timeout (the header timeout before the first request), and
+    /// shutdown ends it; within a head, by the header timeout.
+    fn fill(&mut self) -> Res {
+        if self.rbuf.is_empty() && self.decoder.is_idle() {
+            let (timeout, kind) = if self.served == 0 {
+                (self.ctx.config.header_timeout, TimeoutKind::Header)
+            } else {
+                (self.ctx.config.idle_timeout, TimeoutKind::Idle)
+            };
+            if !self.ctx.idle.enter(self.id, self.io.fd()) {
+                return Err(Stop::Done); // shutting down
+            }
+            let waited = self.io.wait_readable(Instant::now() + timeout);
+            self.ctx.idle.leave(self.id);
+            waited.map_err(timed(kind))?;
+            self.head_started = Some(Instant::now());
+        }
+        let (deadline, kind) = match self.head_started {
+            // A partial head (not a body) is bound by the header timeout
+            // however slowly it trickles in.
+            Some(t) if !self.decoder.in_body() => {
+                (t + self.ctx.config.header_timeout, TimeoutKind::Header)
+            }
+            _ => (
+                Instant::now() + self.ctx.config.idle_timeout,
+                TimeoutKind::Idle,
+            ),
+        };
+        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
+            self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
+        }
+        let n = self
+            .io
+            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)
+            .map_err(timed(kind))?;
+        if n == 0 {
+            return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
+                Stop::Done
+            } else {
+                Stop::Io(io::ErrorKind::UnexpectedEof.into())
+            });
+        }
+        // SAFETY: the kernel initialised the first `n` bytes of the spare
+        // capacity (read_uninit's contract).
+        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+        Ok(())
+    }
+
+    /// Writes out `wbuf`.
+    fn flush(&mut self) -> Res {
+        let mut off = 0;
+        while off < self.wbuf.len() {
+            let deadline = Instant::now() + self.ctx.config.write_timeout;
+            let n = self
+                .io
+                .write(&self.wbuf[off..], deadline)
+                .map_err(timed(TimeoutKind::Write))?;
+            if n == 0 {
+                return Err(Stop::Io(io::ErrorKind::WriteZero.into()));
+            }
+            off += n;
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Half-closes, then drains what the client still sends (bounded), so
+    /// that closing with unread input does not reset the connection before
+    /// the client has read our answer.
+    fn linger_close(&mut self) {
+        if self.io.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        let deadline = Instant::now() + LINGER;
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            self.rbuf.clear();
+            if self.rbuf.capacity() < MIN_READ {
+                self.rbuf.reserve(BUF_SIZE);
+            }
+            match self
+                .io
+                .read_uninit(self.rbuf.spare_capacity_mut(), deadline)
+            {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
+
+    /// The answers that wait for something.
+    fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
+        if respond::body_policy(&mut slow) {
+            match self.discard_body() {
+                Ok(()) => {}
+                Err(Stop::Done) => return Ok(false), // answered with an error
+                Err(stop) => return Err(stop),
+            }
+        }
+        let Slow {
+            req,
+            mut to,
+            action,
+        } = slow;
+        let stats = self.ctx.stats.clone();
+        let outcome = match action {
+            Action::Sleep(d) => {
+                self.flush()?; // earlier pipelined answers go first
+                self.io.sleep(d);
+                if self.ctx.idle.is_shutting_down() {
+                    to.keep_alive = false;
+                }
+                respond::slept(&mut self.wbuf, &stats, to, d)
+            }
+            Action::Echo => self.echo(&req, to)?,
+            Action::File(reply) => match respond::file_head(&mut self.wbuf, &stats, reply, to) {
+                FileStep::Done(outcome) => outcome,
+                FileStep::Fail => return Ok(false),
+                FileStep::Send {
+                    file,
+                    offset,
+                    len,
+                    outcome,
+                } => {
+                    self.flush()?;
+                    self.send_file(&file, offset, len)?;
+                    outcome
+                }
+            },
+            action => match respond::complete(&mut self.wbuf, &stats, to, &action) {
+                Some(outcome) => outcome,
+                None => unreachable!("every waiting action is handled above"),
+            },
+        };
+        stats.response(outcome.status.code());
+        log(self.ctx, &self.io, &req, outcome);
+        Ok(outcome.keep_alive)
+    }
+
+    /// Reads and drops the rest of the current request's body.
+    fn discard_body(&mut self) -> Res {
+        loop {
+            match self.decoder.decode(&mut self.rbuf) {
+                Ok(Some(Message::End)) => return Ok(()),
+                Ok(Some(_)) => {}
+                Ok(None) => self.fill()?,
+                Err(e) => {
+                    respond::reject(&mut self.wbuf, &self.ctx.stats, &e);
+                    return Err(Stop::Done);
+                }
+            }
+        }
+    }
+
+    /// Streams the request body back as it arrives.
+    fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
+        let Some(mut enc) = respond::echo_head(&mut self.wbuf, req, to) else {
+            return Err(Stop::Done);
+        };
+        if req.expects_continue() {
+            self.flush()?; // the client waits for the 100 first
+        }
+        let mut sent = 0u64;
+        if req.has_body() {
+            loop {
+                match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(Message::Body(b))) => {
+                        sent += b.len() as u64;
+                        enc.write(&mut self.wbuf, &b).map_err(|_| Stop::Done)?;
+                        if self.wbuf.len() >= FLUSH_AT {
+                            self.flush()?;
+                        }
+                    }
+                    Ok(Some(Message::End)) => break,
+                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
+                    Ok(None) => {
+                        self.flush()?; // stream what we have
+                        self.fill()?;
+                    }
+                    Err(_) => {
+                        self.ctx.stats.error(ErrorKind::BadRequest);
+                        self.flush()?;
+                        return Err(Stop::Done);
+                    }
+                }
+            }
+        }
+        let keep_alive = enc.keep_alive();
+        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
+        Ok(Outcome {
+            status: Status::OK,
+            bytes: sent,
+            keep_alive,
+        })
+    }
+
+    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
+    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let deadline = Instant::now() + self.ctx.config.write_timeout;
+            let chunk = (end - off).min(1 << 20) as usize;
+            let n = self
+                .io
+                .sendfile(file.as_raw_fd(), &mut off, chunk, deadline)
+                .map_err(timed(TimeoutKind::Write))?;
+            if n == 0 {
+                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes the access-log line, if logging is on.
+fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
+    if let Some(log) = &ctx.access_log {
+        log.log(&Entry {
+            peer: io.peer_addr(),
+            method: req.method().as_str(),
+            target: req.target(),
+            version: req.version().as_str(),
+            status: out.status.code(),
+            bytes: out.bytes,
+        });
+    }
+}

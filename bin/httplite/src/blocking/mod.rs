@@ -1,0 +1,112 @@
+//! Blocking-style servers: one connection = one thread of control that
+//! simply calls `read` and `write` and is put to sleep while it waits.
+//!
+//! The same connection code ([`conn`]) runs on two designs through the
+//! [`BlockingIo`] trait:
+//! - `threads`: an OS thread per connection over blocking sockets, with
+//!   socket timeouts standing in for the header, idle and write timeouts (the
+//!   classic design every comparison needs as a baseline);
+//! - `stackful` (later): a coroutine per connection, parked in the reactor.
+//!
+//! Shutdown reaches a connection blocked between requests through
+//! [`IdleSet`]: the worker shuts down the read side of every idle socket,
+//! which makes its blocked read return end-of-file, whatever the design.
+
+pub mod conn;
+pub mod threads;
+
+use std::collections::HashMap;
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What the blocking connection code needs from its socket. Every call
+/// blocks the calling thread of control until done or until `deadline`
+/// (then `io::ErrorKind::TimedOut`).
+pub trait BlockingIo {
+    /// Reads into uninitialised memory; returns how many bytes at the start
+    /// of `buf` are now initialised (`0`: end of stream).
+    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize>;
+    /// Writes some of `buf` (never raising `SIGPIPE`).
+    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize>;
+    /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Instant,
+    ) -> io::Result<usize>;
+    /// Waits until a read would not block (data, end of stream, error).
+    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()>;
+    /// Sleeps without holding up other connections.
+    fn sleep(&mut self, d: Duration);
+    /// Shuts down one or both directions.
+    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    /// The socket's fd (for [`IdleSet`]).
+    fn fd(&self) -> RawFd;
+    /// The client's address (for the access log).
+    fn peer_addr(&self) -> Option<SocketAddr>;
+}
+
+/// Connections waiting between requests, and whether shutdown has begun.
+#[derive(Debug, Default)]
+pub struct IdleSet {
+    inner: Mutex<IdleInner>,
+}
+
+#[derive(Debug, Default)]
+struct IdleInner {
+    shutting_down: bool,
+    next_id: u64,
+    idle: HashMap<u64, RawFd>,
+}
+
+impl IdleSet {
+    /// A new connection's id.
+    pub fn id(&self) -> u64 {
+        let mut g = self.lock();
+        g.next_id += 1;
+        g.next_id
+    }
+
+    /// Marks connection `id` idle; false if shutdown has begun (then close).
+    pub fn enter(&self, id: u64, fd: RawFd) -> bool {
+        let mut g = self.lock();
+        if g.shutting_down {
+            return false;
+        }
+        g.idle.insert(id, fd);
+        true
+    }
+
+    /// Connection `id` has a request to serve (or is closing).
+    pub fn leave(&self, id: u64) {
+        self.lock().idle.remove(&id);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.lock().shutting_down
+    }
+
+    /// Begins shutdown: idle connections get end-of-file on their blocked
+    /// read (the fds stay open; their owners close them). Under the lock,
+    /// so no connection can slip into idleness unseen.
+    pub fn begin_shutdown(&self) {
+        let mut g = self.lock();
+        g.shutting_down = true;
+        for fd in g.idle.values() {
+            // SAFETY: the fd is registered only while its connection, which
+            // owns it, is idle and still open (removed before it closes).
+            unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdleInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,258 @@
+//! Thread per connection: the classic design, as the baseline the event
+//! loops are measured against. Each connection gets an OS thread and a
+//! blocking socket; socket timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`) stand in
+//! for the header, idle and write timeouts, and `--max-connections` (the
+//! dispatcher stops accepting at the limit) bounds the number of threads.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use dispatch::{Batch, WorkerPort};
+use reactor::sys;
+
+use super::BlockingIo;
+use super::conn::{self, Ctx};
+
+/// Stack size of a connection thread: the connection code needs a few KiB;
+/// the default 2 MiB would only be address space, but this keeps the
+/// virtual size of 10,000 threads sane too.
+const THREAD_STACK: usize = 256 * 1024;
+
+/// A blocking socket with deadline-driven timeouts.
+struct Blocking {
+    stream: TcpStream,
+    /// The receive/send timeouts last set, so that unchanged deadlines cost
+    /// no `setsockopt`.
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+/// Rounds a remaining time to the socket timeout it becomes: at least 1 ms
+/// (zero would mean "no timeout"), in whole milliseconds so that repeated
+/// calls with the same deadline usually need no new `setsockopt`.
+fn remaining(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    Ok(Duration::from_millis(left.as_millis().max(1) as u64))
+}
+
+/// Blocking calls report an expired socket timeout as `EAGAIN`.
+fn timeout_error(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        io::ErrorKind::TimedOut.into()
+    } else {
+        e
+    }
+}
+
+impl Blocking {
+    fn set_read_deadline(&mut self, deadline: Instant) -> io::Result<()> {
+        let t = remaining(deadline)?;
+        if self
+            .read_timeout
+            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
+        {
+            self.stream.set_read_timeout(Some(t))?;
+            self.read_timeout = Some(t);
+        }
+        Ok(())
+    }
+
+    fn set_write_deadline(&mut self, deadline: Instant) -> io::Result<()> {
+        let t = remaining(deadline)?;
+        if self
+            .write_timeout
+            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
+        {
+            self.stream.set_write_timeout(Some(t))?;
+            self.write_timeout = Some(t);
+        }
+        Ok(())
+    }
+}
+
+impl BlockingIo for Blocking {
+    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize> {
+        self.set_read_deadline(deadline)?;
+        loop {
+            match sys::read_uninit(self.stream.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
+    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
+        self.set_write_deadline(deadline)?;
+        loop {
+            match sys::send(self.stream.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Instant,
+    ) -> io::Result<usize> {
+        self.set_write_deadline(deadline)?;
+        loop {
+            match sys::sendfile(self.stream.as_raw_fd(), file, offset, count) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
+    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        loop {
+            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+                Ok(0) => continue, // re-check the deadline
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.stream.shutdown(how)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+}
+
+/// Counts live connection threads, so that shutdown can wait for them.
+#[derive(Default)]
+struct Live {
+    count: Mutex<usize>,
+    zero: Condvar,
+}
+
+/// Runs one worker: a thread per handed-off connection.
+pub fn run(mut port: WorkerPort, ctx: Ctx) -> io::Result<()> {
+    let ctx = Arc::new(ctx);
+    let live = Arc::new(Live::default());
+    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
+    let deadline = loop {
+        match port.poll_batch(&mut fds)? {
+            Batch::WouldBlock => wait_fd(port.fd())?,
+            Batch::Fds(_) => {}
+            Batch::Shutdown { deadline } => break deadline,
+        }
+        for fd in fds.drain(..) {
+            if spawn_connection(fd, &ctx, &live, &port).is_err() {
+                port.connection_closed();
+            }
+        }
+    };
+    // Idle connections get end-of-file now; busy ones finish their request
+    // (answered with `Connection: close`) until the deadline.
+    ctx.idle.begin_shutdown();
+    let mut count = live.count.lock().unwrap_or_else(|e| e.into_inner());
+    while *count > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break; // stragglers are cut off when the process exits
+        }
+        count = live
+            .zero
+            .wait_timeout(count, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    if let Some(log) = &ctx.access_log {
+        log.flush();
+    }
+    Ok(())
+}
+
+fn spawn_connection(
+    fd: OwnedFd,
+    ctx: &Arc<Ctx>,
+    live: &Arc<Live>,
+    port: &WorkerPort,
+) -> io::Result<()> {
+    let stream = TcpStream::from(fd);
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
+    *live.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    let (thread_ctx, thread_live, closer) = (ctx.clone(), live.clone(), port.closer());
+    let spawned = std::thread::Builder::new()
+        .name("httplite-conn".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let io = Blocking {
+                stream,
+                read_timeout: None,
+                write_timeout: None,
+            };
+            conn::serve(&thread_ctx, io);
+            thread_ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+            closer.connection_closed();
+            thread_live.done();
+        });
+    if let Err(e) = spawned {
+        // Out of threads (or memory): this connection is dropped (its
+        // socket closed with the closure), the server carries on.
+        ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+        live.done();
+        return Err(e);
+    }
+    Ok(())
+}
+
+impl Live {
+    fn done(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count -= 1;
+        if *count == 0 {
+            self.zero.notify_all();
+        }
+    }
+}
+
+/// Blocks until `fd` is readable.
+fn wait_fd(fd: RawFd) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, -1) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(|_| ()),
+        }
+    }
+}
