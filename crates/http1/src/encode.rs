@@ -541,27 +541,7 @@ const fn valid_value(value: &[u8]) -> bool {
 
 /// RFC 9110 §5.6.2: `token = 1*tchar`.
 fn valid_token(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.iter().all(|&b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'!' | b'#'
-                        | b'$'
-                        | b'%'
-                        | b'&'
-                        | b'\''
-                        | b'*'
-                        | b'+'
-                        | b'-'
-                        | b'.'
-                        | b'^'
-                        | b'_'
-                        | b'`'
-                        | b'|'
-                        | b'~'
-                )
-        })
+    !name.is_empty() && name.iter().all(|&b| crate::head::fast::is_tchar(b))
 }
 
 #[cfg(test)]

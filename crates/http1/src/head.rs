@@ -10,7 +10,7 @@
 //! size limits while the head is still incomplete: a client that never ends
 //! its headers is rejected once it passes the limit, not buffered forever.
 
-mod fast;
+pub(crate) mod fast;
 
 use std::mem::MaybeUninit;
 

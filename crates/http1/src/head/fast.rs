@@ -50,6 +50,12 @@ static TOKEN: [bool; 256] = {
     map
 };
 
+/// Whether `b` may appear in a token (method, header name).
+#[inline]
+pub(crate) fn is_tchar(b: u8) -> bool {
+    TOKEN[usize::from(b)]
+}
+
 /// Where a header name's common run ends: anything but ASCII letters,
 /// digits and `-` (other token characters take a byte-by-byte loop).
 #[inline(always)]
