@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// Every runtime the behavioural tests run against. Adding a runtime here
 /// (`"stackful"`, `"threads"`) is the only change the suite needs.
-pub const RUNTIMES: &[&str] = &["stackless", "threads"];
+pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads"];
 
 /// Read and write timeout of every test socket.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);

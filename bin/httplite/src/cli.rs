@@ -35,6 +35,11 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Stackless)]
     pub runtime: RuntimeKind,
 
+    /// Stack size of each coroutine with --runtime stackful (a guard page
+    /// is added below it).
+    #[arg(long, value_name = "BYTES", default_value = "64KiB", value_parser = parse_size)]
+    pub stack_size: u64,
+
     /// Serve static files from this directory.
     #[arg(long, short = 'r', value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -94,6 +99,8 @@ pub enum DispatchMode {
 pub enum RuntimeKind {
     /// Rust futures on a per-thread executor (the default).
     Stackless,
+    /// Stackful coroutines (own stacks, hand-written context switch).
+    Stackful,
     /// An OS thread per connection over blocking sockets (the baseline).
     Threads,
 }
@@ -111,6 +118,7 @@ impl std::fmt::Display for RuntimeKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RuntimeKind::Stackless => "stackless",
+            RuntimeKind::Stackful => "stackful",
             RuntimeKind::Threads => "threads",
         })
     }

@@ -9,6 +9,7 @@ mod access_log;
 mod blocking;
 mod cli;
 mod config;
+mod date_clock;
 mod httpdate;
 mod mime;
 mod respond;
@@ -117,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         ..dispatch::Config::new(cli.bind)
     };
     let runtime = cli.runtime;
+    let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
     let worker_main = {
         let app = app.clone();
         let config = config.clone();
@@ -124,20 +126,21 @@ fn run(cli: Cli) -> Result<()> {
         move |port: dispatch::WorkerPort| {
             let id = port.id();
             let log = sink.clone().map(AccessLog::new);
+            let blocking_ctx = |access_log| blocking::conn::Ctx {
+                app: app.clone(),
+                config: config.clone(),
+                stats: stats.worker(id),
+                access_log,
+                idle: blocking::IdleSet::default(),
+            };
             let result = match runtime {
                 RuntimeKind::Stackless => {
                     stackless::run(port, app.clone(), config.clone(), stats.worker(id), log)
                 }
-                RuntimeKind::Threads => blocking::threads::run(
-                    port,
-                    blocking::conn::Ctx {
-                        app: app.clone(),
-                        config: config.clone(),
-                        stats: stats.worker(id),
-                        access_log: log,
-                        idle: blocking::IdleSet::default(),
-                    },
-                ),
+                RuntimeKind::Threads => blocking::threads::run(port, blocking_ctx(log)),
+                RuntimeKind::Stackful => {
+                    blocking::stackful::run(port, blocking_ctx(log), stack_size)
+                }
             };
             if let Err(e) = result {
                 eprintln!("httplite: worker {id} failed: {e}");

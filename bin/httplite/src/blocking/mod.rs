@@ -6,13 +6,15 @@
 //! - `threads`: an OS thread per connection over blocking sockets, with
 //!   socket timeouts standing in for the header, idle and write timeouts (the
 //!   classic design every comparison needs as a baseline);
-//! - `stackful` (later): a coroutine per connection, parked in the reactor.
+//! - `stackful`: a coroutine per connection (the `coroutine` crate), parked
+//!   in the same reactor the stackless server uses.
 //!
 //! Shutdown reaches a connection blocked between requests through
 //! [`IdleSet`]: the worker shuts down the read side of every idle socket,
 //! which makes its blocked read return end-of-file, whatever the design.
 
 pub mod conn;
+pub mod stackful;
 pub mod threads;
 
 use std::collections::HashMap;

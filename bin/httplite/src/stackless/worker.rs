@@ -18,6 +18,7 @@ use reactor::Reactor;
 use super::conn;
 use crate::access_log::AccessLog;
 use crate::config::Config;
+use crate::date_clock::DateClock;
 use crate::routes::App;
 use crate::stats::WorkerStats;
 
@@ -168,29 +169,6 @@ impl IdleRegistry {
         for w in wakers {
             w.wake();
         }
-    }
-}
-
-/// Keeps `http1`'s cached `Date` current from the reactor's cached clock:
-/// one comparison per turn, and a wall-clock read only when the second
-/// changes.
-#[derive(Default)]
-struct DateClock {
-    /// When the wall clock reaches its next whole second.
-    next: Cell<Option<Instant>>,
-}
-
-impl DateClock {
-    fn tick(&self, now: Instant) {
-        if self.next.get().is_some_and(|next| now < next) {
-            return;
-        }
-        http1::refresh_date();
-        let subsec = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let to_next_second = Duration::from_nanos(1_000_000_000 - u64::from(subsec));
-        self.next.set(Some(Instant::now() + to_next_second));
     }
 }
 

@@ -1,0 +1,223 @@
+//! Coroutine per connection: the blocking connection code on stackful
+//! coroutines. A "blocking" read that would wait parks the coroutine (its
+//! stack and registers saved by a hand-written context switch) and the
+//! worker's scheduler runs another; the reactor's waker for the socket puts
+//! it back on the run queue. Same reactor, same dispatcher, same HTTP code
+//! as the stackless server: only the way of waiting differs.
+
+use std::cell::Cell;
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use dispatch::{Batch, Closer, WorkerPort};
+use executor::net::TcpStream;
+use reactor::{Interest, Reactor, TimerKey};
+
+use super::BlockingIo;
+use super::conn::{self, Ctx};
+use crate::date_clock::DateClock;
+
+/// A reactor-registered socket whose calls park the running coroutine.
+struct Stackful {
+    stream: TcpStream,
+    reactor: Reactor,
+    /// One timer per connection, re-armed for each wait that needs it.
+    timer: Option<TimerKey>,
+}
+
+fn cancelled() -> io::Error {
+    io::Error::other("coroutine cancelled")
+}
+
+impl Stackful {
+    /// Parks until `op` is ready or `deadline` passes. The timer is armed only
+    /// if `op` has to wait: most reads and writes complete at once.
+    fn wait<R>(
+        &mut self,
+        deadline: Instant,
+        mut op: impl FnMut(&TcpStream, &mut Context<'_>) -> Poll<io::Result<R>>,
+    ) -> io::Result<R> {
+        let Stackful {
+            stream,
+            reactor,
+            timer,
+        } = self;
+        let mut armed = false;
+        coroutine::wait(|cx| {
+            if let Poll::Ready(r) = op(stream, cx) {
+                return Poll::Ready(r);
+            }
+            let key = match *timer {
+                Some(key) if armed => key,
+                Some(key) => {
+                    reactor.reset_timer(key, deadline);
+                    armed = true;
+                    key
+                }
+                None => {
+                    let key = reactor.insert_timer(deadline);
+                    *timer = Some(key);
+                    armed = true;
+                    key
+                }
+            };
+            match reactor.poll_timer(key, cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::ErrorKind::TimedOut.into())),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .map_err(|_| cancelled())?
+    }
+}
+
+impl Drop for Stackful {
+    fn drop(&mut self) {
+        if let Some(key) = self.timer.take() {
+            self.reactor.remove_timer(key);
+        }
+    }
+}
+
+impl BlockingIo for Stackful {
+    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize> {
+        self.wait(deadline, |s, cx| s.poll_read_uninit(cx, buf))
+    }
+
+    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
+        self.wait(deadline, |s, cx| s.poll_write(cx, buf))
+    }
+
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Instant,
+    ) -> io::Result<usize> {
+        self.wait(deadline, |s, cx| s.poll_sendfile(cx, file, offset, count))
+    }
+
+    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()> {
+        self.wait(deadline, |s, cx| s.poll_readable(cx).map(Ok))
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        coroutine::sleep(d);
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.stream.shutdown(how)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+}
+
+/// Counts a connection open until dropped, also when its coroutine is
+/// cancelled (unwound) at the shutdown deadline.
+struct Open {
+    ctx: Rc<Ctx>,
+    live: Rc<Cell<usize>>,
+    closer: Closer,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+        self.closer.connection_closed();
+        self.live.set(self.live.get() - 1);
+    }
+}
+
+/// Runs one worker: a coroutine per handed-off connection.
+pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> {
+    let rt = coroutine::Runtime::builder()
+        .stack_size(stack_size)
+        .on_turn({
+            let date = DateClock::default();
+            move |r: &Reactor| date.tick(r.now())
+        })
+        .build()?;
+    let ctx = Rc::new(ctx);
+    let live = Rc::new(Cell::new(0usize));
+    let result = rt.block_on(|| accept_loop(&mut port, &ctx, &live));
+    // Whatever is still open at the deadline is cancelled here: dropping the
+    // runtime unwinds every coroutine, closing its socket.
+    drop(rt);
+    if let Some(log) = &ctx.access_log {
+        log.flush();
+    }
+    result
+}
+
+fn accept_loop(port: &mut WorkerPort, ctx: &Rc<Ctx>, live: &Rc<Cell<usize>>) -> io::Result<()> {
+    let reactor = Reactor::current();
+    let handoff = reactor.register(port.fd())?;
+    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
+    let deadline = loop {
+        let batch = coroutine::wait(|cx| {
+            handoff.poll_io(cx, Interest::Readable, || match port.poll_batch(&mut fds) {
+                Ok(Batch::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+                other => other,
+            })
+        })
+        .map_err(|_| cancelled())??;
+        for fd in fds.drain(..) {
+            match TcpStream::from_fd(fd) {
+                Ok(stream) => spawn_connection(stream, ctx, live, port.closer(), &reactor),
+                Err(_) => port.connection_closed(),
+            }
+        }
+        if let Batch::Shutdown { deadline } = batch {
+            break deadline;
+        }
+    };
+    drop(handoff);
+    // Idle connections get end-of-file now; busy ones finish their request
+    // (answered with `Connection: close`) until the deadline.
+    ctx.idle.begin_shutdown();
+    while live.get() > 0 && Instant::now() < deadline {
+        coroutine::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn spawn_connection(
+    stream: TcpStream,
+    ctx: &Rc<Ctx>,
+    live: &Rc<Cell<usize>>,
+    closer: Closer,
+    reactor: &Reactor,
+) {
+    let _ = stream.set_nodelay(true);
+    ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
+    live.set(live.get() + 1);
+    let open = Open {
+        ctx: ctx.clone(),
+        live: live.clone(),
+        closer,
+    };
+    let reactor = reactor.clone();
+    // No stack to be had (address space, fd limit on mmap): the closure is
+    // dropped, closing the socket, and `open` counts the connection closed.
+    let _ = coroutine::try_spawn(move || {
+        let open = open;
+        let io = Stackful {
+            stream,
+            reactor,
+            timer: None,
+        };
+        conn::serve(&open.ctx, io);
+    });
+}

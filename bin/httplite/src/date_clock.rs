@@ -1,0 +1,28 @@
+//! The `Date` header's clock for event-loop workers.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Keeps `http1`'s cached `Date` current from the reactor's cached clock:
+/// one comparison per reactor turn, and a wall-clock read only when the
+/// second changes.
+#[derive(Debug, Default)]
+pub struct DateClock {
+    /// When the wall clock reaches its next whole second.
+    next: Cell<Option<Instant>>,
+}
+
+impl DateClock {
+    /// Call after every reactor turn with the time it woke up.
+    pub fn tick(&self, now: Instant) {
+        if self.next.get().is_some_and(|next| now < next) {
+            return;
+        }
+        http1::refresh_date();
+        let subsec = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let to_next_second = Duration::from_nanos(1_000_000_000 - u64::from(subsec));
+        self.next.set(Some(Instant::now() + to_next_second));
+    }
+}

@@ -1,0 +1,426 @@
+//! Blocking-style TCP: calls that look like `std::net`'s and park the
+//! coroutine, not the thread, on `EAGAIN`.
+//!
+//! Each object owns its fd and its [`Registration`]; the registration is
+//! declared first so that it drops first (the fd leaves epoll before it is
+//! closed). Reads and writes take `&self`, so one coroutine can read while
+//! another writes the same stream (they wait in separate waker slots). Two
+//! coroutines *reading* one stream at once would replace each other's waker:
+//! keep one reader and one writer per stream.
+//!
+//! **Deadlines** are absolute [`Instant`]s, the shape a server's header,
+//! idle and write timeouts have: `read_until(buf, deadline)` for one call,
+//! or [`TcpStream::set_read_deadline`] for every later `read`. A timer is
+//! armed only when a call actually has to wait; an expired deadline gives
+//! `io::ErrorKind::TimedOut`.
+
+use std::cell::Cell;
+use std::io::{self, IoSlice, Read, Write};
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use reactor::sys::{self, ListenOptions};
+use reactor::{Interest, Reactor, Registration};
+
+use crate::io::{blocking_io, wait_readable, wait_writable};
+
+/// A listening socket whose `accept` parks the coroutine.
+#[derive(Debug)]
+pub struct TcpListener {
+    reg: Registration,
+    fd: OwnedFd,
+}
+
+impl TcpListener {
+    /// Binds a listener (`SO_REUSEADDR`, backlog 4096) on `addr`.
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        Self::bind_with(addr, ListenOptions::default())
+    }
+
+    /// Binds with explicit options (backlog, `SO_REUSEPORT`).
+    pub fn bind_with(addr: SocketAddr, opts: ListenOptions) -> io::Result<TcpListener> {
+        Self::from_fd(sys::tcp_listener(addr, opts)?)
+    }
+
+    /// Adopts a listening socket created elsewhere (made non-blocking here).
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        Self::from_fd(OwnedFd::from(listener))
+    }
+
+    /// Adopts a listening socket fd (made non-blocking here).
+    pub fn from_fd(fd: OwnedFd) -> io::Result<TcpListener> {
+        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        let reg = Reactor::current().register(fd.as_raw_fd())?;
+        Ok(TcpListener { reg, fd })
+    }
+
+    /// Waits for a connection; the stream is non-blocking, close-on-exec and
+    /// registered with this thread's reactor.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.accept_until(None)
+    }
+
+    /// Like [`TcpListener::accept`], giving up at `deadline` (`TimedOut`).
+    pub fn accept_until(&self, deadline: Option<Instant>) -> io::Result<(TcpStream, SocketAddr)> {
+        let (fd, addr) = self.accept_fd(deadline)?;
+        Ok((TcpStream::from_fd(fd)?, addr))
+    }
+
+    /// Waits (until `deadline`, if any) for a connection and returns its fd
+    /// unregistered: what a dispatcher hands to another thread.
+    pub fn accept_fd(&self, deadline: Option<Instant>) -> io::Result<(OwnedFd, SocketAddr)> {
+        blocking_io(&self.reg, Interest::Readable, deadline, || {
+            sys::accept(self.fd.as_raw_fd())
+        })
+    }
+
+    /// The bound address (useful after binding port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sys::local_addr(self.fd.as_raw_fd())
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A connected TCP socket with blocking-style reads and writes.
+#[derive(Debug)]
+pub struct TcpStream {
+    reg: Registration,
+    fd: OwnedFd,
+    read_deadline: Cell<Option<Instant>>,
+    write_deadline: Cell<Option<Instant>>,
+}
+
+impl TcpStream {
+    /// Connects to `addr`, parking the coroutine during the handshake.
+    pub fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        Self::connect_until(addr, None)
+    }
+
+    /// Like [`TcpStream::connect`], giving up at `deadline`.
+    pub fn connect_until(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+        let fd = sys::tcp_socket(addr)?;
+        let connected = sys::connect(fd.as_raw_fd(), addr)?;
+        let stream = TcpStream::from_fd(fd)?;
+        if !connected {
+            // Writable means the handshake finished, one way or the other.
+            wait_writable(&stream.reg, deadline)?;
+            if let Some(err) = sys::take_socket_error(stream.fd.as_raw_fd())? {
+                return Err(err);
+            }
+        }
+        Ok(stream)
+    }
+
+    /// Adopts a connected `std` stream (made non-blocking here).
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        Self::from_fd(OwnedFd::from(stream))
+    }
+
+    /// Adopts a connected socket fd, e.g. one accepted on another thread and
+    /// handed over by the dispatcher. Made non-blocking here.
+    ///
+    /// # Panics
+    /// Outside a thread with a current reactor (a runtime).
+    pub fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        let reg = Reactor::current().register(fd.as_raw_fd())?;
+        Ok(TcpStream {
+            reg,
+            fd,
+            read_deadline: Cell::new(None),
+            write_deadline: Cell::new(None),
+        })
+    }
+
+    /// The deadline every later read-side call without one of its own
+    /// (`read`, `read_uninit`, `readable`, `std::io::Read`) gives up at.
+    pub fn set_read_deadline(&self, deadline: Option<Instant>) {
+        self.read_deadline.set(deadline);
+    }
+
+    /// The current read deadline.
+    pub fn read_deadline(&self) -> Option<Instant> {
+        self.read_deadline.get()
+    }
+
+    /// Like [`TcpStream::set_read_deadline`] for writes and `sendfile`.
+    pub fn set_write_deadline(&self, deadline: Option<Instant>) {
+        self.write_deadline.set(deadline);
+    }
+
+    /// The current write deadline.
+    pub fn write_deadline(&self) -> Option<Instant> {
+        self.write_deadline.get()
+    }
+
+    /// Reads into `buf`; `Ok(0)` is end of stream. Waits at most until the
+    /// read deadline.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_until(buf, self.read_deadline.get())
+    }
+
+    /// Reads into `buf`, giving up at `deadline` (`TimedOut`).
+    pub fn read_until(&self, buf: &mut [u8], deadline: Option<Instant>) -> io::Result<usize> {
+        let len = buf.len();
+        let fd = self.fd.as_raw_fd();
+        let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
+            sys::read(fd, buf)
+        });
+        self.after_read(&res, len);
+        res
+    }
+
+    /// Reads into uninitialised memory (a buffer's spare capacity); returns
+    /// how many bytes at the start of `buf` are now initialised.
+    pub fn read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        self.read_uninit_until(buf, self.read_deadline.get())
+    }
+
+    /// [`TcpStream::read_uninit`] with its own deadline.
+    pub fn read_uninit_until(
+        &self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
+        let len = buf.len();
+        let fd = self.fd.as_raw_fd();
+        let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
+            sys::read_uninit(fd, buf)
+        });
+        self.after_read(&res, len);
+        res
+    }
+
+    /// A short read from a stream socket means its receive queue is empty:
+    /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
+    /// raises a new edge, so clearing readiness here loses nothing.
+    fn after_read(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
+            && *n > 0
+            && *n < requested
+        {
+            self.reg.clear_readiness(Interest::Readable);
+        }
+    }
+
+    /// A short write means the send buffer is full: the same reasoning.
+    fn after_write(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
+            && *n < requested
+        {
+            self.reg.clear_readiness(Interest::Writable);
+        }
+    }
+
+    /// Writes some of `buf` (never raises `SIGPIPE`). Waits at most until the
+    /// write deadline.
+    pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.write_until(buf, self.write_deadline.get())
+    }
+
+    /// Writes some of `buf`, giving up at `deadline` (`TimedOut`).
+    pub fn write_until(&self, buf: &[u8], deadline: Option<Instant>) -> io::Result<usize> {
+        let fd = self.fd.as_raw_fd();
+        let res = blocking_io(&self.reg, Interest::Writable, deadline, || {
+            sys::send(fd, buf)
+        });
+        self.after_write(&res, buf.len());
+        res
+    }
+
+    /// Writes all of `buf`, waiting at most until the write deadline.
+    pub fn write_all(&self, buf: &[u8]) -> io::Result<()> {
+        self.write_all_until(buf, self.write_deadline.get())
+    }
+
+    /// Writes all of `buf`, giving up at `deadline` (`TimedOut`; some bytes
+    /// may have been sent).
+    pub fn write_all_until(&self, mut buf: &[u8], deadline: Option<Instant>) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_until(buf, deadline)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => buf = &buf[n..],
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes from several buffers in one `sendmsg` (a `writev`), waiting at
+    /// most until the write deadline.
+    pub fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let fd = self.fd.as_raw_fd();
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let res = blocking_io(
+            &self.reg,
+            Interest::Writable,
+            self.write_deadline.get(),
+            || sys::send_vectored(fd, bufs),
+        );
+        self.after_write(&res, total);
+        res
+    }
+
+    /// Sends up to `count` bytes of `file` from `*offset` with `sendfile(2)`,
+    /// advancing `*offset`; waits at most until the write deadline. `Ok(0)`
+    /// means the file ended early.
+    pub fn sendfile(&self, file: &impl AsFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+        self.sendfile_until(file, offset, count, self.write_deadline.get())
+    }
+
+    /// [`TcpStream::sendfile`] with its own deadline.
+    pub fn sendfile_until(
+        &self,
+        file: &impl AsFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
+        let (out, input) = (self.fd.as_raw_fd(), file.as_fd().as_raw_fd());
+        blocking_io(&self.reg, Interest::Writable, deadline, || {
+            sys::sendfile(out, input, offset, count)
+        })
+    }
+
+    /// Waits until the socket is readable (data, EOF or error) without
+    /// reading, at most until `deadline`: how an idle connection waits before
+    /// it takes a buffer.
+    pub fn readable(&self, deadline: Option<Instant>) -> io::Result<()> {
+        wait_readable(&self.reg, deadline).map(drop)
+    }
+
+    /// Waits until the socket is writable, at most until `deadline`.
+    pub fn writable(&self, deadline: Option<Instant>) -> io::Result<()> {
+        wait_writable(&self.reg, deadline).map(drop)
+    }
+
+    /// Whether the reactor believes a read would not block. No syscall.
+    pub fn is_read_ready(&self) -> bool {
+        self.reg.readiness().is_ready_for(Interest::Readable)
+    }
+
+    /// One non-blocking read attempt; `WouldBlock` clears readiness, as the
+    /// edge-triggered contract requires.
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = sys::read(self.fd.as_raw_fd(), buf);
+        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            self.reg.clear_readiness(Interest::Readable);
+        }
+        r
+    }
+
+    /// One non-blocking write attempt; `WouldBlock` clears readiness.
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        let r = sys::send(self.fd.as_raw_fd(), buf);
+        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            self.reg.clear_readiness(Interest::Writable);
+        }
+        r
+    }
+
+    /// Shuts down one or both directions (`Write` sends a FIN).
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        sys::shutdown(self.fd.as_raw_fd(), how)
+    }
+
+    /// Sets `TCP_NODELAY` (no Nagle delay for small responses).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        sys::setsockopt_int(
+            self.fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            i32::from(nodelay),
+        )
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        Ok(sys::getsockopt_int(self.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sys::peer_addr(self.fd.as_raw_fd())
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sys::local_addr(self.fd.as_raw_fd())
+    }
+
+    /// The registration, for code that follows the contract itself.
+    pub fn registration(&self) -> &Registration {
+        &self.reg
+    }
+
+    /// Deregisters and returns the fd (still non-blocking).
+    pub fn into_fd(self) -> OwnedFd {
+        let TcpStream { reg, fd, .. } = self;
+        drop(reg);
+        fd
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        TcpStream::read(self, buf)
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        TcpStream::read(self, buf)
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        TcpStream::write(self, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        TcpStream::write_vectored(self, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        TcpStream::write(self, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        TcpStream::write_vectored(self, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl IntoRawFd for TcpStream {
+    fn into_raw_fd(self) -> RawFd {
+        self.into_fd().into_raw_fd()
+    }
+}

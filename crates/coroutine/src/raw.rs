@@ -1,0 +1,326 @@
+//! The untyped core shared by [`crate::Coroutine`] and the scheduler's
+//! coroutines: a stack, a control block at its top, resume and suspend.
+//!
+//! ```text
+//!   top of the coroutine's stack
+//!   ┌──────────────────────────────┐
+//!   │ Start<P> {                   │  written once, at creation:
+//!   │   ctl: Control,              │  both sides' saved stack pointers,
+//!   │   payload: P,                │  the closure to run, result slots
+//!   │ }                            │
+//!   ├──────────────────────────────┤
+//!   │ first frame (init_frame)     │  "saved registers": entry, &Start<P>
+//!   ├──────────────────────────────┤ ◀── ctl.sp before the first resume
+//!   │ ...the coroutine's frames... │
+//!   ▼                              ▼
+//!   guard page
+//! ```
+//!
+//! Nothing is allocated on the heap: the control block and the closure live
+//! at the top of the stack they describe, which has a fixed address for the
+//! coroutine's whole life.
+
+use std::cell::Cell;
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::stack::{self, Stack};
+use crate::switch::{self, Entry};
+use crate::{guard, watermark};
+
+/// Where a coroutine is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Created, never resumed.
+    Ready,
+    /// Running (or running something it resumed in turn).
+    Running,
+    /// Switched back to its resumer; waiting to be resumed.
+    Suspended,
+    /// Its entry function has ended; the stack can be reused.
+    Finished,
+}
+
+/// What both sides of a switch need, at the top of the coroutine's stack.
+pub(crate) struct Control {
+    /// The coroutine's stack pointer while it is not running.
+    sp: Cell<*mut u8>,
+    /// The resumer's stack pointer while the coroutine runs.
+    caller_sp: Cell<*mut u8>,
+    state: Cell<State>,
+    /// Set by the owner to make the coroutine unwind (see `Cancelled`).
+    pub(crate) cancel: Cell<bool>,
+    /// Set when the cancellation unwind has started: from then on blocking
+    /// calls fail instead of unwinding again (they may be in destructors).
+    pub(crate) unwinding: Cell<bool>,
+    /// Process-wide unique id, for diagnostics.
+    pub(crate) id: u64,
+    /// The usable stack `[bottom, top)` and its guard page, copied here so
+    /// that the SIGSEGV handler can read them with no lock.
+    pub(crate) bottom: usize,
+    pub(crate) top: usize,
+    pub(crate) guard_lo: usize,
+    pub(crate) guard_hi: usize,
+}
+
+/// The block written at the top of a new coroutine's stack. `repr(C)` puts
+/// `ctl` at offset 0, so a pointer to one is a pointer to the other.
+#[repr(C)]
+pub(crate) struct Start<P> {
+    pub(crate) ctl: Control,
+    pub(crate) payload: P,
+}
+
+thread_local! {
+    /// The control block of the coroutine whose stack this thread is on
+    /// (null: the thread's own stack). Const-initialised and without a
+    /// destructor, so reading it is one TLS load, safe in a signal handler.
+    static RUNNING: Cell<*const Control> = const { Cell::new(ptr::null()) };
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh coroutine id.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The id of the coroutine running on this thread, if any.
+pub fn current_id() -> Option<u64> {
+    let ctl = RUNNING.with(|r| r.get());
+    // SAFETY: RUNNING points at the control block of the coroutine we are
+    // running on, whose stack is mapped while we are on it.
+    (!ctl.is_null()).then(|| unsafe { (*ctl).id })
+}
+
+/// What the SIGSEGV handler reports about an overflow.
+pub(crate) struct Overflow {
+    pub(crate) id: u64,
+    /// The guard page, `[lo, hi)`.
+    pub(crate) guard: (usize, usize),
+    /// The usable stack, `[bottom, top)`.
+    pub(crate) stack: (usize, usize),
+}
+
+/// For the SIGSEGV handler: if `addr` is in the guard page of the coroutine
+/// running on this thread, which coroutine that is.
+pub(crate) fn guard_hit(addr: usize) -> Option<Overflow> {
+    let ctl = RUNNING.with(|r| r.get());
+    if ctl.is_null() {
+        return None;
+    }
+    // SAFETY: as in `current_id`; the control block sits at the top of the
+    // stack, far from the guard page that faulted.
+    let c = unsafe { &*ctl };
+    (c.guard_lo..c.guard_hi)
+        .contains(&addr)
+        .then_some(Overflow {
+            id: c.id,
+            guard: (c.guard_lo, c.guard_hi),
+            stack: (c.bottom, c.top),
+        })
+}
+
+/// A coroutine without types: the stack and a pointer to its control block.
+/// Its owner must see it to [`State::Finished`] before dropping it (the
+/// typed wrappers do so by cancelling); otherwise the stack is leaked rather
+/// than unmapped under live frames.
+pub(crate) struct RawCoroutine {
+    stack: Option<Stack>,
+    ctl: NonNull<Control>,
+}
+
+impl Control {
+    /// Where the coroutine is in its life.
+    pub(crate) fn state(&self) -> State {
+        self.state.get()
+    }
+}
+
+impl RawCoroutine {
+    /// Writes `payload` and a control block at the top of `stack` and forges
+    /// a first frame that calls `entry(&Start<P>)` on the first resume.
+    /// Returns the coroutine and where its payload lives.
+    ///
+    /// # Panics
+    /// If `P` takes more than half of the stack.
+    pub(crate) fn new<P>(
+        mut stack: Stack,
+        id: u64,
+        payload: P,
+        entry: Entry,
+        watermarks: bool,
+    ) -> (RawCoroutine, NonNull<P>) {
+        guard::install();
+        if watermarks {
+            watermark::fill(&mut stack);
+        }
+        let top = stack.top() as usize;
+        let align = std::mem::align_of::<Start<P>>().max(16);
+        let start_addr = (top - std::mem::size_of::<Start<P>>()) & !(align - 1);
+        assert!(
+            top - start_addr <= stack.size() / 2,
+            "the coroutine's closure ({} bytes) does not fit in half of its {}-byte stack: \
+             box it, or use a larger stack",
+            std::mem::size_of::<P>(),
+            stack.size()
+        );
+        let guard = stack.guard_range();
+        let start = start_addr as *mut Start<P>;
+        // SAFETY: `start` is inside the stack, suitably aligned, and nothing
+        // lives there yet; the first frame goes below it, 16-aligned because
+        // `start_addr` is.
+        let sp = unsafe {
+            start.write(Start {
+                ctl: Control {
+                    sp: Cell::new(ptr::null_mut()),
+                    caller_sp: Cell::new(ptr::null_mut()),
+                    state: Cell::new(State::Ready),
+                    cancel: Cell::new(false),
+                    unwinding: Cell::new(false),
+                    id,
+                    bottom: stack.bottom() as usize,
+                    top,
+                    guard_lo: guard.start,
+                    guard_hi: guard.end,
+                },
+                payload,
+            });
+            switch::init_frame(start.cast(), entry, start.cast())
+        };
+        // SAFETY: just written, valid for the stack's lifetime.
+        let (ctl, payload) = unsafe {
+            (*start).ctl.sp.set(sp);
+            (
+                NonNull::from(&(*start).ctl),
+                NonNull::from(&mut (*start).payload),
+            )
+        };
+        let raw = RawCoroutine {
+            stack: Some(stack),
+            ctl,
+        };
+        (raw, payload)
+    }
+
+    /// The control block.
+    pub(crate) fn control(&self) -> &Control {
+        // SAFETY: valid while the stack is mapped, which `self` guarantees.
+        unsafe { self.ctl.as_ref() }
+    }
+
+    /// Pointer to the control block (for the scheduler's bookkeeping).
+    pub(crate) fn control_ptr(&self) -> NonNull<Control> {
+        self.ctl
+    }
+
+    /// Where the coroutine is in its life.
+    pub(crate) fn state(&self) -> State {
+        if self.stack.is_none() {
+            return State::Finished;
+        }
+        self.control().state.get()
+    }
+
+    /// Runs the coroutine until it suspends or finishes.
+    ///
+    /// # Safety
+    /// The coroutine must be `Ready` or `Suspended`, and not be one of the
+    /// contexts currently on this thread's chain of resumers.
+    pub(crate) unsafe fn resume(&mut self) {
+        // SAFETY: the caller's contract.
+        unsafe { resume_ctl(self.ctl) }
+    }
+
+    /// Takes the stack back once the coroutine has finished, measuring its
+    /// high-water mark first if `watermarks` is on.
+    pub(crate) fn release(&mut self, watermarks: bool) -> Option<usize> {
+        assert_eq!(self.state(), State::Finished, "releasing a live coroutine");
+        let mut stack = self.stack.take()?;
+        let high = if watermarks {
+            Some(watermark::measure(&mut stack))
+        } else {
+            stack.pattern_intact_below = 0;
+            None
+        };
+        stack::give(stack);
+        high
+    }
+
+    /// The stack's usable size.
+    pub(crate) fn stack_size(&self) -> usize {
+        self.stack.as_ref().map_or(0, Stack::size)
+    }
+}
+
+impl Drop for RawCoroutine {
+    fn drop(&mut self) {
+        if let Some(stack) = self.stack.take() {
+            if self.control().state.get() == State::Finished {
+                stack::give(stack);
+            } else {
+                // Frames are still live on it: unmapping would free memory
+                // that destructors never ran for. Leak it instead.
+                std::mem::forget(stack);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RawCoroutine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCoroutine")
+            .field("id", &self.control().id)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// Switches into the coroutine of `ctl` until it suspends or finishes.
+///
+/// # Safety
+/// As [`RawCoroutine::resume`]; `ctl` must point at a live control block.
+pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
+    // SAFETY: the caller's contract: the block is live.
+    let c = unsafe { ctl.as_ref() };
+    debug_assert!(matches!(c.state.get(), State::Ready | State::Suspended));
+    c.state.set(State::Running);
+    let prev = RUNNING.with(|r| r.replace(ctl.as_ptr()));
+    // SAFETY: `c.sp` was set by init_frame or by the coroutine's last
+    // suspend, and the coroutine is not running anywhere (its state said so).
+    unsafe { switch::switch(c.caller_sp.as_ptr(), c.sp.get()) };
+    RUNNING.with(|r| r.set(prev));
+}
+
+/// Called on a coroutine's own stack: switches back to whoever resumed it,
+/// and returns when it is resumed again.
+///
+/// # Safety
+/// `ctl` must be the control block of a coroutine that is running and on
+/// whose behalf this code runs (its own stack, or a stack it resumed).
+pub(crate) unsafe fn suspend(ctl: &Control) {
+    // If we are on a nested coroutine's stack (this coroutine resumed another
+    // that now suspends *us*), RUNNING names that one: keep it for when we
+    // come back here.
+    let here = RUNNING.with(|r| r.get());
+    ctl.state.set(State::Suspended);
+    // SAFETY: `caller_sp` was saved by the resume that is waiting for us.
+    unsafe { switch::switch(ctl.sp.as_ptr(), ctl.caller_sp.get()) };
+    RUNNING.with(|r| r.set(here));
+}
+
+/// Ends a coroutine: marks it finished and switches away for good. Every
+/// value on the coroutine's stack must have been dropped or moved out.
+///
+/// # Safety
+/// As [`suspend`].
+pub(crate) unsafe fn finish(ctl: &Control) -> ! {
+    ctl.state.set(State::Finished);
+    let mut dead: *mut u8 = ptr::null_mut();
+    // SAFETY: as in `suspend`; the saved stack pointer goes to a local that
+    // nobody reads: this context is never resumed.
+    unsafe { switch::switch(&mut dead, ctl.caller_sp.get()) };
+    // Unreachable: nothing holds the saved pointer.
+    std::process::abort()
+}

@@ -1,0 +1,443 @@
+//! The per-thread scheduler: a FIFO run queue of coroutines over one
+//! reactor.
+//!
+//! ```text
+//!   spawn(f) ─▶ ┌─────────── run queue (FIFO of slab keys) ───────────┐
+//!               │ key 3 │ key 7 │ key 1 │ ...                          │──▶ resume
+//!   wake() ───▶ └──────────────────────────────────────────────────────┘      │
+//!   (this thread)                              ▲                 parks: switches back;
+//!                                              │                 its waker is stored in
+//!   wake() from another thread:                │                 the reactor, a timer,
+//!    inbox (Mutex<Vec<key>>) + eventfd ────────┘                 a JoinHandle...
+//!
+//!   loop {
+//!       resume up to `budget` (128) coroutines from the front of the queue;
+//!       move remote wakes from the inbox into the queue;
+//!       if nothing is ready: reactor.turn(block)   // epoll_wait until an event
+//!       else if budget spent: reactor.turn(peek)   // epoll_wait(0)
+//!   }
+//! ```
+//!
+//! The loop runs on the thread's own stack; each coroutine runs on its own
+//! and switches back here when it parks, yields or finishes. It is the
+//! executor's loop with `poll(task)` replaced by `resume(coroutine)`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reactor::{Notifier, Reactor};
+
+use crate::raw::{self, RawCoroutine, State};
+use crate::stack;
+use crate::task::{
+    Header, JoinHandle, Outcome, TaskCell, TaskFrame, TaskOps, TaskPayload, task_entry,
+};
+use crate::{wait, watermark};
+
+/// Coroutine resumes per tick before the reactor is checked (without
+/// blocking), so a crowd of ready coroutines cannot starve the network.
+pub const DEFAULT_BUDGET: usize = 128;
+
+/// A hook run after every reactor turn (see [`Builder::on_turn`]).
+pub(crate) type TurnHook = Box<dyn Fn(&Reactor)>;
+
+/// The part of a runtime other threads can reach: where remote wakes land.
+pub(crate) struct Shared {
+    pub(crate) inbox: Mutex<Inbox>,
+    /// Mirrors the inbox's length so the owner checks it without the lock.
+    pub(crate) inbox_len: AtomicUsize,
+    pub(crate) notifier: Notifier,
+    pub(crate) remote_wakes: AtomicU64,
+}
+
+pub(crate) struct Inbox {
+    pub(crate) keys: Vec<u64>,
+    /// The runtime is gone: drop remote wakes.
+    pub(crate) closed: bool,
+}
+
+thread_local! {
+    /// The core running on this thread (set by `block_on` and by drop).
+    pub(crate) static CORE: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+
+impl Header {
+    /// Queues the coroutine unless it is queued already: on its own
+    /// runtime's thread straight into the FIFO, from anywhere else through
+    /// the locked inbox and the reactor's eventfd.
+    pub(crate) fn schedule(&self) {
+        if self.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // try_with: a waker may fire while this thread's locals are torn down.
+        let core = CORE.try_with(Cell::get).unwrap_or(ptr::null());
+        if !core.is_null() {
+            // SAFETY: CORE is non-null only while `block_on` (or drop) runs
+            // on this thread with that core alive.
+            let core = unsafe { &*core };
+            if Arc::ptr_eq(&core.shared, &self.shared) {
+                core.push_local(self.key);
+                return;
+            }
+        }
+        let shared = &self.shared;
+        {
+            let mut inbox = shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            if inbox.closed {
+                return;
+            }
+            inbox.keys.push(self.key);
+            shared.inbox_len.store(inbox.keys.len(), Ordering::Release);
+        }
+        shared.remote_wakes.fetch_add(1, Ordering::Relaxed);
+        shared.notifier.notify();
+    }
+}
+
+/// A live coroutine in the slab.
+struct Entry {
+    raw: RawCoroutine,
+    task: Arc<dyn TaskOps>,
+    frame: NonNull<TaskFrame>,
+}
+
+struct Slot {
+    generation: u32,
+    entry: Option<Entry>,
+}
+
+/// Live coroutines by key (`generation << 32 | index`). A finished
+/// coroutine's slot gets a new generation, so a stale wake is ignored.
+#[derive(Default)]
+pub(crate) struct Slab {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl Slab {
+    fn next_key(&self) -> u64 {
+        let index = self.free.last().copied().unwrap_or(self.slots.len() as u32);
+        let generation = self.slots.get(index as usize).map_or(0, |s| s.generation);
+        (u64::from(generation) << 32) | u64::from(index)
+    }
+
+    fn insert(&mut self, entry: Entry) -> u64 {
+        let key = self.next_key();
+        let index = key as u32;
+        if self.free.pop().is_none() {
+            self.slots.push(Slot {
+                generation: 0,
+                entry: None,
+            });
+        }
+        self.slots[index as usize].entry = Some(entry);
+        self.live += 1;
+        key
+    }
+
+    fn get(&self, key: u64) -> Option<&Entry> {
+        let slot = self.slots.get(key as u32 as usize)?;
+        (slot.generation == (key >> 32) as u32).then_some(slot.entry.as_ref())?
+    }
+
+    fn remove(&mut self, key: u64) -> Option<Entry> {
+        let slot = self.slots.get_mut(key as u32 as usize)?;
+        if slot.generation != (key >> 32) as u32 {
+            return None;
+        }
+        let entry = slot.entry.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(key as u32);
+        self.live -= 1;
+        Some(entry)
+    }
+
+    pub(crate) fn keys(&self) -> Vec<u64> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.entry.is_some())
+            .map(|(i, s)| (u64::from(s.generation) << 32) | i as u64)
+            .collect()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    spawned: Cell<u64>,
+    resumes: Cell<u64>,
+    completed: Cell<u64>,
+    panicked: Cell<u64>,
+    cancelled: Cell<u64>,
+    local_wakes: Cell<u64>,
+    ticks: Cell<u64>,
+    queue_high_water: Cell<usize>,
+    stack_high_water: Cell<usize>,
+}
+
+fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+/// A snapshot of a runtime's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// Coroutines spawned (the main one included).
+    pub spawned: u64,
+    /// Coroutines alive now.
+    pub alive: u64,
+    /// Resumes (each is a switch in and, later, one out).
+    pub resumes: u64,
+    /// Coroutines finished (returned, panicked or cancelled).
+    pub completed: u64,
+    /// Coroutines that panicked.
+    pub panicked: u64,
+    /// Coroutines that were cancelled.
+    pub cancelled: u64,
+    /// Wakes from this thread.
+    pub local_wakes: u64,
+    /// Wakes from other threads (through the inbox and eventfd).
+    pub remote_wakes: u64,
+    /// Loop iterations that ended in a reactor turn.
+    pub ticks: u64,
+    /// Longest the run queue has been.
+    pub queue_high_water: u64,
+    /// Deepest stack use of any finished coroutine, in bytes (0 unless
+    /// [`crate::Builder::stack_watermarks`] is on).
+    pub stack_high_water: u64,
+}
+
+pub(crate) struct Core {
+    pub(crate) reactor: Reactor,
+    pub(crate) queue: RefCell<VecDeque<u64>>,
+    pub(crate) slab: RefCell<Slab>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) stack_size: usize,
+    pub(crate) watermarks: bool,
+    pub(crate) report_watermarks: bool,
+    pub(crate) budget: usize,
+    pub(crate) on_turn: Option<TurnHook>,
+    pub(crate) counters: Counters,
+}
+
+impl Core {
+    fn push_local(&self, key: u64) {
+        bump(&self.counters.local_wakes);
+        let mut q = self.queue.borrow_mut();
+        q.push_back(key);
+        if q.len() > self.counters.queue_high_water.get() {
+            self.counters.queue_high_water.set(q.len());
+        }
+    }
+
+    pub(crate) fn spawn<F, T>(&self, body: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let stack = stack::take(self.stack_size)?;
+        let key = self.slab.borrow().next_key();
+        let id = raw::next_id();
+        let cell = Arc::new(TaskCell::<T>::new(Header {
+            key,
+            id,
+            queued: AtomicBool::new(true),
+            cancel: AtomicBool::new(false),
+            high_water: AtomicUsize::new(0),
+            shared: self.shared.clone(),
+        }));
+        let payload = TaskPayload {
+            frame: TaskFrame {
+                waker: std::mem::ManuallyDrop::new(cell.clone().into()),
+                header: &cell.header,
+                ctl: Cell::new(ptr::null()),
+                outcome: Cell::new(Outcome::Running),
+            },
+            cell: Arc::as_ptr(&cell),
+            body: std::mem::ManuallyDrop::new(body),
+        };
+        let (raw, payload) =
+            RawCoroutine::new(stack, id, payload, task_entry::<F, T>, self.watermarks);
+        // SAFETY: the payload sits at the top of the stack `raw` owns.
+        let frame = unsafe { NonNull::from(&payload.as_ref().frame) };
+        // SAFETY: as above.
+        unsafe { frame.as_ref() }
+            .ctl
+            .set(raw.control_ptr().as_ptr());
+        let inserted = self.slab.borrow_mut().insert(Entry {
+            raw,
+            task: cell.clone(),
+            frame,
+        });
+        debug_assert_eq!(inserted, key);
+        bump(&self.counters.spawned);
+        self.push_local(key);
+        Ok(JoinHandle::new(cell))
+    }
+
+    /// Resumes one coroutine until it parks, yields or finishes.
+    fn run(&self, key: u64) {
+        let (ctl, frame) = {
+            let slab = self.slab.borrow();
+            let Some(entry) = slab.get(key) else {
+                return; // finished since it was queued: a stale wake
+            };
+            entry.task.header().queued.store(false, Ordering::Release);
+            (entry.raw.control_ptr(), entry.frame)
+        };
+        bump(&self.counters.resumes);
+        let prev = wait::set_current(frame.as_ptr());
+        // SAFETY: the coroutine is in the slab, so it is Ready or Suspended
+        // (a running one is not in the queue: it cleared `queued` and only
+        // re-queues itself through `yield_now`, which parks right after),
+        // and the scheduler is not a coroutine of this runtime.
+        unsafe { raw::resume_ctl(ctl) };
+        wait::restore_current(prev);
+        // SAFETY: the control block is still mapped: only `retire` frees it.
+        if unsafe { ctl.as_ref() }.state() == State::Finished {
+            self.retire(key);
+        }
+    }
+
+    /// Frees a finished coroutine: counts it, measures its stack if asked,
+    /// returns the stack to the pool.
+    fn retire(&self, key: u64) {
+        let Some(mut entry) = self.slab.borrow_mut().remove(key) else {
+            return;
+        };
+        // SAFETY: the frame lives on the stack, still mapped until release.
+        let outcome = unsafe { entry.frame.as_ref() }.outcome.get();
+        bump(&self.counters.completed);
+        match outcome {
+            Outcome::Panicked => bump(&self.counters.panicked),
+            Outcome::Cancelled => bump(&self.counters.cancelled),
+            Outcome::Returned | Outcome::Running => {}
+        }
+        let size = entry.raw.stack_size();
+        let id = entry.task.header().id;
+        if let Some(used) = entry.raw.release(self.watermarks) {
+            entry
+                .task
+                .header()
+                .high_water
+                .store(used, Ordering::Relaxed);
+            let c = &self.counters.stack_high_water;
+            c.set(c.get().max(used));
+            if self.report_watermarks {
+                watermark::report(id, used, size);
+            }
+        }
+        drop(entry); // outside the slab's borrow
+    }
+
+    /// Cancels one coroutine and runs it until it has unwound.
+    pub(crate) fn cancel_now(&self, key: u64) {
+        loop {
+            let Some(header) = self.slab.borrow().get(key).map(|e| e.task.clone()) else {
+                return;
+            };
+            header.header().cancel.store(true, Ordering::Relaxed);
+            // A cancelled coroutine cannot park (it unwinds instead), so one
+            // resume normally runs it to the end.
+            self.run(key);
+        }
+    }
+
+    /// Moves remote wakes into the local queue (no lock if there are none).
+    fn drain_inbox(&self) {
+        if self.shared.inbox_len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let keys = {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.inbox_len.store(0, Ordering::Relaxed);
+            std::mem::take(&mut inbox.keys)
+        };
+        let mut q = self.queue.borrow_mut();
+        q.extend(keys);
+        if q.len() > self.counters.queue_high_water.get() {
+            self.counters.queue_high_water.set(q.len());
+        }
+    }
+
+    /// The loop: runs coroutines and the reactor until `done()`.
+    pub(crate) fn run_until(&self, done: impl Fn() -> bool) {
+        let mut since_turn = 0;
+        loop {
+            while since_turn < self.budget {
+                // The borrow ends before the resume: the coroutine may spawn.
+                let Some(key) = self.queue.borrow_mut().pop_front() else {
+                    break;
+                };
+                self.run(key);
+                since_turn += 1;
+                if done() {
+                    return;
+                }
+            }
+            self.drain_inbox();
+            let idle = self.queue.borrow().is_empty();
+            if idle || since_turn >= self.budget {
+                bump(&self.counters.ticks);
+                // Idle: sleep until I/O, a timer or a remote wake. Busy: only
+                // peek, so that I/O and timers keep flowing under load.
+                let timeout = if idle { None } else { Some(Duration::ZERO) };
+                if let Err(e) = self.reactor.turn(timeout) {
+                    // epoll_wait fails only on programming errors (EBADF,
+                    // EFAULT); spinning on it would hide the bug.
+                    panic!("reactor failed: {e}");
+                }
+                since_turn = 0;
+                if let Some(hook) = &self.on_turn {
+                    hook(&self.reactor);
+                }
+                self.drain_inbox();
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> RuntimeStats {
+        let c = &self.counters;
+        RuntimeStats {
+            spawned: c.spawned.get(),
+            alive: self.slab.borrow().live as u64,
+            resumes: c.resumes.get(),
+            completed: c.completed.get(),
+            panicked: c.panicked.get(),
+            cancelled: c.cancelled.get(),
+            local_wakes: c.local_wakes.get(),
+            remote_wakes: self.shared.remote_wakes.load(Ordering::Relaxed),
+            ticks: c.ticks.get(),
+            queue_high_water: c.queue_high_water.get() as u64,
+            stack_high_water: c.stack_high_water.get() as u64,
+        }
+    }
+}
+
+/// Marks this thread as running `core`; restores the previous state on drop.
+pub(crate) struct Enter {
+    prev: *const Core,
+}
+
+impl Enter {
+    pub(crate) fn try_new(core: &Core) -> Option<Enter> {
+        let prev = CORE.with(Cell::get);
+        if !prev.is_null() {
+            return None;
+        }
+        CORE.with(|c| c.set(core));
+        Some(Enter { prev })
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        CORE.with(|c| c.set(self.prev));
+    }
+}

@@ -1,0 +1,172 @@
+//! The aarch64 context switch (AAPCS64: Linux, the BSDs, macOS).
+//!
+//! What the ABI makes callee-saved, and so what a switch must keep:
+//!
+//! | what          | why                                                      |
+//! | ------------- | -------------------------------------------------------- |
+//! | `x19`–`x28`   | the general-purpose callee-saved registers               |
+//! | `x29` (fp)    | the frame pointer, callee-saved                          |
+//! | `x30` (lr)    | the link register: where `switch` returns to. Not callee-saved by the ABI, but it *is* the saved instruction pointer |
+//! | `sp`          | the stack pointer: *is* the context, stored in memory    |
+//! | `d8`–`d15`    | the low 64 bits of `v8`–`v15` are callee-saved (the upper halves are not) |
+//! | `fpcr`        | see below                                                |
+//!
+//! **Why FPCR is saved.** AAPCS64 treats the FPCR's mode fields (rounding
+//! mode, flush-to-zero, default-NaN, alternative half precision) as
+//! preserved across calls: a function that changes them must put them back.
+//! A coroutine that sets a rounding mode and is switched out mid-way would
+//! otherwise leak it into whatever runs next, exactly as MXCSR would on
+//! x86_64, which the x86_64 switch saves for the same reason. The cost is one
+//! `mrs` and one `msr` per switch; `msr fpcr` can be slow on some cores
+//! (it may synchronise the FP pipeline), which is the price of correctness
+//! here. The status register FPSR is caller-saved and not kept.
+//!
+//! `x18` is the platform register (reserved on Apple and Windows, a scratch
+//! register on Linux); it is never callee-saved and is not touched.
+//!
+//! ## The frame `switch` leaves on a suspended stack (176 bytes)
+//!
+//! ```text
+//!   higher addresses
+//!   ┌──────────────────────┐
+//!   │ ... caller's frames  │
+//!   ├──────────────────────┤ ◀── sp before the switch
+//!   │ fpcr │ (padding)     │ sp + 160   padding keeps sp 16-aligned
+//!   │ d14  │ d15           │ sp + 144
+//!   │ d12  │ d13           │ sp + 128
+//!   │ d10  │ d11           │ sp + 112
+//!   │ d8   │ d9            │ sp + 96
+//!   │ x29  │ x30 (lr)      │ sp + 80    lr = where `switch` returns to
+//!   │ x27  │ x28           │ sp + 64
+//!   │ x25  │ x26           │ sp + 48
+//!   │ x23  │ x24           │ sp + 32
+//!   │ x21  │ x22           │ sp + 16
+//!   │ x19  │ x20           │ sp + 0
+//!   └──────────────────────┘ ◀── saved sp (what `*save` receives)
+//!   lower addresses             (each cell is 8 bytes: `stp` stores pairs)
+//! ```
+//!
+//! Unlike x86_64, `bl` does not push the return address: it leaves it in
+//! `x30`, so the switch stores `x30` with the other registers and its final
+//! `ret` jumps to the restored `x30`.
+//!
+//! [`init_frame`] forges the same 22 words for a coroutine that has never
+//! run: `x20` holds the entry function, `x19` its argument, `x29` zero (the
+//! end of the frame-record chain), `fpcr` zero (the Linux default: round to
+//! nearest, no flush-to-zero) and `x30` is [`trampoline`].
+//!
+//! The project's machines are x86_64, so this file is not built by CI.
+//! `tools/aarch64-check/run.sh` runs it anyway: it extracts the assembly
+//! below, links it with a C harness that forges the same first frame as
+//! [`init_frame`], and runs it under `qemu-aarch64`, checking that
+//! callee-saved registers and FPCR survive 1,000 switches each way. (rustc
+//! itself accepts the file for `aarch64-unknown-linux-gnu`; that was checked
+//! with a `no_core` build, since no aarch64 standard library is installed.)
+
+use std::arch::naked_asm;
+
+use super::Entry;
+
+/// Saves the current context on the current stack, stores the stack pointer
+/// in `*save`, and resumes the context whose stack pointer is `to`.
+///
+/// # Safety
+/// `save` must be valid for a pointer-sized write. `to` must be a stack
+/// pointer produced by [`init_frame`] or stored by an earlier `switch`, whose
+/// context has not been resumed since, on a stack that is still mapped.
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn switch(save: *mut *mut u8, to: *mut u8) {
+    naked_asm!(
+        // On entry: x0 = save, x1 = to, x30 = our return address.
+        // --- save the outgoing context on its own stack ---
+        "sub sp, sp, #176",       // room for the frame (a multiple of 16)
+        "stp x19, x20, [sp, #0]", // callee-saved pairs...
+        "stp x21, x22, [sp, #16]",
+        "stp x23, x24, [sp, #32]",
+        "stp x25, x26, [sp, #48]",
+        "stp x27, x28, [sp, #64]",
+        "stp x29, x30, [sp, #80]", // frame pointer and return address
+        "stp d8, d9, [sp, #96]",   // low halves of v8-v15
+        "stp d10, d11, [sp, #112]",
+        "stp d12, d13, [sp, #128]",
+        "stp d14, d15, [sp, #144]",
+        "mrs x9, fpcr",       // x9 is a scratch register: free to use
+        "str x9, [sp, #160]", // FP control register
+        "mov x9, sp",         // sp cannot be stored directly...
+        "str x9, [x0]",       // ...so go through x9: *save = sp
+        // --- from here on we run on the incoming stack ---
+        "mov sp, x1",         // the switch itself
+        "ldr x9, [sp, #160]", // incoming FP control register
+        "msr fpcr, x9",
+        "ldp d14, d15, [sp, #144]", // restore in reverse order
+        "ldp d12, d13, [sp, #128]",
+        "ldp d10, d11, [sp, #112]",
+        "ldp d8, d9, [sp, #96]",
+        "ldp x29, x30, [sp, #80]", // x30 = where the incoming context resumes
+        "ldp x27, x28, [sp, #64]",
+        "ldp x25, x26, [sp, #48]",
+        "ldp x23, x24, [sp, #32]",
+        "ldp x21, x22, [sp, #16]",
+        "ldp x19, x20, [sp, #0]",
+        "add sp, sp, #176", // pop the frame
+        "ret",              // branch to x30
+    )
+}
+
+/// Where a new coroutine's first `switch` "returns" to: calls `entry(arg)`
+/// with the two values [`init_frame`] left in `x20` and `x19`.
+///
+/// The CFI directives mark this as the outermost frame of the coroutine's
+/// stack (the return address is undefined), so backtraces stop here.
+///
+/// # Safety
+/// Never called directly: only reached by `ret` from [`switch`] on a frame
+/// built by [`init_frame`].
+#[unsafe(naked)]
+unsafe extern "C" fn trampoline() {
+    naked_asm!(
+        ".cfi_startproc",     // unwind info for this function starts here
+        ".cfi_undefined x30", // no caller: backtraces stop at this frame
+        "mov x0, x19",        // first argument: the entry's argument
+        "blr x20",            // entry(arg); sp is 16-aligned
+        "brk #1",             // entry never returns; trap if it does
+        ".cfi_endproc",
+    )
+}
+
+/// Forges the frame of a coroutine that has never run, below `top`, and
+/// returns the stack pointer to give [`switch`] to start it.
+///
+/// ```text
+///   top ─────────▶ ┌──────────────────┐ (16-aligned)
+///                  │ 0 │ 0            │ top - 16    padding
+///                  │ fpcr = 0 │ 0     │ top - 32
+///                  │ d8..d15 = 0      │ top - 96 .. top - 33
+///                  │ x29 = 0 │ x30 = trampoline │ top - 112
+///                  │ x21..x28 = 0     │ top - 176 .. top - 113
+///   returned sp ─▶ │ x19 = arg │ x20 = entry │ top - 192
+///                  └──────────────────┘
+/// ```
+///
+/// After the switch pops its 176 bytes, `sp` is `top - 16`: 16-aligned, as
+/// the ABI requires at every instruction that uses `sp`.
+///
+/// # Safety
+/// `top` must be 16-aligned, and the 192 bytes below it writable memory that
+/// stays mapped, and otherwise unused, until the coroutine has finished.
+pub(crate) unsafe fn init_frame(top: *mut u8, entry: Entry, arg: *mut u8) -> *mut u8 {
+    debug_assert_eq!(top as usize % 16, 0);
+    let mut words = [0u64; 24];
+    words[0] = arg as u64; // x19
+    words[1] = entry as usize as u64; // x20
+    words[10] = 0; // x29: end of the frame-record chain
+    words[11] = trampoline as *const () as usize as u64; // x30: the "return address"
+    words[20] = 0; // fpcr: Linux default
+    // SAFETY: the caller guarantees 192 writable bytes below `top`, which is
+    // 16-aligned, so the u64 writes are aligned.
+    unsafe {
+        let sp = top.cast::<u64>().sub(words.len());
+        sp.copy_from_nonoverlapping(words.as_ptr(), words.len());
+        sp.cast()
+    }
+}

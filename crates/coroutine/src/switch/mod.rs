@@ -1,0 +1,105 @@
+//! The context switch: the only place where one stack becomes another.
+//!
+//! A *context* is what a CPU needs to continue a computation: an instruction
+//! pointer, a stack pointer, and the registers whose values the code after
+//! the switch expects to find again. A function call already tells us which
+//! registers those are. The C calling convention (the *ABI*) splits the
+//! registers in two:
+//!
+//! - **caller-saved** (scratch) registers may be destroyed by any call; the
+//!   compiler never keeps a value in them across one;
+//! - **callee-saved** registers must hold the same value after the call as
+//!   before it.
+//!
+//! So if the switch is an ordinary-looking function call, [`switch`], the
+//! compiler has already spilled everything it cares about *except* the
+//! callee-saved registers. Saving those, plus the stack pointer, is a complete
+//! context. The instruction pointer needs no slot of its own: the `call` that
+//! entered `switch` pushed (x86_64) or put in the link register (aarch64) the
+//! address to come back to, and that address is saved with the rest.
+//!
+//! ```text
+//!   coroutine A calls switch(&A.sp, B.sp)        coroutine B (suspended earlier)
+//!   ┌──────────────┐                             ┌──────────────┐
+//!   │ A's frames   │                             │ B's frames   │
+//!   │ return addr  │◀─ pushed by `call switch`   │ return addr  │
+//!   │ callee-saved │◀─ pushed by switch          │ callee-saved │
+//!   │ FP control   │                             │ FP control   │◀─ B.sp
+//!   └──────────────┘◀─ stored into A.sp          └──────────────┘
+//!                      then rsp/sp := B.sp, pop B's registers, `ret` into B
+//! ```
+//!
+//! Each architecture file has the exact layout of its frame. A frame for a
+//! coroutine that has never run is forged by [`init_frame`]: its "saved"
+//! registers carry the entry function and its argument, and its return
+//! address is [`trampoline`]'s, which calls `entry(arg)`.
+//!
+//! Only x86_64 and aarch64 are implemented; any other target fails to build
+//! with a message saying so.
+
+#[cfg(target_arch = "x86_64")]
+#[path = "x86_64.rs"]
+mod arch;
+
+#[cfg(target_arch = "aarch64")]
+#[path = "aarch64.rs"]
+mod arch;
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!(
+    "the coroutine crate's context switch is written by hand for x86_64 and aarch64 only; \
+     porting it means writing src/switch/<arch>.rs: save the callee-saved registers of that \
+     architecture's C ABI, swap stack pointers, restore (see src/switch/x86_64.rs)"
+);
+
+pub(crate) use arch::{init_frame, switch};
+
+/// A coroutine's first function: called by the trampoline with the argument
+/// given to [`init_frame`], on the coroutine's own stack. It must never
+/// return (there is nothing to return to): it ends by switching away for the
+/// last time.
+pub(crate) type Entry = unsafe extern "C" fn(arg: *mut u8) -> !;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    // A hand-made coroutine, without the rest of the crate: one stack, one
+    // entry, two switches per round.
+    thread_local! {
+        static MAIN_SP: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+        static CO_SP: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+        static LOG: Cell<u64> = const { Cell::new(0) };
+    }
+
+    unsafe extern "C" fn entry(arg: *mut u8) -> ! {
+        let step = arg as u64; // 1: the dangling (well-aligned, non-null) pointer
+        for i in 0..3 {
+            LOG.with(|l| l.set(l.get() * 10 + step + i));
+            let main = MAIN_SP.with(|m| m.get());
+            let save = CO_SP.with(|c| c.as_ptr());
+            // SAFETY: `main` was saved by the switch that resumed us.
+            unsafe { switch(save, main) };
+        }
+        unreachable!("the test never resumes a fourth time")
+    }
+
+    #[test]
+    fn switch_round_trips() {
+        let mut stack = vec![0u128; 1024]; // 16 KiB, 16-aligned
+        // SAFETY: one past the end of the allocation, 16-aligned.
+        let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<u8>();
+        // SAFETY: the buffer is ours, large enough and 16-aligned at `top`.
+        let sp = unsafe { init_frame(top, entry, std::ptr::dangling_mut::<u8>()) };
+        CO_SP.with(|c| c.set(sp));
+        for _ in 0..3 {
+            let save = MAIN_SP.with(|m| m.as_ptr());
+            let to = CO_SP.with(|c| c.get());
+            // SAFETY: `to` is a frame made by init_frame or saved by switch.
+            unsafe { switch(save, to) };
+        }
+        assert_eq!(LOG.with(|l| l.get()), 123);
+        drop(stack);
+    }
+}

@@ -1,0 +1,388 @@
+//! A scheduled coroutine's shared half ([`TaskCell`]: header, result,
+//! waker) and its spawner's handle ([`JoinHandle`]).
+//!
+//! ```text
+//!   heap: Arc<TaskCell<T>>                     the coroutine's stack (top)
+//!   ┌─────────────────────────────┐            ┌──────────────────────────┐
+//!   │ Header: key, queued, cancel │◀── waker ──│ TaskFrame { waker, ... } │
+//!   │ JoinState: result, waiter   │◀── *const ─│ cell, body (the closure) │
+//!   └─────────────────────────────┘            └──────────────────────────┘
+//!          ▲                ▲
+//!    JoinHandle<T>    scheduler's slab entry (until the coroutine finishes)
+//! ```
+//!
+//! One allocation per coroutine: the cell. It is an `Arc` because a
+//! [`std::task::Waker`] must be `Send + Sync` and may be woken from any
+//! thread; a remote wake touches only the header's atomics and pushes the
+//! coroutine's key into the runtime's inbox. The result (which may be
+//! `!Send`) is only ever touched on the coroutine's own thread.
+
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Poll, Wake, Waker};
+
+use crate::coroutine::Cancelled;
+use crate::raw::{self, Control, Start};
+use crate::scheduler::Shared;
+
+/// The thread-safe part of a scheduled coroutine.
+pub(crate) struct Header {
+    /// Slot index and generation in the scheduler's slab.
+    pub(crate) key: u64,
+    pub(crate) id: u64,
+    /// In the run queue (or the inbox) already: further wakes are no-ops.
+    pub(crate) queued: AtomicBool,
+    /// Set by `abort` or runtime shutdown: the next suspension unwinds.
+    pub(crate) cancel: AtomicBool,
+    /// Stack high-water mark in bytes, 0 until measured.
+    pub(crate) high_water: AtomicUsize,
+    pub(crate) shared: Arc<Shared>,
+}
+
+struct JoinState<T> {
+    result: Option<Result<T, JoinError>>,
+    /// The coroutine blocked in `join`, if any.
+    waiter: Option<Waker>,
+    finished: bool,
+    detached: bool,
+}
+
+/// Header plus the result slot. See the module docs.
+pub(crate) struct TaskCell<T> {
+    pub(crate) header: Header,
+    join: UnsafeCell<JoinState<T>>,
+}
+
+// SAFETY: other threads reach a TaskCell only through a Waker, and wakes
+// touch only `header` (atomics and an `Arc<Shared>`, itself Send + Sync).
+// `join` is touched only on the owning thread: by the coroutine's entry and
+// by `JoinHandle`, which is `!Send`. The result is taken or dropped on that
+// thread before the last owner-thread reference goes (`JoinHandle::drop`,
+// or `complete` when detached), so a last reference dropped elsewhere frees
+// a cell whose `Option<T>` is `None`: no `T` is dropped on a foreign thread.
+unsafe impl<T> Send for TaskCell<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for TaskCell<T> {}
+
+impl<T> TaskCell<T> {
+    pub(crate) fn new(header: Header) -> TaskCell<T> {
+        TaskCell {
+            header,
+            join: UnsafeCell::new(JoinState {
+                result: None,
+                waiter: None,
+                finished: false,
+                detached: false,
+            }),
+        }
+    }
+
+    /// # Safety
+    /// Only on the owning thread, and not re-entrantly (no user code runs
+    /// while the reference is held).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn join_state(&self) -> &mut JoinState<T> {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.join.get() }
+    }
+
+    /// Records the outcome (or drops it if the handle is gone) and wakes the
+    /// joiner. Called once, by the entry, on the owning thread.
+    fn complete(&self, result: Result<T, JoinError>) {
+        // SAFETY: owning thread; the borrow ends before any user code (the
+        // result's destructor, the waker) runs.
+        let (detached, waiter) = unsafe {
+            let j = self.join_state();
+            j.finished = true;
+            if !j.detached {
+                j.result = Some(result);
+                (None, j.waiter.take())
+            } else {
+                (Some(result), None)
+            }
+        };
+        if let Some(result) = detached {
+            // Nobody wants it: drop it now, here, on the owning thread. A
+            // panicking destructor must not unwind out of the entry.
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(result)));
+        }
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Wake for TaskCell<T> {
+    fn wake(self: Arc<Self>) {
+        self.header.schedule();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.header.schedule();
+    }
+}
+
+/// Type-erased access to a cell's header, for the scheduler's slab.
+pub(crate) trait TaskOps {
+    fn header(&self) -> &Header;
+}
+
+impl<T> TaskOps for TaskCell<T> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+}
+
+/// How a coroutine's entry ended, for the runtime's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Running,
+    Returned,
+    Panicked,
+    Cancelled,
+}
+
+/// The scheduler's view of a running coroutine, at the top of its stack.
+/// The thread-local `CURRENT` (wait.rs) points here while it runs.
+pub(crate) struct TaskFrame {
+    /// Wakes this coroutine: the Context of every poll it makes.
+    pub(crate) waker: ManuallyDrop<Waker>,
+    /// Valid while the coroutine lives: the slab holds a reference.
+    pub(crate) header: *const Header,
+    /// This coroutine's control block (set right after creation).
+    pub(crate) ctl: Cell<*const Control>,
+    pub(crate) outcome: Cell<Outcome>,
+}
+
+/// What the scheduler writes at the top of a new coroutine's stack.
+#[repr(C)]
+pub(crate) struct TaskPayload<F, T> {
+    pub(crate) frame: TaskFrame,
+    /// Kept alive by the slab's reference until after the entry finishes.
+    pub(crate) cell: *const TaskCell<T>,
+    pub(crate) body: ManuallyDrop<F>,
+}
+
+/// The first function on a scheduled coroutine's stack (see `switch`).
+pub(crate) unsafe extern "C" fn task_entry<F, T>(arg: *mut u8) -> !
+where
+    F: FnOnce() -> T,
+{
+    let start = arg.cast::<Start<TaskPayload<F, T>>>();
+    // SAFETY: the Start block RawCoroutine::new wrote for us; it lives until
+    // the scheduler releases the stack, after `finish`.
+    let ctl = unsafe { &(*start).ctl };
+    {
+        // SAFETY: as above.
+        let p = unsafe { &mut (*start).payload };
+        // SAFETY: the body is taken exactly once, here; nothing else drops it.
+        let body = unsafe { ManuallyDrop::take(&mut p.body) };
+        // SAFETY: the slab holds a reference to the cell until we finish.
+        let cell = unsafe { &*p.cell };
+        let result = if cell.header.cancel.load(Ordering::Relaxed) {
+            // Cancelled before it ever ran: drop the closure, run nothing.
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(body)));
+            Err(JoinError::Cancelled)
+        } else {
+            match panic::catch_unwind(AssertUnwindSafe(body)) {
+                Ok(v) => Ok(v),
+                Err(payload) if payload.is::<Cancelled>() => Err(JoinError::Cancelled),
+                Err(payload) => Err(JoinError::Panicked(payload)),
+            }
+        };
+        p.frame.outcome.set(match &result {
+            Ok(_) => Outcome::Returned,
+            Err(JoinError::Panicked(_)) => Outcome::Panicked,
+            Err(JoinError::Cancelled) => Outcome::Cancelled,
+        });
+        cell.complete(result);
+        // SAFETY: the frame's waker is dropped once, here; nothing uses it
+        // after this point (the coroutine never suspends again).
+        unsafe { ManuallyDrop::drop(&mut p.frame.waker) };
+    }
+    // SAFETY: we are the coroutine of `ctl`, on its own stack, and own
+    // nothing any more.
+    unsafe { raw::finish(ctl) }
+}
+
+/// Why a coroutine produced no value.
+pub enum JoinError {
+    /// It was cancelled: [`JoinHandle::abort`], or its runtime was dropped.
+    Cancelled,
+    /// It panicked; the payload is kept for [`std::panic::resume_unwind`].
+    Panicked(Box<dyn Any + Send + 'static>),
+}
+
+impl JoinError {
+    /// Whether the coroutine was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, JoinError::Cancelled)
+    }
+
+    /// Whether the coroutine panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// The panic payload, if it panicked.
+    pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
+        match self {
+            JoinError::Panicked(p) => Some(p),
+            JoinError::Cancelled => None,
+        }
+    }
+}
+
+/// The message of a panic payload (`&str` or `String`), if it has one.
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> &str {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s
+    } else {
+        "<non-string panic payload>"
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
+            JoinError::Panicked(p) => write!(f, "JoinError::Panicked({:?})", panic_message(&**p)),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("coroutine was cancelled"),
+            JoinError::Panicked(p) => write!(f, "coroutine panicked: {}", panic_message(&**p)),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// The spawner's handle on a coroutine: [`join`](JoinHandle::join) waits for
+/// its result.
+///
+/// **Dropping it detaches the coroutine**: it keeps running and its result
+/// is dropped when it finishes (a server spawns a coroutine per connection
+/// and forgets it). [`abort`](JoinHandle::abort) cancels.
+///
+/// `!Send`, like the coroutine: it is joined on the thread that spawned it.
+///
+/// ```compile_fail
+/// coroutine::run(|| {
+///     let handle = coroutine::spawn(|| 1);
+///     std::thread::spawn(move || handle.join()); // error: cannot be sent between threads
+/// });
+/// ```
+pub struct JoinHandle<T> {
+    cell: Arc<TaskCell<T>>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(cell: Arc<TaskCell<T>>) -> JoinHandle<T> {
+        JoinHandle {
+            cell,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Blocks the calling coroutine until this one finishes, and returns its
+    /// value, or why there is none.
+    ///
+    /// If the *calling* coroutine is cancelled meanwhile, it unwinds (see
+    /// [`Cancelled`]) or, while already unwinding, gets
+    /// `Err(JoinError::Cancelled)`.
+    ///
+    /// # Panics
+    /// Outside a coroutine, unless the coroutine has already finished.
+    pub fn join(self) -> Result<T, JoinError> {
+        let waited = crate::wait::wait_or_now(|cx| {
+            // SAFETY: owning thread (the handle is !Send); no user code runs
+            // while the state is borrowed.
+            let j = unsafe { self.cell.join_state() };
+            if j.finished {
+                return Poll::Ready(());
+            }
+            match &j.waiter {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => j.waiter = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        });
+        if waited.is_err() {
+            return Err(JoinError::Cancelled);
+        }
+        // SAFETY: as above.
+        let result = unsafe { self.cell.join_state() }.result.take();
+        result.expect("a finished coroutine's result is taken once, by join")
+    }
+
+    /// Whether the coroutine has finished (returned, panicked or cancelled).
+    pub fn is_finished(&self) -> bool {
+        // SAFETY: owning thread, short borrow.
+        unsafe { self.cell.join_state() }.finished
+    }
+
+    /// Cancels the coroutine: it is woken, and the call it is suspended in
+    /// unwinds with [`Cancelled`] (it never runs if it had not started).
+    /// `join` then returns `Err(JoinError::Cancelled)` unless it finished
+    /// first. Does nothing to a finished coroutine.
+    pub fn abort(&self) {
+        if self.is_finished() {
+            return;
+        }
+        self.cell.header.cancel.store(true, Ordering::Relaxed);
+        self.cell.header.schedule();
+    }
+
+    /// The coroutine's process-wide unique id (as printed on overflow).
+    pub fn id(&self) -> u64 {
+        self.cell.header.id
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        &self.cell.header
+    }
+
+    /// The most stack the coroutine used, in bytes: known once it has
+    /// finished, on a runtime with [`crate::Builder::stack_watermarks`] on.
+    pub fn stack_high_water(&self) -> Option<usize> {
+        match self.cell.header.high_water.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // SAFETY: owning thread; the borrow ends before anything drops.
+        let taken = unsafe {
+            let j = self.cell.join_state();
+            j.detached = true;
+            (j.result.take(), j.waiter.take())
+        };
+        drop(taken);
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id())
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}

@@ -1,0 +1,156 @@
+//! The hand-resumed `Coroutine`: yields, returns, panics, cancellation.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use common::Watchdog;
+use coroutine::{Coroutine, CoroutineResult};
+
+/// Counts drops: the proof that a cancelled coroutine ran its destructors.
+struct DropCount(Rc<Cell<u32>>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+#[test]
+fn two_generators_play_ping_pong() {
+    let _w = Watchdog::new(Duration::from_secs(30), "two_generators_play_ping_pong");
+    // Each generator turns the ball it is given (through a shared cell)
+    // into the next one; the main stack hands it back and forth.
+    let ball = Rc::new(Cell::new(0u64));
+    let mk = |ball: Rc<Cell<u64>>, parity: u64| {
+        Coroutine::<u64, &'static str>::new(move |y| {
+            loop {
+                let b = ball.get();
+                if b >= 100_000 {
+                    return "done";
+                }
+                assert_eq!(b % 2, parity, "played out of turn");
+                ball.set(b + 1);
+                y.suspend(b);
+            }
+        })
+    };
+    let mut ping = mk(ball.clone(), 0);
+    let mut pong = mk(ball.clone(), 1);
+    let mut expected = 0;
+    while let CoroutineResult::Yield(b) = ping.resume() {
+        assert_eq!(b, expected);
+        expected += 1;
+        match pong.resume() {
+            CoroutineResult::Yield(b) => assert_eq!(b, expected),
+            CoroutineResult::Return(_) => break,
+        }
+        expected += 1;
+    }
+    assert_eq!(ball.get(), 100_000);
+    assert!(ping.is_finished() || pong.is_finished());
+}
+
+#[test]
+fn dropping_a_suspended_generator_runs_its_destructors() {
+    let _w = Watchdog::new(Duration::from_secs(30), "dropping_a_suspended_generator");
+    let drops = Rc::new(Cell::new(0));
+    let reached_end = Rc::new(Cell::new(false));
+    let (d, end) = (drops.clone(), reached_end.clone());
+    let mut co = Coroutine::<(), ()>::new(move |y| {
+        let _a = DropCount(d.clone());
+        let _b = Box::new(DropCount(d.clone()));
+        let v: Vec<_> = (0..3).map(|_| DropCount(d.clone())).collect();
+        y.suspend(());
+        drop(v);
+        end.set(true);
+    });
+    assert_eq!(co.resume(), CoroutineResult::Yield(()));
+    assert_eq!(drops.get(), 0);
+    let id = co.id();
+    drop(co);
+    assert_eq!(
+        drops.get(),
+        5,
+        "every value on coroutine {id}'s stack was dropped"
+    );
+    assert!(
+        !reached_end.get(),
+        "the body did not run past its suspension"
+    );
+}
+
+#[test]
+fn dropping_an_unstarted_generator_drops_its_closure() {
+    let drops = Rc::new(Cell::new(0));
+    let guard = DropCount(drops.clone());
+    let co = Coroutine::<(), ()>::new(move |_| {
+        let _keep = guard;
+        unreachable!("never resumed");
+    });
+    drop(co);
+    assert_eq!(drops.get(), 1);
+}
+
+#[test]
+fn a_destructor_that_suspends_during_cancellation_does_not_abort() {
+    struct SuspendsOnDrop<'a>(&'a coroutine::Yielder<u32>, Rc<Cell<u32>>);
+    impl Drop for SuspendsOnDrop<'_> {
+        fn drop(&mut self) {
+            // During the forced unwind this returns at once.
+            self.0.suspend(99);
+            self.1.set(self.1.get() + 1);
+        }
+    }
+    let drops = Rc::new(Cell::new(0));
+    let d = drops.clone();
+    let mut co = Coroutine::<u32, ()>::new(move |y| {
+        let _g = SuspendsOnDrop(y, d);
+        y.suspend(1);
+    });
+    assert_eq!(co.resume(), CoroutineResult::Yield(1));
+    drop(co);
+    assert_eq!(drops.get(), 1);
+}
+
+#[test]
+fn a_panic_in_the_body_reaches_the_resumer_and_frees_the_stack() {
+    let before = coroutine::pool_stats();
+    let mut co = Coroutine::<(), ()>::new(|y| {
+        y.suspend(());
+        panic!("boom in the coroutine");
+    });
+    assert_eq!(co.resume(), CoroutineResult::Yield(()));
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| co.resume()))
+        .expect_err("the panic comes out of resume");
+    assert_eq!(err.downcast_ref::<&str>(), Some(&"boom in the coroutine"));
+    assert!(co.is_finished());
+    let after = coroutine::pool_stats();
+    assert!(after.cached > before.cached || after.reuses > before.reuses || after.cached >= 1);
+}
+
+#[test]
+fn generators_nest() {
+    let mut outer = Coroutine::<u32, u32>::new(|y| {
+        let mut inner = Coroutine::<u32, u32>::new(|y2| {
+            y2.suspend(1);
+            y2.suspend(2);
+            3
+        });
+        let mut sum = 0;
+        loop {
+            match inner.resume() {
+                CoroutineResult::Yield(v) => {
+                    sum += v;
+                    y.suspend(v * 10);
+                }
+                CoroutineResult::Return(v) => return sum + v,
+            }
+        }
+    });
+    assert_eq!(outer.resume(), CoroutineResult::Yield(10));
+    assert_eq!(outer.resume(), CoroutineResult::Yield(20));
+    assert_eq!(outer.resume(), CoroutineResult::Return(6));
+}
