@@ -82,8 +82,8 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
     let mut conn = Conn {
         id: ctx.idle.id(),
         decoder: Decoder::new(ctx.config.limits),
-        rbuf: BytesMut::with_capacity(BUF_SIZE),
-        wbuf: BytesMut::with_capacity(BUF_SIZE),
+        rbuf: get_buffer(),
+        wbuf: get_buffer(),
         head_started: Some(Instant::now()),
         served: 0,
         ctx,
@@ -91,6 +91,8 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
     };
     let stop = conn.run();
     ctx.idle.leave(conn.id);
+    put_buffer(std::mem::take(&mut conn.rbuf));
+    put_buffer(std::mem::take(&mut conn.wbuf));
     match stop {
         Stop::Done => {}
         Stop::Timeout(kind) => ctx.stats.timeout(kind),
@@ -187,8 +189,13 @@ impl<I: BlockingIo> Conn<'_, I> {
             if !self.ctx.idle.enter(self.id, self.io.fd()) {
                 return Err(Stop::Done); // shutting down
             }
+            // An idle connection holds no buffer (see `POOL`).
+            put_buffer(std::mem::take(&mut self.rbuf));
+            put_buffer(std::mem::take(&mut self.wbuf));
             let waited = self.io.wait_readable(Instant::now() + timeout);
             self.ctx.idle.leave(self.id);
+            self.rbuf = get_buffer();
+            self.wbuf = get_buffer();
             waited.map_err(timed(kind))?;
             self.head_started = Some(Instant::now());
         }
@@ -388,6 +395,35 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// Buffers of connections waiting between requests, per thread: with
+    /// coroutines, the thousands of idle connections of a worker then hold
+    /// none (as the stackless server's do); with a thread per connection it
+    /// simply keeps the thread's own pair warm.
+    static POOL: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers kept per thread; more are freed.
+const POOL_MAX: usize = 64;
+
+fn get_buffer() -> BytesMut {
+    POOL.with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| BytesMut::with_capacity(BUF_SIZE))
+}
+
+fn put_buffer(mut b: BytesMut) {
+    if b.capacity() == 0 {
+        return;
+    }
+    b.clear();
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_MAX && b.capacity() <= 64 * BUF_SIZE {
+            p.push(b);
+        }
+    });
 }
 
 /// Writes the access-log line, if logging is on.
