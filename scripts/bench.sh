@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# The comparison benchmark: every httplite configuration (runtime × dispatch ×
+# workers) and the peers (nginx, tokio + hyper, may_minihttp) over every
+# workload, interleaved and repeated, then target/bench/report.md with SVG
+# charts.
+#
+# Pinning: 1-worker servers run on CPU 0 and wrk on CPU 1. The 2-worker
+# httplite configurations get CPUs 0,1 and so share CPU 1 with wrk; their
+# requests/s is not comparable with the 1-worker rows (the report says so).
+#
+# Every run starts a fresh server, runs one wrk, and reads the server's CPU
+# time (utime + stime of the whole process, all threads) from /proc/PID/stat.
+# Order: for each round, for each workload, every configuration in turn, so
+# drift on the shared machine spreads over all of them.
+#
+# Usage: scripts/bench.sh [--rounds N] [--duration D] [--quick]
+#                         [--no-memory] [--no-instructions]
+#   --quick   fewer configurations (1 worker acceptor for each runtime, plus
+#             stackless reuseport/2 workers, plus the peers) and smaller
+#             memory / instruction runs
+# Output: target/bench/results.csv, memory.csv, instructions.csv, report.md, *.svg
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=3
+DURATION=3s
+QUICK=0
+MEMORY=1
+INSTR=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        --no-memory) MEMORY=0; shift ;;
+        --no-instructions) INSTR=0; shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 50 ] || { echo "--rounds must be 1..50" >&2; exit 2; }
+
+need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2"; }; }
+need wrk wrk
+need nginx nginx-light
+need taskset util-linux
+ulimit -n 20000
+
+echo "building httplite and the peers" >&2
+cargo build --release -p httplite -q
+CARGO_TARGET_DIR="$PWD/target/peers" cargo build --release -q \
+    --manifest-path benches/peers/Cargo.toml
+HTTPLITE=target/release/httplite
+PEER_HYPER=target/peers/release/peer-hyper
+PEER_MAY=target/peers/release/peer-may
+
+OUT=target/bench
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP/www"
+head -c 1048576 /dev/urandom > "$TMP/www/file.bin"
+# nginx's worker drops to an unprivileged user when started as root.
+chmod 755 "$TMP" "$TMP/www"; chmod 644 "$TMP/www/file.bin"
+TICKS=$(getconf CLK_TCK)
+PORT=$((10000 + RANDOM % 20000))
+
+# Configurations: name|kind|runtime|dispatch|workers
+CONFIGS=()
+if [ "$QUICK" = 1 ]; then
+    for rt in stackless stackful threads; do CONFIGS+=("httplite-$rt-acceptor-w1|httplite|$rt|acceptor|1"); done
+    CONFIGS+=("httplite-stackless-reuseport-w2|httplite|stackless|reuseport|2")
+else
+    for rt in stackless stackful threads; do
+        for d in acceptor reuseport; do
+            for w in 1 2; do CONFIGS+=("httplite-$rt-$d-w$w|httplite|$rt|$d|$w"); done
+        done
+    done
+fi
+CONFIGS+=("nginx|nginx|-|-|1" "tokio-hyper|hyper|-|-|1" "may_minihttp|may|-|-|1")
+
+# Workloads: name|connections|path-kind|mode
+WORKLOADS=(
+    "keepalive-c64|64|plain|latency"
+    "keepalive-c256|256|plain|latency"
+    "keepalive-c1024|1024|plain|latency"
+    "pipelined16-c256|256|plain|pipeline"
+    "static-1MiB-c64|64|static|latency"
+    "sleep10ms-c5000|5000|sleep|latency"
+    "churn-close-c64|64|churn|close"
+)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+path_for() { # kind pathkind -> path or empty if unsupported
+    case "$2" in
+        plain) echo "/_httplite/plaintext" ;;
+        static) case "$1" in httplite|nginx) echo "/file.bin" ;; *) echo "" ;; esac ;;
+        sleep) case "$1" in httplite|hyper|may) echo "/_httplite/sleep?ms=10" ;; *) echo "" ;; esac ;;
+        # may_minihttp ignores `Connection: close` (it keeps the connection
+        # open), so a churn run would measure keep-alive; leave it out.
+        churn) case "$1" in may) echo "" ;; *) echo "/_httplite/plaintext" ;; esac ;;
+    esac
+}
+
+nginx_conf() { # the shared config plus the static file
+    scripts/lib/nginx-conf.sh "$TMP" "$1" |
+        sed -e "s|^http {|http {\n    sendfile on;|" -e "s|^    server {|    server {\n        root $TMP/www;\n        location = /file.bin { default_type application/octet-stream; }|"
+}
+
+SPID="" MPID="" KIND=""
+start_server() { # kind runtime dispatch workers -> SPID (measured), MPID (to wait)
+    local kind=$1 rt=$2 disp=$3 w=$4 cpus=0
+    [ "$w" = 2 ] && cpus=0,1
+    PORT=$((PORT + 1)); [ "$PORT" -gt 60000 ] && PORT=10000
+    KIND=$kind
+    case "$kind" in
+        httplite)
+            taskset -c "$cpus" "$HTTPLITE" --bind "127.0.0.1:$PORT" --workers "$w" --runtime "$rt" \
+                --dispatch "$disp" --root "$TMP/www" --quiet > "$TMP/server.log" 2>&1 &
+            SPID=$!; MPID=$SPID ;;
+        nginx)
+            rm -f "$TMP/nginx.pid"
+            nginx_conf "$PORT" > "$TMP/nginx.conf"
+            taskset -c 0 nginx -c "$TMP/nginx.conf" -p "$TMP" > "$TMP/server.log" 2>&1 &
+            MPID=$!
+            for _ in $(seq 1 50); do [ -s "$TMP/nginx.pid" ] && break; sleep 0.1; done
+            SPID="" 
+            for _ in $(seq 1 50); do
+                SPID=$(pgrep -P "$(cat "$TMP/nginx.pid")" | head -1 || true)
+                [ -n "$SPID" ] && break; sleep 0.1
+            done ;;
+        hyper)
+            taskset -c 0 "$PEER_HYPER" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1 &
+            SPID=$!; MPID=$SPID ;;
+        may)
+            taskset -c 0 "$PEER_MAY" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1 &
+            SPID=$!; MPID=$SPID ;;
+    esac
+    for _ in $(seq 1 50); do
+        curl -s -o /dev/null "http://127.0.0.1:$PORT/_httplite/plaintext" && return 0
+        sleep 0.1
+    done
+    echo "$kind did not start:" >&2; cat "$TMP/server.log" >&2; return 1
+}
+
+stop_server() {
+    if [ "$KIND" = nginx ]; then kill -QUIT "$(cat "$TMP/nginx.pid")" 2>/dev/null || true
+    else kill -TERM "$SPID" 2>/dev/null || true; fi
+    for _ in $(seq 1 50); do kill -0 "$MPID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$MPID" 2>/dev/null || true
+    wait "$MPID" 2>/dev/null || true
+}
+
+CSV="$OUT/results.csv"
+echo "round,config,kind,runtime,dispatch,workers,workload,connections,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors" > "$CSV"
+
+run_one() { # round config-line workload-line
+    local round=$1 name kind rt disp w wl conns pk mode path
+    IFS='|' read -r name kind rt disp w <<<"$2"
+    IFS='|' read -r wl conns pk mode <<<"$3"
+    path=$(path_for "$kind" "$pk")
+    [ -z "$path" ] && return 0
+    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; return 0; }
+    local args=(-t1 -c"$conns" -d"$DURATION" --timeout 5s)
+    case "$mode" in
+        latency) args+=(--latency) ;;
+        pipeline) args+=(-s scripts/lib/pipeline.lua) ;;
+        close) args+=(--latency -H "Connection: close") ;;
+    esac
+    local before after
+    before=$(cpu_ticks "$SPID")
+    TIMEFORMAT='%U %S %R'
+    { time WRK_PATH=$path taskset -c 1 wrk "${args[@]}" "http://127.0.0.1:$PORT$path" \
+        > "$TMP/wrk.out" 2> "$TMP/wrk.err"; } 2> "$TMP/wrk.time" || true
+    after=$(cpu_ticks "$SPID" 2>/dev/null || echo "$before")
+    stop_server
+    python3 - "$TMP/wrk.out" "$TMP/wrk.time" "$before" "$after" "$TICKS" \
+        "$round,$name,$kind,$rt,$disp,$w,$wl,$conns" >> "$CSV" <<'PY'
+import re, sys
+out = open(sys.argv[1]).read()
+u, s, r = (float(x) for x in open(sys.argv[2]).read().split()[-3:])
+before, after, ticks, prefix = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", out)
+reqs = int(m.group(1)) if m else 0
+dur = float(m.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60}[m.group(3)] if m else 0
+rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+rps = float(rps.group(1)) if rps else 0.0
+def lat(p):
+    m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)", out, re.M)
+    return f"{float(m.group(1)) * {'us': 1e-3, 'ms': 1, 's': 1e3}[m.group(2)]:.3f}" if m else ""
+errs = 0
+for pat in (r"Non-2xx or 3xx responses: (\d+)",):
+    e = re.search(pat, out)
+    if e: errs += int(e.group(1))
+e = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+if e: errs += sum(int(x) for x in e.groups())
+cpu = (after - before) / ticks
+per = f"{cpu * 1e6 / reqs:.3f}" if reqs else ""
+print(f"{prefix},{reqs},{dur:.3f},{rps:.0f},{lat(50)},{lat(99)},{cpu:.3f},{per},{u + s:.3f},{r:.3f},{errs}")
+PY
+    tail -1 "$CSV" | awk -F, -v total="$TOTAL" -v n="$N_DONE" '{printf "[%d/%d] round %s %-32s %-18s %10s req/s  p99 %8s ms  cpu %7s us/req  wrk cpu %s/%s s  errors %s\n", n, total, $1, $2, $7, $11, $13, $15, $16, $17, $18}' >&2
+}
+
+N_RUNS_PER_ROUND=0
+for wl in "${WORKLOADS[@]}"; do
+    IFS='|' read -r _ _ pk _ <<<"$wl"
+    for c in "${CONFIGS[@]}"; do
+        IFS='|' read -r _ kind _ _ _ <<<"$c"
+        [ -n "$(path_for "$kind" "$pk")" ] && N_RUNS_PER_ROUND=$((N_RUNS_PER_ROUND + 1))
+    done
+done
+TOTAL=$((N_RUNS_PER_ROUND * ROUNDS))
+echo "$TOTAL runs of $DURATION each (${#CONFIGS[@]} configurations, ${#WORKLOADS[@]} workloads, $ROUNDS rounds)" >&2
+N_DONE=0
+START=$(date +%s)
+for round in $(seq 1 "$ROUNDS"); do
+    for wl in "${WORKLOADS[@]}"; do
+        # Rotate the configuration order each round so none always runs first.
+        n=${#CONFIGS[@]}
+        for i in $(seq 0 $((n - 1))); do
+            c=${CONFIGS[$(( (i + round - 1) % n ))]}
+            IFS='|' read -r _ kind _ _ _ <<<"$c"
+            IFS='|' read -r _ _ pk _ <<<"$wl"
+            [ -z "$(path_for "$kind" "$pk")" ] && continue
+            N_DONE=$((N_DONE + 1))
+            run_one "$round" "$c" "$wl"
+        done
+    done
+done
+echo "throughput runs took $(( $(date +%s) - START ))s" >&2
+
+# Memory per idle connection and instructions per request: the existing
+# scripts for httplite and nginx, scripts/lib/peer-metrics.sh (same method)
+# for the Rust peers.
+MEM_N=10000; INSTR_ROUNDS=3; INSTR_K2=21000
+[ "$QUICK" = 1 ] && { MEM_N=10000; INSTR_ROUNDS=1; INSTR_K2=6000; }
+last_row() { grep '^| ' | tail -1; }
+if [ "$MEMORY" = 1 ]; then
+    echo "server,bytes_per_idle_connection" > "$OUT/memory.csv"
+    for rt in stackless stackful threads; do
+        echo "idle memory: httplite $rt" >&2
+        row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --runtime "$rt" | last_row) || row=""
+        echo "httplite $rt,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
+    done
+    echo "idle memory: nginx" >&2
+    row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --nginx | last_row) || row=""
+    echo "nginx,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
+    for p in hyper may; do
+        echo "idle memory: $p" >&2
+        v=$(N=$MEM_N timeout 300 scripts/lib/peer-metrics.sh memory "$p") || v=""
+        echo "$([ $p = hyper ] && echo tokio-hyper || echo may_minihttp),$v" >> "$OUT/memory.csv"
+    done
+fi
+if [ "$INSTR" = 1 ]; then
+    echo "server,one_at_a_time,pipelined16" > "$OUT/instructions.csv"
+    for rt in stackless stackful threads; do
+        echo "instructions: httplite $rt" >&2
+        tab=$(ROUNDS=$INSTR_ROUNDS K2=$INSTR_K2 timeout 900 scripts/instructions-per-request.sh --runtime "$rt") || tab=""
+        a=$(echo "$tab" | awk -F'|' '/one at a time/ {gsub(/ /,"",$4); print $4}')
+        b=$(echo "$tab" | awk -F'|' '/16 pipelined/ {gsub(/ /,"",$4); print $4}')
+        echo "httplite $rt,$a,$b" >> "$OUT/instructions.csv"
+    done
+    for p in hyper may; do
+        echo "instructions: $p" >&2
+        v=$(ROUNDS=$INSTR_ROUNDS K2=$INSTR_K2 timeout 900 scripts/lib/peer-metrics.sh instructions "$p") || v=","
+        echo "$([ $p = hyper ] && echo tokio-hyper || echo may_minihttp),$v" >> "$OUT/instructions.csv"
+    done
+fi
+
+python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK"
+echo "wrote $OUT/report.md" >&2
