@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use http1::{Decoder, Message, ReplyTo, Request, Status};
 
-use super::{BlockingIo, IdleSet};
+use super::{BlockingIo, Deadline, IdleSet};
 use crate::access_log::{AccessLog, Entry};
 use crate::config::Config;
 use crate::respond::{self, FileStep, Handled, Outcome, Slow};
@@ -84,7 +84,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
         decoder: Decoder::new(ctx.config.limits),
         rbuf: get_buffer(),
         wbuf: get_buffer(),
-        head_started: Some(Instant::now()),
+        head_started: Some(io.now()),
         served: 0,
         ctx,
         io,
@@ -192,21 +192,22 @@ impl<I: BlockingIo> Conn<'_, I> {
             // An idle connection holds no buffer (see `POOL`).
             put_buffer(std::mem::take(&mut self.rbuf));
             put_buffer(std::mem::take(&mut self.wbuf));
-            let waited = self.io.wait_readable(Instant::now() + timeout);
+            let waited = self.io.wait_readable(Deadline::After(timeout));
             self.ctx.idle.leave(self.id);
             self.rbuf = get_buffer();
             self.wbuf = get_buffer();
             waited.map_err(timed(kind))?;
-            self.head_started = Some(Instant::now());
+            self.head_started = Some(self.io.now());
         }
         let (deadline, kind) = match self.head_started {
             // A partial head (not a body) is bound by the header timeout
             // however slowly it trickles in.
-            Some(t) if !self.decoder.in_body() => {
-                (t + self.ctx.config.header_timeout, TimeoutKind::Header)
-            }
+            Some(t) if !self.decoder.in_body() => (
+                Deadline::At(t + self.ctx.config.header_timeout),
+                TimeoutKind::Header,
+            ),
             _ => (
-                Instant::now() + self.ctx.config.idle_timeout,
+                Deadline::After(self.ctx.config.idle_timeout),
                 TimeoutKind::Idle,
             ),
         };
@@ -234,7 +235,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     fn flush(&mut self) -> Res {
         let mut off = 0;
         while off < self.wbuf.len() {
-            let deadline = Instant::now() + self.ctx.config.write_timeout;
+            let deadline = Deadline::After(self.ctx.config.write_timeout);
             let n = self
                 .io
                 .write(&self.wbuf[off..], deadline)
@@ -255,7 +256,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         if self.io.shutdown(Shutdown::Write).is_err() {
             return;
         }
-        let deadline = Instant::now() + LINGER;
+        let deadline = Deadline::At(self.io.now() + LINGER);
         let mut drained = 0;
         while drained < LINGER_BYTES {
             self.rbuf.clear();
@@ -383,7 +384,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         let mut off = offset;
         let end = offset + len;
         while off < end {
-            let deadline = Instant::now() + self.ctx.config.write_timeout;
+            let deadline = Deadline::After(self.ctx.config.write_timeout);
             let chunk = (end - off).min(1 << 20) as usize;
             let n = self
                 .io

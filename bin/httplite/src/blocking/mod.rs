@@ -25,27 +25,52 @@ use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// When a blocking call gives up. Relative deadlines are resolved only if
+/// the call actually has to wait: most reads and writes complete at once,
+/// and then cost no clock read.
+#[derive(Debug, Clone, Copy)]
+pub enum Deadline {
+    /// This long after the call starts waiting.
+    After(Duration),
+    /// At this instant.
+    At(Instant),
+}
+
+impl Deadline {
+    /// The absolute deadline, reading the clock with `now` if needed.
+    pub fn at(self, now: impl FnOnce() -> Instant) -> Instant {
+        match self {
+            Deadline::After(d) => now() + d,
+            Deadline::At(t) => t,
+        }
+    }
+}
+
 /// What the blocking connection code needs from its socket. Every call
-/// blocks the calling thread of control until done or until `deadline`
+/// blocks the calling thread of control until done or until its deadline
 /// (then `io::ErrorKind::TimedOut`).
 pub trait BlockingIo {
     /// Reads into uninitialised memory; returns how many bytes at the start
     /// of `buf` are now initialised (`0`: end of stream).
-    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize>;
+    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Deadline)
+    -> io::Result<usize>;
     /// Writes some of `buf` (never raising `SIGPIPE`).
-    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize>;
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize>;
     /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
     fn sendfile(
         &mut self,
         file: RawFd,
         offset: &mut u64,
         count: usize,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> io::Result<usize>;
     /// Waits until a read would not block (data, end of stream, error).
-    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()>;
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()>;
     /// Sleeps without holding up other connections.
     fn sleep(&mut self, d: Duration);
+    /// The current time, as precise as the design's deadlines need (an
+    /// event loop's cached clock is enough).
+    fn now(&self) -> Instant;
     /// Shuts down one or both directions.
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
     /// The socket's fd (for [`IdleSet`]).

@@ -19,8 +19,8 @@ use dispatch::{Batch, Closer, WorkerPort};
 use executor::net::TcpStream;
 use reactor::{Interest, Reactor, TimerKey};
 
-use super::BlockingIo;
 use super::conn::{self, Ctx};
+use super::{BlockingIo, Deadline};
 use crate::date_clock::DateClock;
 
 /// A reactor-registered socket whose calls park the running coroutine.
@@ -40,7 +40,7 @@ impl Stackful {
     /// if `op` has to wait: most reads and writes complete at once.
     fn wait<R>(
         &mut self,
-        deadline: Instant,
+        deadline: Deadline,
         mut op: impl FnMut(&TcpStream, &mut Context<'_>) -> Poll<io::Result<R>>,
     ) -> io::Result<R> {
         let Stackful {
@@ -56,12 +56,12 @@ impl Stackful {
             let key = match *timer {
                 Some(key) if armed => key,
                 Some(key) => {
-                    reactor.reset_timer(key, deadline);
+                    reactor.reset_timer(key, deadline.at(|| reactor.now()));
                     armed = true;
                     key
                 }
                 None => {
-                    let key = reactor.insert_timer(deadline);
+                    let key = reactor.insert_timer(deadline.at(|| reactor.now()));
                     *timer = Some(key);
                     armed = true;
                     key
@@ -85,11 +85,15 @@ impl Drop for Stackful {
 }
 
 impl BlockingIo for Stackful {
-    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize> {
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
         self.wait(deadline, |s, cx| s.poll_read_uninit(cx, buf))
     }
 
-    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.wait(deadline, |s, cx| s.poll_write(cx, buf))
     }
 
@@ -98,17 +102,21 @@ impl BlockingIo for Stackful {
         file: RawFd,
         offset: &mut u64,
         count: usize,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> io::Result<usize> {
         self.wait(deadline, |s, cx| s.poll_sendfile(cx, file, offset, count))
     }
 
-    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()> {
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         self.wait(deadline, |s, cx| s.poll_readable(cx).map(Ok))
     }
 
     fn sleep(&mut self, d: Duration) {
         coroutine::sleep(d);
+    }
+
+    fn now(&self) -> Instant {
+        self.reactor.now()
     }
 
     fn shutdown(&self, how: Shutdown) -> io::Result<()> {

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use dispatch::{Batch, WorkerPort};
 use reactor::sys;
 
-use super::BlockingIo;
 use super::conn::{self, Ctx};
+use super::{BlockingIo, Deadline};
 
 /// Stack size of a connection thread: the connection code needs a few KiB;
 /// the default 2 MiB would only be address space, but this keeps the
@@ -32,11 +32,15 @@ struct Blocking {
     write_timeout: Option<Duration>,
 }
 
-/// Rounds a remaining time to the socket timeout it becomes: at least 1 ms
-/// (zero would mean "no timeout"), in whole milliseconds so that repeated
-/// calls with the same deadline usually need no new `setsockopt`.
-fn remaining(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
+/// The socket timeout a deadline becomes: at least 1 ms (zero would mean
+/// "no timeout"), in whole milliseconds so that repeated calls with the
+/// same deadline usually need no new `setsockopt`. A relative deadline
+/// needs no clock read at all.
+fn remaining(deadline: Deadline) -> io::Result<Duration> {
+    let left = match deadline {
+        Deadline::After(d) => d,
+        Deadline::At(t) => t.saturating_duration_since(Instant::now()),
+    };
     if left.is_zero() {
         return Err(io::ErrorKind::TimedOut.into());
     }
@@ -53,7 +57,7 @@ fn timeout_error(e: io::Error) -> io::Error {
 }
 
 impl Blocking {
-    fn set_read_deadline(&mut self, deadline: Instant) -> io::Result<()> {
+    fn set_read_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
         let t = remaining(deadline)?;
         if self
             .read_timeout
@@ -65,7 +69,7 @@ impl Blocking {
         Ok(())
     }
 
-    fn set_write_deadline(&mut self, deadline: Instant) -> io::Result<()> {
+    fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
         let t = remaining(deadline)?;
         if self
             .write_timeout
@@ -79,7 +83,11 @@ impl Blocking {
 }
 
 impl BlockingIo for Blocking {
-    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Instant) -> io::Result<usize> {
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
         self.set_read_deadline(deadline)?;
         loop {
             match sys::read_uninit(self.stream.as_raw_fd(), buf) {
@@ -89,7 +97,7 @@ impl BlockingIo for Blocking {
         }
     }
 
-    fn write(&mut self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.set_write_deadline(deadline)?;
         loop {
             match sys::send(self.stream.as_raw_fd(), buf) {
@@ -104,7 +112,7 @@ impl BlockingIo for Blocking {
         file: RawFd,
         offset: &mut u64,
         count: usize,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> io::Result<usize> {
         self.set_write_deadline(deadline)?;
         loop {
@@ -115,7 +123,8 @@ impl BlockingIo for Blocking {
         }
     }
 
-    fn wait_readable(&mut self, deadline: Instant) -> io::Result<()> {
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        let deadline = Deadline::At(deadline.at(Instant::now));
         let mut pfd = libc::pollfd {
             fd: self.stream.as_raw_fd(),
             events: libc::POLLIN | libc::POLLRDHUP,
@@ -135,6 +144,10 @@ impl BlockingIo for Blocking {
 
     fn sleep(&mut self, d: Duration) {
         std::thread::sleep(d);
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
     }
 
     fn shutdown(&self, how: Shutdown) -> io::Result<()> {
