@@ -60,8 +60,8 @@ pub fn blocking_io<R>(
 ) -> io::Result<R> {
     loop {
         if reg.readiness().is_ready_for(interest) {
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => reg.clear_readiness(interest),
+            match reg.try_io(interest, &mut op) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 res => return res,
             }

@@ -308,20 +308,14 @@ impl TcpStream {
     /// One non-blocking read attempt; `WouldBlock` clears readiness, as the
     /// edge-triggered contract requires.
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = sys::read(self.fd.as_raw_fd(), buf);
-        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
-            self.reg.clear_readiness(Interest::Readable);
-        }
-        r
+        self.reg
+            .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf))
     }
 
     /// One non-blocking write attempt; `WouldBlock` clears readiness.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let r = sys::send(self.fd.as_raw_fd(), buf);
-        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
-            self.reg.clear_readiness(Interest::Writable);
-        }
-        r
+        self.reg
+            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf))
     }
 
     /// Shuts down one or both directions (`Write` sends a FIN).
@@ -331,17 +325,12 @@ impl TcpStream {
 
     /// Sets `TCP_NODELAY` (no Nagle delay for small responses).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        sys::setsockopt_int(
-            self.fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            i32::from(nodelay),
-        )
+        sys::set_nodelay(self.fd.as_raw_fd(), nodelay)
     }
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        Ok(sys::getsockopt_int(self.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+        sys::nodelay(self.fd.as_raw_fd())
     }
 
     /// The peer's address.

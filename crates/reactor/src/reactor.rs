@@ -330,12 +330,27 @@ impl Registration {
             if self.poll_ready(cx, interest).is_pending() {
                 return Poll::Pending;
             }
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(interest),
+            match self.try_io(interest, &mut op) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 res => return Poll::Ready(res),
             }
         }
+    }
+
+    /// One non-blocking attempt at an operation, without waiting: an
+    /// `EAGAIN` clears readiness (the edge-triggered contract), anything else
+    /// is returned as is. For callers that wait their own way.
+    pub fn try_io<R>(
+        &self,
+        interest: Interest,
+        op: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        let res = op();
+        if matches!(&res, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            self.clear_readiness(interest);
+        }
+        res
     }
 
     /// The registered fd.

@@ -362,6 +362,16 @@ pub fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     Ok(value)
 }
 
+/// Sets `TCP_NODELAY` (no Nagle delay for small writes).
+pub fn set_nodelay(fd: RawFd, nodelay: bool) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(nodelay))
+}
+
+/// Whether `TCP_NODELAY` is set.
+pub fn nodelay(fd: RawFd) -> io::Result<bool> {
+    Ok(getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+}
+
 /// `shutdown(2)`.
 pub fn shutdown(fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
     let how = match how {
