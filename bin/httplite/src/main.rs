@@ -5,19 +5,6 @@
 //! protocol lives in `http1`, the event loop in `reactor` + `executor`, the
 //! connection handoff in `dispatch`.
 
-mod access_log;
-mod blocking;
-mod cli;
-mod config;
-mod date_clock;
-mod httpdate;
-mod mime;
-mod respond;
-mod routes;
-mod stackless;
-mod static_files;
-mod stats;
-
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -25,12 +12,12 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{Context as _, Result};
 use clap::Parser;
 
-use crate::access_log::{AccessLog, LogSink};
-use crate::cli::{Cli, DispatchMode, RuntimeKind};
-use crate::config::Config;
-use crate::routes::App;
-use crate::static_files::StaticRoot;
-use crate::stats::Stats;
+use httplite::access_log::{AccessLog, LogSink};
+use httplite::cli::{Cli, DispatchMode, RuntimeKind};
+use httplite::config::Config;
+use httplite::routes::App;
+use httplite::static_files::StaticRoot;
+use httplite::stats::Stats;
 
 /// Exit code for bad usage (flags, unusable --root or --bind), as clap uses.
 const EXIT_USAGE: u8 = 2;
@@ -126,20 +113,24 @@ fn run(cli: Cli) -> Result<()> {
         move |port: dispatch::WorkerPort| {
             let id = port.id();
             let log = sink.clone().map(AccessLog::new);
-            let blocking_ctx = |access_log| blocking::conn::Ctx {
+            let blocking_ctx = |access_log| httplite::blocking::conn::Ctx {
                 app: app.clone(),
                 config: config.clone(),
                 stats: stats.worker(id),
                 access_log,
-                idle: blocking::IdleSet::default(),
+                idle: httplite::blocking::IdleSet::default(),
             };
             let result = match runtime {
-                RuntimeKind::Stackless => {
-                    stackless::run(port, app.clone(), config.clone(), stats.worker(id), log)
-                }
-                RuntimeKind::Threads => blocking::threads::run(port, blocking_ctx(log)),
+                RuntimeKind::Stackless => httplite::stackless::run(
+                    port,
+                    app.clone(),
+                    config.clone(),
+                    stats.worker(id),
+                    log,
+                ),
+                RuntimeKind::Threads => httplite::blocking::threads::run(port, blocking_ctx(log)),
                 RuntimeKind::Stackful => {
-                    blocking::stackful::run(port, blocking_ctx(log), stack_size)
+                    httplite::blocking::stackful::run(port, blocking_ctx(log), stack_size)
                 }
             };
             if let Err(e) = result {

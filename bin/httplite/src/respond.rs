@@ -25,6 +25,7 @@ pub const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; char
 
 /// What [`handle`] did: answered (keep-alive or not), or handed back work
 /// that must wait.
+#[derive(Debug)]
 pub enum Handled<S> {
     /// Encoded into the write buffer; `true` keeps the connection open.
     Done(bool),
@@ -33,6 +34,7 @@ pub enum Handled<S> {
 }
 
 /// A request whose answer must wait.
+#[derive(Debug)]
 pub struct Slow {
     /// The request.
     pub req: Request,
@@ -262,6 +264,7 @@ pub fn echo_head(wbuf: &mut BytesMut, req: &Request, to: ReplyTo) -> Option<Body
 }
 
 /// A static file answer: either complete already, or a body to `sendfile`.
+#[derive(Debug)]
 pub enum FileStep {
     /// Encoded entirely (304, 301, listing, error, or HEAD).
     Done(Outcome),

@@ -52,6 +52,15 @@ pub struct Ctx {
     pub idle: IdleSet,
 }
 
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("config", &self.config)
+            .field("access_log", &self.access_log.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a connection stopped.
 #[derive(Debug)]
 enum Stop {
