@@ -10,7 +10,7 @@
 # when the server looks decides if it sleeps in epoll_wait), so each figure is
 # the median of ROUNDS (default 3) pairs of runs.
 #
-# Usage: scripts/instructions-per-request.sh [--runtime R] [-- extra server flags]
+# Usage: [HTTPLITE_BIN=path] scripts/instructions-per-request.sh [--runtime R] [-- extra server flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
@@ -26,8 +26,13 @@ K2=${K2:-21000}
 ROUNDS=${ROUNDS:-3}
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 
-cargo build --release -p httplite -q
-BIN=target/release/httplite
+# HTTPLITE_BIN=path compares another build (e.g. a worktree of an older commit).
+if [ -n "${HTTPLITE_BIN:-}" ]; then
+    BIN=$HTTPLITE_BIN
+else
+    cargo build --release -p httplite -q
+    BIN=target/release/httplite
+fi
 OUT=$(mktemp -d)
 PORT_BASE=$((10000 + RANDOM % 20000))
 

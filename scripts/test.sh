@@ -23,5 +23,17 @@ cargo fmt --all --check
 echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Every public item is documented (missing_docs is denied in the runtime
+# crates) and no intra-doc link is broken.
+echo "==> cargo doc --workspace --no-deps (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+
 echo "==> cargo test --workspace"
 cargo test --workspace
+
+# `--trace` is a cargo feature (compiled out of the default build); its own
+# tests run against a traced build, plus the trace module's units.
+echo "==> cargo test -p httplite -p reactor --features trace (trace mode)"
+cargo clippy -p httplite --all-targets --features trace -- -D warnings
+cargo test -p reactor --features trace --lib trace
+cargo test -p httplite --features trace --test server observability

@@ -104,15 +104,25 @@ impl Server {
     /// Starts the server on `runtime` with `--bind 127.0.0.1:0 --workers 2`
     /// plus `args`, with the test endpoints (`/_httplite/panic`) enabled.
     pub fn start(runtime: &str, args: &[&str]) -> Server {
-        Server::spawn(runtime, args, true)
+        Server::spawn(runtime, args, true, false)
+    }
+
+    /// Like [`Server::start`], with stdin a pipe ([`Server::take_stdin`]).
+    pub fn start_with_stdin(runtime: &str, args: &[&str]) -> Server {
+        Server::spawn(runtime, args, true, true)
+    }
+
+    /// The write end of the server's stdin, if it was started with one.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.as_mut()?.stdin.take()
     }
 
     /// Like [`Server::start`], without `HTTPLITE_TEST_ENDPOINTS`.
     pub fn start_without_test_endpoints(runtime: &str, args: &[&str]) -> Server {
-        Server::spawn(runtime, args, false)
+        Server::spawn(runtime, args, false, false)
     }
 
-    fn spawn(runtime: &str, args: &[&str], test_endpoints: bool) -> Server {
+    fn spawn(runtime: &str, args: &[&str], test_endpoints: bool, stdin: bool) -> Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
         cmd.args([
@@ -125,7 +135,7 @@ impl Server {
         ])
         .args(args)
         .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
         if test_endpoints {
@@ -386,6 +396,24 @@ impl Stats {
             .take_while(|c| c.is_ascii_digit())
             .collect();
         digits.parse().ok()
+    }
+
+    /// The sum of every number keyed `key` anywhere in the document (for
+    /// per-worker counters such as `"epoll_waits"`).
+    pub fn sum(&self, key: &str) -> u64 {
+        let pat = format!("\"{key}\":");
+        self.0
+            .match_indices(&pat)
+            .map(|(i, _)| {
+                let digits: String = self.0[i + pat.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect();
+                digits
+                    .parse::<u64>()
+                    .unwrap_or_else(|_| panic!("\"{key}\" is not a number in {}", self.0))
+            })
+            .sum()
     }
 
     /// Whether the document has `"key":` somewhere.

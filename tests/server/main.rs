@@ -8,12 +8,17 @@
 
 mod harness;
 
+mod accept_storm;
 mod basics;
+mod console;
 mod curl;
+mod jobs;
 mod limits;
 mod load;
+mod observability;
 mod pipelining;
 mod shutdown;
+mod sigterm_load;
 mod startup;
 mod static_files;
 mod timeouts;

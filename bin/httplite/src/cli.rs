@@ -80,9 +80,50 @@ pub struct Cli {
     #[arg(long)]
     pub pin_workers: bool,
 
+    /// Threads of the blocking pool that runs jobs and blocking work
+    /// [default: number of CPUs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub pool_threads: Option<u16>,
+
+    /// Tasks that may wait for a pool thread (beyond: 503 with Retry-After).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub pool_queue: usize,
+
+    /// Nice value of the pool threads: above 0, event loops get the CPU
+    /// first when both want it (so jobs cannot slow requests down).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub pool_nice: i32,
+
+    /// A pool thread idle this long exits.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub pool_idle_timeout: Duration,
+
+    /// Finished jobs kept for GET /_httplite/jobs/{id} (oldest evicted first).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub jobs_retain: usize,
+
+    /// Finished jobs older than this are evicted.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub jobs_ttl: Duration,
+
+    /// Read operator commands from stdin (stats, workers, jobs, quit, help).
+    #[arg(long)]
+    pub console: bool,
+
     /// Print nothing but errors (no start-up line).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// Print every event-loop step to stderr (epoll_wait, wakes, polls,
+    /// handoffs, timers, coroutine switches, requests). Needs a build with
+    /// `--features trace`.
+    #[arg(long)]
+    pub trace: bool,
+
+    /// Most trace lines per second per thread; the rest are counted and
+    /// reported (0: no limit).
+    #[arg(long, value_name = "LINES", default_value_t = 200)]
+    pub trace_rate: u32,
 }
 
 /// `--dispatch`.

@@ -9,11 +9,20 @@ pub mod access_log;
 pub mod blocking;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod date_clock;
 pub mod httpdate;
+pub mod jobs;
 pub mod mime;
 pub mod respond;
 pub mod routes;
 pub mod stackless;
 pub mod static_files;
 pub mod stats;
+
+/// The README's Rust code blocks, compiled and run by `cargo test` as
+/// doctests of this crate (shell and text blocks are marked `sh`/`text` and
+/// skipped), so that the samples there cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -15,6 +15,7 @@ use clap::Parser;
 use httplite::access_log::{AccessLog, LogSink};
 use httplite::cli::{Cli, DispatchMode, RuntimeKind};
 use httplite::config::Config;
+use httplite::jobs::{Jobs, Retention};
 use httplite::routes::App;
 use httplite::static_files::StaticRoot;
 use httplite::stats::Stats;
@@ -52,6 +53,13 @@ fn run(cli: Cli) -> Result<()> {
     // handler code to be unsound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 
+    if cli.trace && !reactor::trace::enable(cli.trace_rate) {
+        anyhow::bail!(
+            "--trace: this build has no tracing compiled in; rebuild with \
+             `cargo run --release -p httplite --features trace -- --trace`"
+        );
+    }
+
     let root = match &cli.root {
         Some(dir) => Some(
             StaticRoot::new(dir, cli.list_dirs)
@@ -70,6 +78,20 @@ fn run(cli: Cli) -> Result<()> {
         .workers
         .map_or_else(dispatch::default_workers, usize::from);
     let stats = Arc::new(Stats::new(workers));
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let blocking_pool = pool::Pool::builder()
+        .name("httplite-pool")
+        .max_threads(cli.pool_threads.map_or(cpus, usize::from))
+        .queue_bound(cli.pool_queue)
+        .idle_timeout(cli.pool_idle_timeout)
+        .nice(cli.pool_nice)
+        .build();
+    let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
+    let retention = Retention {
+        max_count: cli.jobs_retain,
+        max_age: cli.jobs_ttl,
+    };
+    let jobs = Jobs::new(blocking_pool, retention, test_endpoints);
     let dispatch_stats: Arc<OnceLock<Arc<dispatch::Stats>>> = Arc::default();
     let app = Arc::new(App {
         root,
@@ -87,7 +109,8 @@ fn run(cli: Cli) -> Result<()> {
                 }
             })
         },
-        test_endpoints: std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some(),
+        test_endpoints,
+        jobs: jobs.clone(),
     });
     let config = Arc::new(Config::from_cli(&cli));
 
@@ -153,7 +176,23 @@ fn run(cli: Cli) -> Result<()> {
                 .unwrap_or_default()
         );
     }
+    let console = match cli.console {
+        true => Some(
+            httplite::console::start(httplite::console::ConsoleCtx {
+                stats: stats.clone(),
+                workers,
+                dispatch: server.stats().clone(),
+                jobs,
+                shutdown: server.shutdown_handle(),
+                grace: cli.shutdown_timeout,
+                started: std::time::Instant::now(),
+            })
+            .context("--console: cannot read stdin")?,
+        ),
+        false => None,
+    };
     server.join().context("server stopped with an error")?;
+    drop(console); // stdin back to blocking mode
     if !cli.quiet {
         println!("httplite: shut down cleanly");
     }

@@ -8,6 +8,7 @@
 //! the concurrency design, not three different HTTP implementations.
 
 use std::fs::File;
+use std::os::fd::RawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
@@ -122,11 +123,12 @@ pub fn handle(
 }
 
 /// Whether the request's body must be read and dropped before answering.
-/// Not when there is none, nor for echo (which reads it itself), nor when
+/// Not when there is none, nor for echo and jobs (which read it
+/// themselves), nor when
 /// the client waits for a `100 Continue` we will not send: then the answer
 /// goes out at once and the connection closes.
 pub fn body_policy(slow: &mut Slow) -> bool {
-    if !slow.req.has_body() || matches!(slow.action, Action::Echo) {
+    if !slow.req.has_body() || matches!(slow.action, Action::Echo | Action::Job(_)) {
         return false;
     }
     if slow.req.expects_continue() {
@@ -172,8 +174,23 @@ pub fn respond_owned(
     }
 }
 
+/// The `http` trace line of one answered request.
+pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
+    reactor::trace!(
+        "http",
+        "fd={fd} {} {} {} -> {} body={}B{}",
+        req.method().as_str(),
+        req.target(),
+        req.version().as_str(),
+        out.status.code(),
+        out.bytes,
+        if out.keep_alive { "" } else { " close" }
+    );
+}
+
 /// Encodes the answer to a protocol error; the caller flushes and closes.
 pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error) {
+    reactor::trace!("http", "reject {} ({e})", e.status().code());
     let kind = match e.status().code() {
         413 => ErrorKind::BodyTooLarge,
         414 => ErrorKind::UriTooLong,
@@ -223,6 +240,33 @@ pub fn complete(
         }
         _ => None,
     }
+}
+
+/// Starts reading a job's input: `100 Continue` first if the client waits
+/// for it (the caller flushes before reading the body).
+pub fn job_head(wbuf: &mut BytesMut, req: &Request) {
+    if req.expects_continue() {
+        http1::encode_continue(wbuf);
+    }
+}
+
+/// Submits a job whose input has been read and encodes the answer (202,
+/// or 503 with `Retry-After` when the pool is full).
+pub fn job_submitted(
+    wbuf: &mut BytesMut,
+    app: &App,
+    stats: &WorkerStats,
+    to: ReplyTo,
+    kind: crate::jobs::JobKind,
+    input: Vec<u8>,
+) -> Outcome {
+    let action = crate::jobs::http::submitted(&app.jobs, kind, input);
+    if let Action::Owned { status, .. } = &action
+        && *status == Status::SERVICE_UNAVAILABLE
+    {
+        stats.error(ErrorKind::Overloaded);
+    }
+    complete(wbuf, stats, to, &action).expect("submitted() answers with a complete response")
 }
 
 /// The answer to `/_httplite/sleep` once the sleep is over.
@@ -281,6 +325,41 @@ pub enum FileStep {
     },
     /// The head could not be encoded; close.
     Fail,
+}
+
+/// Splits off the part of a static file answer that must run on the
+/// blocking pool: a directory listing (milliseconds for thousands of
+/// entries). `Err` gives back a reply that needs no pool.
+#[allow(clippy::type_complexity)]
+pub fn pool_work(
+    reply: StaticReply,
+) -> Result<Box<dyn FnOnce() -> StaticReply + Send>, StaticReply> {
+    match reply {
+        StaticReply::ListDir { dir, url_path } => {
+            Ok(Box::new(move || StaticReply::list(&dir, &url_path)))
+        }
+        other => Err(other),
+    }
+}
+
+/// The reply once [`pool_work`] ran: `503` with `Retry-After` if the pool
+/// was full, `500` if it panicked.
+pub fn pool_done(
+    stats: &WorkerStats,
+    ran: Result<Result<StaticReply, pool::JoinError>, pool::Full>,
+) -> StaticReply {
+    match ran {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(_)) => {
+            stats.error(ErrorKind::Panic);
+            StaticReply::Error(Status::INTERNAL_SERVER_ERROR, Vec::new())
+        }
+        Err(pool::Full) => {
+            stats.error(ErrorKind::Overloaded);
+            let retry = crate::jobs::http::RETRY_AFTER_SECS.to_string();
+            StaticReply::Error(Status::SERVICE_UNAVAILABLE, vec![("Retry-After", retry)])
+        }
+    }
 }
 
 /// Encodes a static file decision's head (and whole answer if there is no
@@ -346,6 +425,11 @@ pub fn file_head(
                 body,
             );
             done(Status::MOVED_PERMANENTLY, body.len(), keep)
+        }
+        StaticReply::ListDir { dir, url_path } => {
+            // Runtimes list on the pool first (`pool_work`); listing here
+            // keeps the answer right if one did not.
+            file_head(wbuf, stats, StaticReply::list(&dir, &url_path), to)
         }
         StaticReply::Listing(html) => {
             let keep = respond_owned(

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use http1::{HeaderValue, Method, Request, Status};
 
+use crate::jobs::{JobKind, Jobs};
 use crate::static_files::{StaticReply, StaticRoot};
 use crate::stats::Stats;
 
@@ -35,6 +36,9 @@ pub struct App {
     pub worker_extra: WorkerExtra,
     /// Enable `/_httplite/panic` (tests only; hidden flag).
     pub test_endpoints: bool,
+    /// Background jobs (`/_httplite/jobs`), and through them the blocking
+    /// pool that also builds directory listings.
+    pub jobs: Jobs,
 }
 
 impl std::fmt::Debug for App {
@@ -75,6 +79,9 @@ pub enum Action {
     Sleep(Duration),
     /// A static file decision.
     File(StaticReply),
+    /// Read the request body, then submit it as a job of this type
+    /// ([`crate::jobs::http::submitted`] answers).
+    Job(JobKind),
 }
 
 impl Action {
@@ -136,7 +143,7 @@ impl App {
                 status: Status::OK,
                 content_type: Some(JSON),
                 headers: vec![("Cache-Control", "no-store".to_string())],
-                body: self.stats.to_json(&*self.worker_extra).into_bytes(),
+                body: self.stats_json().into_bytes(),
             },
             "sleep" if get_or_head => match sleep_ms(req.query()) {
                 Some(d) => Action::Sleep(d),
@@ -148,11 +155,28 @@ impl App {
                 },
             },
             "echo" if matches!(req.method(), Method::Post | Method::Put) => Action::Echo,
+            jobs if jobs.starts_with("jobs")
+                && matches!(jobs.as_bytes().get(4), None | Some(b'/')) =>
+            {
+                crate::jobs::http::route(&self.jobs, &jobs[4..], req)
+            }
             "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
             "plaintext" | "json" | "stats" | "sleep" => Action::not_allowed("GET, HEAD"),
             "echo" => Action::not_allowed("POST, PUT"),
             _ => Action::error(Status::NOT_FOUND),
         }
+    }
+}
+
+impl App {
+    /// The `/_httplite/stats` document: the server's counters plus the
+    /// blocking pool's and the jobs'.
+    pub fn stats_json(&self) -> String {
+        let mut s = self.stats.to_json(&*self.worker_extra);
+        s.pop(); // the closing brace, to add members before it
+        crate::jobs::http::stats_members(&self.jobs, &mut s);
+        s.push('}');
+        s
     }
 }
 

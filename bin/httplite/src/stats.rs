@@ -2,8 +2,8 @@
 //! worker only, so they never contend), summed when `/_httplite/stats` asks.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Why a connection ended early or a request failed.
@@ -64,6 +64,114 @@ pub struct WorkerStats {
     pub timeouts: [AtomicU64; 3],
     /// Errors by kind, in `ERROR_KINDS` order.
     pub errors: [AtomicU64; 8],
+    /// The worker's event-loop internals, once its runtime is built.
+    runtime: OnceLock<RuntimeProbe>,
+}
+
+/// Reads a worker's event-loop counters from any thread: the stats page may
+/// be served by another worker.
+#[derive(Debug)]
+pub enum RuntimeProbe {
+    /// Futures on the executor.
+    Stackless {
+        /// epoll, timers, fds.
+        reactor: reactor::StatsHandle,
+        /// Tasks, polls, wakes, run queue.
+        executor: executor::StatsHandle,
+    },
+    /// Coroutines on the coroutine scheduler.
+    Stackful {
+        /// epoll, timers, fds.
+        reactor: reactor::StatsHandle,
+        /// Coroutines (stacks), resumes, wakes, run queue.
+        coroutines: coroutine::StatsHandle,
+    },
+    /// A thread per connection: the kernel schedules, so the only internals
+    /// are the threads themselves.
+    Threads {
+        /// The worker's connection-thread count.
+        live: Arc<crate::blocking::threads::Live>,
+    },
+}
+
+impl RuntimeProbe {
+    /// The `"runtime":{...}` member of a worker's stats.
+    fn write_json(&self, s: &mut String) {
+        match self {
+            RuntimeProbe::Stackless { reactor, executor } => {
+                write_reactor(s, "stackless", reactor.snapshot());
+                let e = executor.snapshot();
+                let _ = write!(
+                    s,
+                    ",\"tasks_alive\":{},\"tasks_spawned\":{},\"polls\":{},\
+                     \"wakes_local\":{},\"wakes_remote\":{},\"run_queue_high_water\":{},\
+                     \"ticks\":{},\"task_panics\":{}}}",
+                    e.alive,
+                    e.spawned,
+                    e.polls,
+                    e.local_wakes,
+                    e.remote_wakes,
+                    e.queue_high_water,
+                    e.ticks,
+                    e.panicked,
+                );
+            }
+            RuntimeProbe::Stackful {
+                reactor,
+                coroutines,
+            } => {
+                write_reactor(s, "stackful", reactor.snapshot());
+                let c = coroutines.snapshot();
+                let _ = write!(
+                    s,
+                    ",\"coroutines_alive\":{},\"stacks_in_use\":{},\
+                     \"stacks_in_use_high_water\":{},\"stack_bytes_high_water\":{},\
+                     \"coroutines_spawned\":{},\"resumes\":{},\"wakes_local\":{},\
+                     \"wakes_remote\":{},\"run_queue_high_water\":{},\"ticks\":{},\
+                     \"coroutine_panics\":{}}}",
+                    c.alive,
+                    c.alive,
+                    c.alive_high_water,
+                    c.stack_high_water,
+                    c.spawned,
+                    c.resumes,
+                    c.local_wakes,
+                    c.remote_wakes,
+                    c.queue_high_water,
+                    c.ticks,
+                    c.panicked,
+                );
+            }
+            RuntimeProbe::Threads { live } => {
+                let _ = write!(
+                    s,
+                    ",\"runtime\":{{\"kind\":\"threads\",\"threads_alive\":{},\
+                     \"threads_high_water\":{}}}",
+                    live.count(),
+                    live.high_water()
+                );
+            }
+        }
+    }
+}
+
+/// Opens a worker's `"runtime"` object with the reactor's counters; the
+/// caller adds its scheduler's and closes it.
+fn write_reactor(s: &mut String, kind: &str, r: reactor::ReactorStats) {
+    let _ = write!(
+        s,
+        ",\"runtime\":{{\"kind\":\"{kind}\",\"epoll_waits\":{},\"epoll_events\":{},\
+         \"stale_events\":{},\"remote_notifies\":{},\"fds_registered\":{},\
+         \"timers_pending\":{},\"timers_fired\":{},\"io_timer_wakes\":{}",
+        r.waits,
+        r.events,
+        r.stale_events,
+        r.notifies,
+        r.registered,
+        r.timers_pending,
+        r.timers_fired,
+        r.wakes,
+    );
 }
 
 impl WorkerStats {
@@ -92,6 +200,11 @@ impl WorkerStats {
     /// Counts a request.
     pub fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Publishes this worker's runtime counters (once, when it starts).
+    pub fn set_runtime(&self, probe: RuntimeProbe) {
+        let _ = self.runtime.set(probe);
     }
 }
 
@@ -169,6 +282,9 @@ impl Stats {
                 w.connections.load(Ordering::Relaxed),
                 w.requests.load(Ordering::Relaxed),
             );
+            if let Some(probe) = w.runtime.get() {
+                probe.write_json(&mut s);
+            }
             extra_per_worker(i, &mut s);
             s.push('}');
         }

@@ -285,6 +285,7 @@ impl<Y> Yielder<Y> {
     ///
     /// If the coroutine is dropped while suspended here, this call unwinds
     /// with [`Cancelled`] instead of returning (see its docs).
+    #[inline(always)] // keeps the return-address predictor right (see raw::suspend)
     pub fn suspend(&self, value: Y) {
         // SAFETY: the yielder lives in the entry frame of the coroutine it
         // belongs to; the control block and slot outlive it.

@@ -83,7 +83,9 @@
 //! [`net::TcpStream`] have `std`-like blocking methods (and implement
 //! `std::io::Read`/`Write`) that park on `EAGAIN`, with absolute deadlines
 //! for servers' timeouts; [`io::wait_readable`] waits on any registered fd;
-//! [`await_future`] runs any `Future` to completion from a coroutine.
+//! [`await_future`] runs any `Future` to completion from a coroutine, and
+//! [`spawn_blocking`] runs really-blocking work on a [`pool::Pool`] thread
+//! while the coroutine is parked.
 //!
 //! ```
 //! use std::time::Duration;
@@ -116,6 +118,7 @@
 //!   (`valgrind.rs`), so memcheck follows the switches.
 #![deny(missing_docs)]
 
+mod blocking;
 mod coroutine;
 mod guard;
 pub mod io;
@@ -130,10 +133,11 @@ mod valgrind;
 mod wait;
 mod watermark;
 
+pub use blocking::{spawn_blocking, spawn_blocking_in};
 pub use coroutine::{Cancelled, Coroutine, CoroutineResult, Yielder, is_cancelled};
 pub use raw::current_id;
 pub use runtime::{Builder, Runtime, current_stats, run, spawn, try_spawn};
-pub use scheduler::{DEFAULT_BUDGET, RuntimeStats};
+pub use scheduler::{DEFAULT_BUDGET, RuntimeStats, StatsHandle};
 pub use stack::{
     DEFAULT_POOL_CAPACITY, DEFAULT_STACK_SIZE, GuardKind, PoolStats, guard_kind, page_size,
     pool_stats, set_pool_capacity,

@@ -289,16 +289,21 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
     let prev = RUNNING.with(|r| r.replace(ctl.as_ptr()));
     // SAFETY: `c.sp` was set by init_frame or by the coroutine's last
     // suspend, and the coroutine is not running anywhere (its state said so).
-    unsafe { switch::switch(c.caller_sp.as_ptr(), c.sp.get()) };
+    unsafe { switch::resume(c.caller_sp.as_ptr(), c.sp.get()) };
     RUNNING.with(|r| r.set(prev));
 }
 
 /// Called on a coroutine's own stack: switches back to whoever resumed it,
 /// and returns when it is resumed again.
 ///
+/// Always inlined: between landing here and its next suspend, a coroutine
+/// must not return from a function it did not call since, or the CPU's
+/// return-address predictor goes wrong (see `switch/x86_64.rs`).
+///
 /// # Safety
 /// `ctl` must be the control block of a coroutine that is running and on
 /// whose behalf this code runs (its own stack, or a stack it resumed).
+#[inline(always)]
 pub(crate) unsafe fn suspend(ctl: &Control) {
     // If we are on a nested coroutine's stack (this coroutine resumed another
     // that now suspends *us*), RUNNING names that one: keep it for when we
@@ -306,7 +311,7 @@ pub(crate) unsafe fn suspend(ctl: &Control) {
     let here = RUNNING.with(|r| r.get());
     ctl.state.set(State::Suspended);
     // SAFETY: `caller_sp` was saved by the resume that is waiting for us.
-    unsafe { switch::switch(ctl.sp.as_ptr(), ctl.caller_sp.get()) };
+    unsafe { switch::suspend(ctl.sp.as_ptr(), ctl.caller_sp.get()) };
     RUNNING.with(|r| r.set(here));
 }
 
@@ -317,10 +322,6 @@ pub(crate) unsafe fn suspend(ctl: &Control) {
 /// As [`suspend`].
 pub(crate) unsafe fn finish(ctl: &Control) -> ! {
     ctl.state.set(State::Finished);
-    let mut dead: *mut u8 = ptr::null_mut();
-    // SAFETY: as in `suspend`; the saved stack pointer goes to a local that
-    // nobody reads: this context is never resumed.
-    unsafe { switch::switch(&mut dead, ctl.caller_sp.get()) };
-    // Unreachable: nothing holds the saved pointer.
-    std::process::abort()
+    // SAFETY: as in `suspend`; this context is never resumed.
+    unsafe { switch::finish(ctl.caller_sp.get()) }
 }

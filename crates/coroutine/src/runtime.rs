@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use reactor::Reactor;
 
 use crate::scheduler::{
-    CORE, Core, Counters, DEFAULT_BUDGET, Enter, Inbox, RuntimeStats, Shared, Slab, TurnHook,
+    CORE, Core, Counters, DEFAULT_BUDGET, Enter, Inbox, RuntimeStats, Shared, Slab, StatsHandle,
+    TurnHook,
 };
 use crate::stack::{self, DEFAULT_STACK_SIZE};
 use crate::task::{JoinError, JoinHandle};
@@ -109,6 +110,7 @@ impl Builder {
             inbox_len: AtomicUsize::new(0),
             notifier: reactor.notifier(),
             remote_wakes: AtomicU64::new(0),
+            counters: Counters::default(),
         });
         let report = watermark::from_env();
         Ok(Runtime {
@@ -122,7 +124,6 @@ impl Builder {
                 report_watermarks: report,
                 budget: self.budget,
                 on_turn: self.on_turn,
-                counters: Counters::default(),
             }),
         })
     }
@@ -225,6 +226,11 @@ impl Runtime {
     /// A snapshot of the counters.
     pub fn stats(&self) -> RuntimeStats {
         self.core.stats()
+    }
+
+    /// A handle that reads the counters from any thread.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.core.shared.clone())
     }
 }
 

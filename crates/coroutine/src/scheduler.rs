@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reactor::{Notifier, Reactor};
+use reactor::{Counter, Notifier, Reactor, trace};
 
 use crate::raw::{self, RawCoroutine, State};
 use crate::stack;
@@ -53,6 +53,46 @@ pub(crate) struct Shared {
     pub(crate) inbox_len: AtomicUsize,
     pub(crate) notifier: Notifier,
     pub(crate) remote_wakes: AtomicU64,
+    /// Written by the owner thread only; read by [`StatsHandle`]s anywhere.
+    pub(crate) counters: Counters,
+}
+
+impl Shared {
+    fn snapshot(&self) -> RuntimeStats {
+        let c = &self.counters;
+        RuntimeStats {
+            spawned: c.spawned.get(),
+            alive: c.alive.get(),
+            alive_high_water: c.alive_high_water.get(),
+            resumes: c.resumes.get(),
+            completed: c.completed.get(),
+            panicked: c.panicked.get(),
+            cancelled: c.cancelled.get(),
+            local_wakes: c.local_wakes.get(),
+            remote_wakes: self.remote_wakes.load(Ordering::Relaxed),
+            ticks: c.ticks.get(),
+            queue_high_water: c.queue_high_water.get(),
+            stack_high_water: c.stack_high_water.get(),
+        }
+    }
+}
+
+/// Reads a runtime's counters from any thread (a stats page served by
+/// another worker).
+#[derive(Clone)]
+pub struct StatsHandle(pub(crate) Arc<Shared>);
+
+impl StatsHandle {
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> RuntimeStats {
+        self.0.snapshot()
+    }
+}
+
+impl std::fmt::Debug for StatsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.snapshot().fmt(f)
+    }
 }
 
 pub(crate) struct Inbox {
@@ -168,21 +208,20 @@ impl Slab {
     }
 }
 
+/// Single-writer counters (see [`reactor::Counter`]).
 #[derive(Default)]
 pub(crate) struct Counters {
-    spawned: Cell<u64>,
-    resumes: Cell<u64>,
-    completed: Cell<u64>,
-    panicked: Cell<u64>,
-    cancelled: Cell<u64>,
-    local_wakes: Cell<u64>,
-    ticks: Cell<u64>,
-    queue_high_water: Cell<usize>,
-    stack_high_water: Cell<usize>,
-}
-
-fn bump(c: &Cell<u64>) {
-    c.set(c.get() + 1);
+    spawned: Counter,
+    alive: Counter,
+    alive_high_water: Counter,
+    resumes: Counter,
+    completed: Counter,
+    panicked: Counter,
+    cancelled: Counter,
+    local_wakes: Counter,
+    ticks: Counter,
+    queue_high_water: Counter,
+    stack_high_water: Counter,
 }
 
 /// A snapshot of a runtime's counters.
@@ -190,8 +229,10 @@ fn bump(c: &Cell<u64>) {
 pub struct RuntimeStats {
     /// Coroutines spawned (the main one included).
     pub spawned: u64,
-    /// Coroutines alive now.
+    /// Coroutines alive now: each holds one stack.
     pub alive: u64,
+    /// Most coroutines (so stacks) alive at once.
+    pub alive_high_water: u64,
     /// Resumes (each is a switch in and, later, one out).
     pub resumes: u64,
     /// Coroutines finished (returned, panicked or cancelled).
@@ -223,17 +264,18 @@ pub(crate) struct Core {
     pub(crate) report_watermarks: bool,
     pub(crate) budget: usize,
     pub(crate) on_turn: Option<TurnHook>,
-    pub(crate) counters: Counters,
 }
 
 impl Core {
+    fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
     fn push_local(&self, key: u64) {
-        bump(&self.counters.local_wakes);
+        self.counters().local_wakes.bump();
         let mut q = self.queue.borrow_mut();
         q.push_back(key);
-        if q.len() > self.counters.queue_high_water.get() {
-            self.counters.queue_high_water.set(q.len());
-        }
+        self.counters().queue_high_water.raise(q.len() as u64);
     }
 
     pub(crate) fn spawn<F, T>(&self, body: F) -> io::Result<JoinHandle<T>>
@@ -276,22 +318,31 @@ impl Core {
             frame,
         });
         debug_assert_eq!(inserted, key);
-        bump(&self.counters.spawned);
+        let c = self.counters();
+        c.spawned.bump();
+        c.alive.bump();
+        c.alive_high_water.raise(c.alive.get());
+        reactor::trace!("spawn", "co={id} stack={}KiB", self.stack_size / 1024);
         self.push_local(key);
         Ok(JoinHandle::new(cell))
     }
 
     /// Resumes one coroutine until it parks, yields or finishes.
     fn run(&self, key: u64) {
-        let (ctl, frame) = {
+        let (ctl, frame, id) = {
             let slab = self.slab.borrow();
             let Some(entry) = slab.get(key) else {
                 return; // finished since it was queued: a stale wake
             };
             entry.task.header().queued.store(false, Ordering::Release);
-            (entry.raw.control_ptr(), entry.frame)
+            let id = trace::active().then(|| entry.task.header().id);
+            (entry.raw.control_ptr(), entry.frame, id)
         };
-        bump(&self.counters.resumes);
+        self.counters().resumes.bump();
+        let traced = id.map(|id| {
+            trace::emit("switch", format_args!("sched -> co={id}"));
+            (id, std::time::Instant::now())
+        });
         let prev = wait::set_current(frame.as_ptr());
         // SAFETY: the coroutine is in the slab, so it is Ready or Suspended
         // (a running one is not in the queue: it cleared `queued` and only
@@ -300,7 +351,13 @@ impl Core {
         unsafe { raw::resume_ctl(ctl) };
         wait::restore_current(prev);
         // SAFETY: the control block is still mapped: only `retire` frees it.
-        if unsafe { ctl.as_ref() }.state() == State::Finished {
+        let finished = unsafe { ctl.as_ref() }.state() == State::Finished;
+        if let Some((id, start)) = traced {
+            let how = if finished { "finished" } else { "parked" };
+            let ran = trace::Short(start.elapsed());
+            trace::emit("switch", format_args!("co={id} -> sched {how} ran={ran}"));
+        }
+        if finished {
             self.retire(key);
         }
     }
@@ -313,10 +370,12 @@ impl Core {
         };
         // SAFETY: the frame lives on the stack, still mapped until release.
         let outcome = unsafe { entry.frame.as_ref() }.outcome.get();
-        bump(&self.counters.completed);
+        let c = self.counters();
+        c.completed.bump();
+        c.alive.add(u64::MAX); // -1
         match outcome {
-            Outcome::Panicked => bump(&self.counters.panicked),
-            Outcome::Cancelled => bump(&self.counters.cancelled),
+            Outcome::Panicked => c.panicked.bump(),
+            Outcome::Cancelled => c.cancelled.bump(),
             Outcome::Returned | Outcome::Running => {}
         }
         let size = entry.raw.stack_size();
@@ -327,8 +386,7 @@ impl Core {
                 .header()
                 .high_water
                 .store(used, Ordering::Relaxed);
-            let c = &self.counters.stack_high_water;
-            c.set(c.get().max(used));
+            self.counters().stack_high_water.raise(used as u64);
             if self.report_watermarks {
                 watermark::report(id, used, size);
             }
@@ -359,11 +417,10 @@ impl Core {
             self.shared.inbox_len.store(0, Ordering::Relaxed);
             std::mem::take(&mut inbox.keys)
         };
+        reactor::trace!("inbox", "remote_wakes={}", keys.len());
         let mut q = self.queue.borrow_mut();
         q.extend(keys);
-        if q.len() > self.counters.queue_high_water.get() {
-            self.counters.queue_high_water.set(q.len());
-        }
+        self.counters().queue_high_water.raise(q.len() as u64);
     }
 
     /// The loop: runs coroutines and the reactor until `done()`.
@@ -384,7 +441,7 @@ impl Core {
             self.drain_inbox();
             let idle = self.queue.borrow().is_empty();
             if idle || since_turn >= self.budget {
-                bump(&self.counters.ticks);
+                self.counters().ticks.bump();
                 // Idle: sleep until I/O, a timer or a remote wake. Busy: only
                 // peek, so that I/O and timers keep flowing under load.
                 let timeout = if idle { None } else { Some(Duration::ZERO) };
@@ -403,20 +460,7 @@ impl Core {
     }
 
     pub(crate) fn stats(&self) -> RuntimeStats {
-        let c = &self.counters;
-        RuntimeStats {
-            spawned: c.spawned.get(),
-            alive: self.slab.borrow().live as u64,
-            resumes: c.resumes.get(),
-            completed: c.completed.get(),
-            panicked: c.panicked.get(),
-            cancelled: c.cancelled.get(),
-            local_wakes: c.local_wakes.get(),
-            remote_wakes: self.shared.remote_wakes.load(Ordering::Relaxed),
-            ticks: c.ticks.get(),
-            queue_high_water: c.queue_high_water.get() as u64,
-            stack_high_water: c.stack_high_water.get() as u64,
-        }
+        self.shared.snapshot()
     }
 }
 

@@ -394,3 +394,34 @@ fn dropping_the_runtime_during_a_panic_still_unwinds_parked_coroutines() {
     assert!(r.is_err());
     assert_eq!(drops.get(), 2);
 }
+
+#[test]
+fn stats_handle_counts_stacks_in_use_from_another_thread() {
+    let _w = Watchdog::new(Duration::from_secs(30), "stats_handle");
+    let rt = Runtime::new().unwrap();
+    let handle = rt.stats_handle();
+    rt.block_on(|| {
+        let done: Vec<_> = (0..10u32).map(|i| spawn(move || i)).collect();
+        for h in done {
+            h.join().unwrap();
+        }
+        // Five coroutines parked forever: five stacks in use afterwards.
+        for _ in 0..5 {
+            spawn(|| coroutine::sleep(Duration::from_secs(3600)));
+        }
+        yield_now();
+    });
+    let s = std::thread::spawn({
+        let handle = handle.clone();
+        move || handle.snapshot()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(s, rt.stats());
+    assert_eq!(s.alive, 5, "{s:?}");
+    // The main coroutine, 10 finished ones and the 5 parked ones.
+    assert_eq!(s.spawned, 16, "{s:?}");
+    assert!(s.alive_high_water >= 6, "{s:?}");
+    drop(rt);
+    assert_eq!(handle.snapshot().alive, 0);
+}

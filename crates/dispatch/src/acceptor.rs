@@ -354,9 +354,19 @@ impl Acceptor {
     /// Writes up to one batch from the front of `fds` to worker `w`.
     fn send(&mut self, w: usize, fds: &mut Vec<OwnedFd>) -> bool {
         let stats = &self.shared.stats.workers()[w];
+        // Traced before the write, so that the line precedes the worker's.
+        reactor::trace!(
+            "handoff",
+            "fds={:?} -> w{w}",
+            fds.iter()
+                .take(BATCH)
+                .map(|f| f.as_raw_fd())
+                .collect::<Vec<_>>()
+        );
         match self.pipes[w].send(fds, &stats.handed_off) {
             Ok(_) => true,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                reactor::trace!("handoff", "pipe to w{w} full: holding the fds");
                 stats.pipe_full.fetch_add(1, Relaxed);
                 false
             }

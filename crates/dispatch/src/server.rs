@@ -134,9 +134,12 @@ impl Server {
                 Mode::Acceptor => "dispatch-acceptor",
                 Mode::ReusePort => "dispatch-signals",
             };
-            let handle = thread::Builder::new()
-                .name(name.into())
-                .spawn(move || acceptor.run())?;
+            let handle = thread::Builder::new().name(name.into()).spawn(move || {
+                if reactor::trace::COMPILED {
+                    reactor::trace::set_thread_label(name.trim_start_matches("dispatch-"));
+                }
+                acceptor.run()
+            })?;
             server.control = Some(handle);
         }
         Ok(server)
@@ -242,6 +245,9 @@ where
         .name(format!("dispatch-w{id}"))
         .spawn(move || {
             let _exit = ExitGuard { shared, id };
+            if reactor::trace::COMPILED {
+                reactor::trace::set_thread_label(&format!("w{id}"));
+            }
             let pinned = cpu.map_or(Ok(()), sys::pin_current_thread);
             let ok = pinned.is_ok();
             let _ = tx.send(pinned);

@@ -217,6 +217,14 @@ impl PipeSource {
         match handoff::recv(self.rd.as_raw_fd(), out)? {
             Recv::Fds { n, drained } => {
                 shared.stats.workers()[id].batches.fetch_add(1, Relaxed);
+                reactor::trace!(
+                    "handoff",
+                    "received fds={:?}",
+                    out[out.len() - n..]
+                        .iter()
+                        .map(|f| f.as_raw_fd())
+                        .collect::<Vec<_>>()
+                );
                 self.drained = drained;
                 Ok(Batch::Fds(n))
             }

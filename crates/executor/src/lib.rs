@@ -76,6 +76,7 @@ pub use reactor::time::{
     Elapsed, Interval, Sleep, interval, sleep, sleep_until, timeout, timeout_at,
 };
 pub use runtime::{
-    Builder, DEFAULT_BUDGET, Runtime, RuntimeStats, block_on, current_stats, spawn, yield_now,
+    Builder, DEFAULT_BUDGET, Runtime, RuntimeStats, StatsHandle, block_on, current_stats, spawn,
+    yield_now,
 };
 pub use task::{JoinError, JoinHandle};

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use reactor::{Notifier, Reactor};
+use reactor::{Counter, Notifier, Reactor, trace};
 
 use crate::task::{JoinHandle, RunOutcome, TaskRef};
 
@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     inbox_len: AtomicUsize,
     notifier: Notifier,
     remote_wakes: AtomicU64,
+    /// Written by the owner thread only; read by [`StatsHandle`]s anywhere.
+    counters: Counters,
 }
 
 struct Inbox {
@@ -64,16 +66,52 @@ impl Shared {
     }
 }
 
-/// Counters of one runtime (plain cells: only its thread writes them).
+/// Counters of one runtime (single-writer: only its thread writes them).
 #[derive(Default)]
 struct Counters {
-    spawned: Cell<u64>,
-    polls: Cell<u64>,
-    completed: Cell<u64>,
-    panicked: Cell<u64>,
-    local_wakes: Cell<u64>,
-    queue_high_water: Cell<usize>,
-    ticks: Cell<u64>,
+    spawned: Counter,
+    alive: Counter,
+    polls: Counter,
+    completed: Counter,
+    panicked: Counter,
+    local_wakes: Counter,
+    queue_high_water: Counter,
+    ticks: Counter,
+}
+
+impl Shared {
+    fn snapshot(&self) -> RuntimeStats {
+        let c = &self.counters;
+        RuntimeStats {
+            spawned: c.spawned.get(),
+            alive: c.alive.get(),
+            polls: c.polls.get(),
+            completed: c.completed.get(),
+            panicked: c.panicked.get(),
+            local_wakes: c.local_wakes.get(),
+            remote_wakes: self.remote_wakes.load(Ordering::Relaxed),
+            queue_high_water: c.queue_high_water.get(),
+            ticks: c.ticks.get(),
+        }
+    }
+}
+
+/// Reads a runtime's counters from any thread (a stats page served by
+/// another worker).
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> RuntimeStats {
+        self.0.snapshot()
+    }
+}
+
+impl fmt::Debug for StatsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.snapshot().fmt(f)
+    }
 }
 
 /// A snapshot of a runtime's counters.
@@ -111,7 +149,6 @@ pub(crate) struct Core {
     /// `shared.remote_wakes` when we last went idle (see `spin_for_remote_wake`).
     remote_seen: Cell<u64>,
     next_id: Cell<u64>,
-    counters: Counters,
 }
 
 #[derive(Default)]
@@ -156,22 +193,26 @@ pub(crate) fn schedule(task: TaskRef) {
         // thread, and it points at the core that `block_on` keeps alive.
         let core = unsafe { &*local };
         if Arc::ptr_eq(&core.shared, &task.header().shared) {
+            reactor::trace!("wake", "task={} local", task.header().id);
             core.push_local(task);
             return;
         }
     }
+    reactor::trace!("wake", "task={} remote", task.header().id);
     let shared = task.header().shared.clone();
     shared.push_remote(task);
 }
 
 impl Core {
+    fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
     fn push_local(&self, task: TaskRef) {
-        bump(&self.counters.local_wakes);
+        self.counters().local_wakes.bump();
         let mut q = self.queue.borrow_mut();
         q.push_back(task);
-        if q.len() > self.counters.queue_high_water.get() {
-            self.counters.queue_high_water.set(q.len());
-        }
+        self.counters().queue_high_water.raise(q.len() as u64);
     }
 
     fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
@@ -181,12 +222,14 @@ impl Core {
     {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        bump(&self.counters.spawned);
+        self.counters().spawned.bump();
+        reactor::trace!("spawn", "task={id}");
         let task = TaskRef::new(future, self.shared.clone(), id);
         // `new` counted three references; hand them out.
         // SAFETY: the count includes the owned slab's and the queue's.
         let (for_owned, for_queue) = unsafe { (task.alias(), task.alias()) };
         let index = self.owned.borrow_mut().insert(for_owned);
+        self.counters().alive.bump();
         task.header().owned_index.set(index);
         self.push_local(for_queue);
         JoinHandle::new(task)
@@ -202,11 +245,10 @@ impl Core {
             self.shared.inbox_len.store(0, Ordering::Relaxed);
             std::mem::take(&mut inbox.tasks)
         };
+        reactor::trace!("inbox", "remote_wakes={}", tasks.len());
         let mut q = self.queue.borrow_mut();
         q.extend(tasks);
-        if q.len() > self.counters.queue_high_water.get() {
-            self.counters.queue_high_water.set(q.len());
-        }
+        self.counters().queue_high_water.raise(q.len() as u64);
     }
 
     /// Runs queued tasks until the queue is empty or `limit` polls are done.
@@ -219,38 +261,33 @@ impl Core {
             };
             polled += 1;
             let index = task.header().owned_index.get();
-            match task.run() {
+            let traced = trace::active().then(|| (task.header().id, std::time::Instant::now()));
+            let (outcome, requeue) = task.run();
+            if let Some((id, start)) = traced {
+                trace_poll(id, outcome, start.elapsed());
+            }
+            match (outcome, requeue) {
                 (RunOutcome::Requeue, Some(task)) => self.queue.borrow_mut().push_back(task),
-                (outcome @ (RunOutcome::Complete | RunOutcome::Panicked), _) => {
-                    bump(&self.counters.completed);
+                (RunOutcome::Complete | RunOutcome::Panicked, _) => {
+                    self.counters().completed.bump();
                     if outcome == RunOutcome::Panicked {
-                        bump(&self.counters.panicked);
+                        self.counters().panicked.bump();
                     }
                     let owned = self.owned.borrow_mut().remove(index);
+                    if owned.is_some() {
+                        self.counters().alive.add(u64::MAX); // -1
+                    }
                     drop(owned); // outside the borrow: may free the task
                 }
                 _ => {}
             }
         }
-        self.counters
-            .polls
-            .set(self.counters.polls.get() + polled as u64);
+        self.counters().polls.add(polled as u64);
         polled
     }
 
     fn stats(&self) -> RuntimeStats {
-        let c = &self.counters;
-        RuntimeStats {
-            spawned: c.spawned.get(),
-            alive: self.owned.borrow().len as u64,
-            polls: c.polls.get(),
-            completed: c.completed.get(),
-            panicked: c.panicked.get(),
-            local_wakes: c.local_wakes.get(),
-            remote_wakes: self.shared.remote_wakes.load(Ordering::Relaxed),
-            queue_high_water: c.queue_high_water.get() as u64,
-            ticks: c.ticks.get(),
-        }
+        self.shared.snapshot()
     }
 
     /// Before sleeping in `epoll_wait`, spins briefly if another thread woke
@@ -286,8 +323,18 @@ impl Core {
     }
 }
 
-fn bump(c: &Cell<u64>) {
-    c.set(c.get() + 1);
+/// The `poll` trace line: which task, what it returned, how long it ran.
+fn trace_poll(id: u64, outcome: RunOutcome, took: Duration) {
+    let what = match outcome {
+        RunOutcome::Idle => "Pending",
+        RunOutcome::Requeue => "Pending(woke itself)",
+        RunOutcome::Complete => "Ready",
+        RunOutcome::Panicked => "Panicked",
+    };
+    trace::emit(
+        "poll",
+        format_args!("task={id} {what} {}", trace::Short(took)),
+    );
 }
 
 /// A single-threaded runtime: a reactor plus a FIFO of tasks.
@@ -364,6 +411,7 @@ impl Builder {
             inbox_len: AtomicUsize::new(0),
             notifier: reactor.notifier(),
             remote_wakes: AtomicU64::new(0),
+            counters: Counters::default(),
         });
         Ok(Runtime {
             core: Rc::new(Core {
@@ -375,7 +423,6 @@ impl Builder {
                 on_turn: self.on_turn,
                 remote_seen: Cell::new(0),
                 next_id: Cell::new(1),
-                counters: Counters::default(),
             }),
         })
     }
@@ -394,6 +441,7 @@ impl Wake for MainWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
+        reactor::trace!("wake", "block_on");
         if !self.woken.swap(true, Ordering::AcqRel) && std::thread::current().id() != self.owner {
             self.shared.remote_wakes.fetch_add(1, Ordering::Relaxed);
             self.shared.notifier.notify();
@@ -445,7 +493,14 @@ impl Runtime {
         loop {
             if main.woken.swap(false, Ordering::AcqRel) {
                 since_turn += 1;
-                if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                let start = trace::active().then(std::time::Instant::now);
+                let poll = future.as_mut().poll(&mut cx);
+                if let Some(start) = start {
+                    let what = if poll.is_ready() { "Ready" } else { "Pending" };
+                    let took = trace::Short(start.elapsed());
+                    trace::emit("poll", format_args!("block_on {what} {took}"));
+                }
+                if let Poll::Ready(v) = poll {
                     return v;
                 }
             }
@@ -461,7 +516,7 @@ impl Runtime {
                 }
             }
             if idle || since_turn >= core.budget {
-                bump(&core.counters.ticks);
+                core.counters().ticks.bump();
                 // Idle: sleep until I/O, a timer or a remote wake. Busy: only
                 // peek, so that I/O and timers keep flowing under load.
                 let timeout = if idle { None } else { Some(Duration::ZERO) };
@@ -482,6 +537,11 @@ impl Runtime {
     /// A snapshot of the counters.
     pub fn stats(&self) -> RuntimeStats {
         self.core.stats()
+    }
+
+    /// A handle that reads the counters from any thread.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.core.shared.clone())
     }
 }
 
@@ -518,6 +578,7 @@ impl Drop for Runtime {
                 task.cancel_now();
             }
         }
+        core.counters().alive.set(0);
         let queued = std::mem::take(&mut *core.queue.borrow_mut());
         drop(queued);
     }

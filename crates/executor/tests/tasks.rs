@@ -236,3 +236,37 @@ fn join_handle_outliving_the_runtime_reports_cancelled() {
 fn nested_block_on_panics() {
     block_on(async { block_on(async {}) });
 }
+
+#[test]
+fn stats_handle_reads_the_counters_from_another_thread() {
+    let rt = Runtime::new().unwrap();
+    let handle = rt.stats_handle();
+    let reactor_handle = rt.reactor().stats_handle();
+    rt.block_on(async {
+        let handles: Vec<_> = (0..10u32).map(|i| spawn(async move { i })).collect();
+        let parked = spawn(std::future::pending::<()>());
+        for h in handles {
+            h.await.unwrap();
+        }
+        executor::sleep(Duration::from_millis(5)).await;
+        drop(parked); // detached: still alive
+    });
+    let (tasks, reactor) = std::thread::spawn({
+        let handle = handle.clone();
+        move || (handle.snapshot(), reactor_handle.snapshot())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(tasks, rt.stats());
+    assert_eq!(tasks.spawned, 11);
+    assert_eq!(tasks.completed, 10);
+    assert_eq!(tasks.alive, 1);
+    assert!(tasks.polls >= 11, "{tasks:?}");
+    assert!(
+        reactor.waits >= 1 && reactor.timers_fired == 1,
+        "{reactor:?}"
+    );
+    // Dropping the runtime cancels the parked task; the handle outlives it.
+    drop(rt);
+    assert_eq!(handle.snapshot().alive, 0);
+}

@@ -198,7 +198,7 @@ fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> 
 /// all partial and all invalid ones. Kept out of line, so that its
 /// kilobytes of header slots are not reserved on the fast path's stack.
 #[inline(never)]
-fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
+pub(crate) fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
     let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_SLOTS];
     let mut heap;
     let slots = if limits.max_headers <= STACK_SLOTS {

@@ -101,6 +101,9 @@ mod decode;
 mod encode;
 mod error;
 mod framing;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod head;
 mod percent;
 mod request;

@@ -59,6 +59,8 @@ statuses! {
     CONTINUE = 100, "Continue";
     /// 200 OK.
     OK = 200, "OK";
+    /// 202 Accepted: queued for later (a background job).
+    ACCEPTED = 202, "Accepted";
     /// 204 No Content: never carries a body or `Content-Length`.
     NO_CONTENT = 204, "No Content";
     /// 206 Partial Content: the answer to a satisfiable `Range` request.
@@ -77,6 +79,8 @@ statuses! {
     METHOD_NOT_ALLOWED = 405, "Method Not Allowed";
     /// 408 Request Timeout.
     REQUEST_TIMEOUT = 408, "Request Timeout";
+    /// 409 Conflict: the resource's state does not allow the request.
+    CONFLICT = 409, "Conflict";
     /// 411 Length Required.
     LENGTH_REQUIRED = 411, "Length Required";
     /// 413 Content Too Large: the body is over the configured limit.

@@ -59,6 +59,18 @@
 //! one write. The executor layered on top uses it to deliver cross-thread
 //! wakes.
 //!
+//! ## Watching it work
+//!
+//! Build with the `trace` feature and call [`trace::enable`] (the server's
+//! `--trace`): every layer then prints one line per step: `epoll` (events,
+//! fds and flags, how long the thread slept), `wake`, `poll`, `spawn`,
+//! `timer`, `handoff`, `switch` (coroutines) and `http`. Without the feature
+//! the trace sites compile to nothing. `examples/trace.rs` in the executor
+//! crate is the smallest demonstration. The counters behind the server's
+//! stats page ([`ReactorStats`], readable from other threads through a
+//! [`StatsHandle`]) are always on: each is a [`Counter`], a single-writer
+//! atomic that costs what a plain integer would.
+//!
 //! ## Layers in this crate
 //!
 //! - [`sys`]: the only place with raw syscalls (`syscall!`), fds as `OwnedFd`,
@@ -72,6 +84,7 @@
 //! through a thread-local ([`Reactor::current`]) once [`Reactor::enter`]ed.
 #![deny(missing_docs)]
 
+mod counter;
 pub mod epoll;
 mod interest;
 mod notify;
@@ -81,8 +94,10 @@ mod registry;
 pub mod sys;
 pub mod time;
 mod timer;
+pub mod trace;
 
+pub use counter::Counter;
 pub use interest::{Interest, Readiness};
 pub use notify::Notifier;
-pub use reactor::{EnterGuard, Reactor, ReactorStats, Registration};
+pub use reactor::{EnterGuard, Reactor, ReactorStats, Registration, StatsHandle};
 pub use timer::TimerKey;

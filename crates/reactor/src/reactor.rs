@@ -6,14 +6,17 @@ use std::fmt;
 use std::io;
 use std::os::fd::RawFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use crate::counter::Counter;
 use crate::epoll::{ALL_EDGE, Epoll, Events};
 use crate::interest::{Interest, Readiness};
 use crate::notify::Notifier;
 use crate::registry::{NOTIFY_TOKEN, Registry, SlotKey};
 use crate::timer::{TimerHeap, TimerKey};
+use crate::trace::{self, EpollFlags, Short};
 
 /// Timers further off than this are waited for with the cached clock.
 const COARSE_HORIZON: Duration = Duration::from_millis(250);
@@ -39,17 +42,57 @@ struct Inner {
     /// The time after the last `epoll_wait`: a clock for coarse deadlines
     /// that costs no `clock_gettime` per request.
     now: Cell<Instant>,
-    stats: Counters,
+    stats: Arc<Counters>,
 }
 
+/// Written by the reactor's thread only; readable anywhere through
+/// [`StatsHandle`].
 #[derive(Default)]
 struct Counters {
-    waits: Cell<u64>,
-    events: Cell<u64>,
-    stale_events: Cell<u64>,
-    notifies: Cell<u64>,
-    timers_fired: Cell<u64>,
-    wakes: Cell<u64>,
+    waits: Counter,
+    events: Counter,
+    stale_events: Counter,
+    notifies: Counter,
+    timers_fired: Counter,
+    wakes: Counter,
+    /// Gauges, refreshed when they change or (timers) around each wait.
+    registered: Counter,
+    timers: Counter,
+    timers_pending: Counter,
+}
+
+impl Counters {
+    fn snapshot(&self) -> ReactorStats {
+        ReactorStats {
+            waits: self.waits.get(),
+            events: self.events.get(),
+            stale_events: self.stale_events.get(),
+            notifies: self.notifies.get(),
+            timers_fired: self.timers_fired.get(),
+            wakes: self.wakes.get(),
+            registered: self.registered.get(),
+            timers: self.timers.get(),
+            timers_pending: self.timers_pending.get(),
+        }
+    }
+}
+
+/// Reads a reactor's counters from any thread (a stats page served by
+/// another worker). Values may lag the reactor by the step it is running.
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Counters>);
+
+impl StatsHandle {
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> ReactorStats {
+        self.0.snapshot()
+    }
+}
+
+impl fmt::Debug for StatsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.snapshot().fmt(f)
+    }
 }
 
 /// A snapshot of a reactor's counters, for stats pages and tests.
@@ -97,7 +140,7 @@ impl Reactor {
                 events: RefCell::new(Events::with_capacity(EVENTS_PER_WAIT)),
                 wake_buf: Cell::new(Vec::new()),
                 now: Cell::new(Instant::now()),
-                stats: Counters::default(),
+                stats: Arc::default(),
             }),
         })
     }
@@ -133,11 +176,12 @@ impl Reactor {
     /// registration that owns the slot. The fd must stay open until the
     /// registration is dropped.
     pub fn register(&self, fd: RawFd) -> io::Result<Registration> {
-        let key = self.inner.registry.borrow_mut().insert();
+        let key = self.inner.registry.borrow_mut().insert(fd);
         if let Err(e) = self.inner.epoll.add(fd, ALL_EDGE, key.token()) {
             drop(self.inner.registry.borrow_mut().remove(key));
             return Err(e);
         }
+        self.sync_registered();
         Ok(Registration {
             reactor: self.clone(),
             key,
@@ -166,31 +210,46 @@ impl Reactor {
         };
 
         let mut wakers = inner.wake_buf.take();
+        self.sync_timers();
+        let slept_from = trace::active().then(Instant::now);
         {
             let mut events = inner.events.borrow_mut();
             let n = inner.epoll.wait(&mut events, timeout)?;
-            bump(&inner.stats.waits, 1);
-            bump(&inner.stats.events, n as u64);
+            inner.stats.waits.bump();
+            inner.stats.events.add(n as u64);
             let mut registry = inner.registry.borrow_mut();
+            if let Some(from) = slept_from {
+                trace_wait(&events, &registry, from.elapsed(), timeout);
+            }
             for ev in events.iter() {
                 if ev.token == NOTIFY_TOKEN {
                     inner.notifier.reset();
-                    bump(&inner.stats.notifies, 1);
+                    inner.stats.notifies.bump();
                     continue;
                 }
                 match registry.dispatch(ev.token, ev.flags) {
                     Some(woken) => wakers.extend(woken.reader.into_iter().chain(woken.writer)),
-                    None => bump(&inner.stats.stale_events, 1),
+                    None => inner.stats.stale_events.bump(),
                 }
             }
         }
         let now = Instant::now();
         inner.now.set(now);
+        let before = wakers.len();
         let fired = inner.timers.borrow_mut().fire_expired(now, &mut wakers);
-        bump(&inner.stats.timers_fired, fired as u64);
+        inner.stats.timers_fired.add(fired as u64);
+        if fired > 0 {
+            self.sync_timers();
+            crate::trace!(
+                "timer",
+                "fired={fired} wakers={} pending={}",
+                wakers.len() - before,
+                inner.stats.timers_pending.get()
+            );
+        }
 
         let woken = wakers.len();
-        bump(&inner.stats.wakes, woken as u64);
+        inner.stats.wakes.add(woken as u64);
         // No borrow is held here: a waker may register, drop or re-arm freely.
         for w in wakers.drain(..) {
             w.wake();
@@ -201,19 +260,24 @@ impl Reactor {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> ReactorStats {
-        let s = &self.inner.stats;
+        self.sync_timers();
+        self.inner.stats.snapshot()
+    }
+
+    /// A handle that reads the counters from any thread.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.inner.stats.clone())
+    }
+
+    fn sync_timers(&self) {
         let timers = self.inner.timers.borrow();
-        ReactorStats {
-            waits: s.waits.get(),
-            events: s.events.get(),
-            stale_events: s.stale_events.get(),
-            notifies: s.notifies.get(),
-            timers_fired: s.timers_fired.get(),
-            wakes: s.wakes.get(),
-            registered: self.inner.registry.borrow().len() as u64,
-            timers: timers.len() as u64,
-            timers_pending: timers.pending() as u64,
-        }
+        self.inner.stats.timers.set(timers.len() as u64);
+        self.inner.stats.timers_pending.set(timers.pending() as u64);
+    }
+
+    fn sync_registered(&self) {
+        let n = self.inner.registry.borrow().len();
+        self.inner.stats.registered.set(n as u64);
     }
 
     /// The time the last [`Reactor::turn`] woke up: a cached clock, at most
@@ -264,8 +328,43 @@ impl fmt::Debug for Reactor {
     }
 }
 
-fn bump(c: &Cell<u64>, n: u64) {
-    c.set(c.get() + n);
+/// The `epoll` trace line: how many events, for which fds, and how long the
+/// thread slept (the timeout it asked for in brackets).
+fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout: Option<Duration>) {
+    use std::fmt::Write as _;
+    let mut fds = String::new();
+    for (i, ev) in events.iter().enumerate() {
+        if i == 16 {
+            fds.push_str(" ...");
+            break;
+        }
+        let sep = if i == 0 { "" } else { " " };
+        match ev.token {
+            NOTIFY_TOKEN => {
+                let _ = write!(fds, "{sep}notify");
+            }
+            token => match registry.fd_of(token) {
+                Some(fd) => {
+                    let _ = write!(fds, "{sep}{fd}:{}", EpollFlags(ev.flags));
+                }
+                None => {
+                    let _ = write!(fds, "{sep}stale");
+                }
+            },
+        }
+    }
+    let timeout = match timeout {
+        None => "none".to_owned(),
+        Some(t) => Short(t).to_string(),
+    };
+    trace::emit(
+        "epoll",
+        format_args!(
+            "n={} slept={} timeout={timeout} fds=[{fds}]",
+            events.len(),
+            Short(slept)
+        ),
+    );
 }
 
 /// Restores the previously current reactor when dropped.
@@ -380,6 +479,7 @@ impl Drop for Registration {
         // after us), so epoll forgets it before the number can be reused.
         let _ = self.reactor.inner.epoll.delete(self.fd);
         let woken = self.reactor.inner.registry.borrow_mut().remove(self.key);
+        self.reactor.sync_registered();
         drop(woken);
     }
 }

@@ -6,6 +6,7 @@
 //! its generation, so an event that was already queued for the old fd (or for
 //! a new fd that reused the number) no longer matches and is dropped.
 
+use std::os::fd::RawFd;
 use std::task::{Context, Poll, Waker};
 
 use crate::interest::{Interest, Readiness};
@@ -39,6 +40,8 @@ impl SlotKey {
 #[derive(Debug, Default)]
 struct Slot {
     generation: u32,
+    /// The registered fd, for trace lines.
+    fd: RawFd,
     in_use: bool,
     readiness: Readiness,
     reader: Option<Waker>,
@@ -64,7 +67,7 @@ pub(crate) struct Registry {
 impl Registry {
     /// Takes a free slot (reusing the most recently freed one, which is warm in
     /// cache) and returns its key.
-    pub fn insert(&mut self) -> SlotKey {
+    pub fn insert(&mut self, fd: RawFd) -> SlotKey {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -77,6 +80,7 @@ impl Registry {
         let slot = &mut self.slots[index as usize];
         debug_assert!(!slot.in_use);
         slot.in_use = true;
+        slot.fd = fd;
         slot.readiness = Readiness::EMPTY;
         self.live += 1;
         SlotKey {
@@ -102,6 +106,13 @@ impl Registry {
         self.free.push(key.index);
         self.live -= 1;
         woken
+    }
+
+    /// The fd registered under `token`, if the token is live.
+    pub fn fd_of(&self, token: u64) -> Option<RawFd> {
+        let key = SlotKey::from_token(token);
+        let slot = self.slots.get(key.index as usize)?;
+        (slot.in_use && slot.generation == key.generation).then_some(slot.fd)
     }
 
     /// Records an epoll event. Returns `None` for a stale token, otherwise the
@@ -200,7 +211,7 @@ mod tests {
     #[test]
     fn ready_at_once_when_readiness_is_set() {
         let mut reg = Registry::default();
-        let key = reg.insert();
+        let key = reg.insert(3);
         let (_c, waker) = counter();
         let mut cx = Context::from_waker(&waker);
         assert!(
@@ -223,7 +234,7 @@ mod tests {
     #[test]
     fn stale_generation_is_ignored() {
         let mut reg = Registry::default();
-        let old = reg.insert();
+        let old = reg.insert(3);
         let (c, waker) = counter();
         let mut cx = Context::from_waker(&waker);
         assert!(
@@ -231,7 +242,7 @@ mod tests {
                 .is_pending()
         );
         drop(reg.remove(old));
-        let new = reg.insert();
+        let new = reg.insert(3);
         assert_eq!(new.index, old.index, "slot is reused");
         assert_ne!(new.generation, old.generation);
         assert!(
@@ -245,7 +256,7 @@ mod tests {
     #[test]
     fn hangup_wakes_both_sides() {
         let mut reg = Registry::default();
-        let key = reg.insert();
+        let key = reg.insert(3);
         let (cr, wr) = counter();
         let (cw, ww) = counter();
         assert!(
@@ -266,7 +277,7 @@ mod tests {
     #[test]
     fn writable_event_leaves_reader_waiting() {
         let mut reg = Registry::default();
-        let key = reg.insert();
+        let key = reg.insert(3);
         let (_c, w) = counter();
         let mut cx = Context::from_waker(&w);
         assert!(
@@ -282,8 +293,8 @@ mod tests {
     #[test]
     fn remove_returns_stored_wakers_and_counts() {
         let mut reg = Registry::default();
-        let a = reg.insert();
-        let b = reg.insert();
+        let a = reg.insert(3);
+        let b = reg.insert(3);
         assert_eq!(reg.len(), 2);
         let (_c, w) = counter();
         assert!(

@@ -285,7 +285,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// The answers that wait for something.
     fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
         if respond::body_policy(&mut slow) {
-            match self.discard_body() {
+            match self.read_body(None) {
                 Ok(()) => {}
                 Err(Stop::Done) => return Ok(false), // answered with an error
                 Err(stop) => return Err(stop),
@@ -307,7 +307,30 @@ impl<I: BlockingIo> Conn<'_, I> {
                 respond::slept(&mut self.wbuf, &stats, to, d)
             }
             Action::Echo => self.echo(&req, to)?,
-            Action::File(reply) => match respond::file_head(&mut self.wbuf, &stats, reply, to) {
+            Action::Job(kind) => {
+                respond::job_head(&mut self.wbuf, &req);
+                self.flush()?;
+                let mut input = Vec::new();
+                if req.has_body() {
+                    match self.read_body(Some(&mut input)) {
+                        Ok(()) => {}
+                        Err(Stop::Done) => return Ok(false), // answered with an error
+                        Err(stop) => return Err(stop),
+                    }
+                }
+                respond::job_submitted(&mut self.wbuf, &self.ctx.app, &stats, to, kind, input)
+            }
+            Action::File(reply) => match respond::file_head(
+                &mut self.wbuf,
+                &stats,
+                match respond::pool_work(reply) {
+                    Ok(work) => {
+                        respond::pool_done(&stats, self.io.offload(self.ctx.app.jobs.pool(), work))
+                    }
+                    Err(reply) => reply,
+                },
+                to,
+            ) {
                 FileStep::Done(outcome) => outcome,
                 FileStep::Fail => return Ok(false),
                 FileStep::Send {
@@ -331,13 +354,25 @@ impl<I: BlockingIo> Conn<'_, I> {
         Ok(outcome.keep_alive)
     }
 
-    /// Reads and drops the rest of the current request's body.
-    fn discard_body(&mut self) -> Res {
+    /// Reads the rest of the current request's body into `keep`, or drops
+    /// it.
+    fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>) -> Res {
         loop {
             match self.decoder.decode(&mut self.rbuf) {
                 Ok(Some(Message::End)) => return Ok(()),
+                Ok(Some(Message::Body(b))) => {
+                    if let Some(keep) = keep.as_deref_mut() {
+                        keep.extend_from_slice(&b);
+                    }
+                }
                 Ok(Some(_)) => {}
-                Ok(None) => self.fill()?,
+                Ok(None) => {
+                    // Answers to earlier pipelined requests go out before
+                    // waiting: the rest of this body may be slow, or never
+                    // come (found by the `connection` fuzz target).
+                    self.flush()?;
+                    self.fill()?;
+                }
                 Err(e) => {
                     respond::reject(&mut self.wbuf, &self.ctx.stats, &e);
                     return Err(Stop::Done);
@@ -438,6 +473,7 @@ fn put_buffer(mut b: BytesMut) {
 
 /// Writes the access-log line, if logging is on.
 fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
+    respond::trace_outcome(io.fd(), req, out);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry {
             peer: io.peer_addr(),
@@ -449,3 +485,6 @@ fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests;

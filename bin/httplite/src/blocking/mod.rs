@@ -77,6 +77,19 @@ pub trait BlockingIo {
     fn fd(&self) -> RawFd;
     /// The client's address (for the access log).
     fn peer_addr(&self) -> Option<SocketAddr>;
+    /// Runs blocking work (a directory listing) where it holds up no other
+    /// connection. By default right here, which is right when this thread
+    /// of control is the connection's alone (a thread per connection);
+    /// designs that share a thread hand it to `pool`.
+    fn offload<T: Send + 'static>(
+        &mut self,
+        pool: &pool::Pool,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
+        let _ = pool;
+        Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(pool::JoinError::Panicked))
+    }
 }
 
 /// Connections waiting between requests, and whether shutdown has begun.

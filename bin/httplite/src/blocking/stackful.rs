@@ -22,6 +22,7 @@ use reactor::{Interest, Reactor, TimerKey};
 use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
 use crate::date_clock::DateClock;
+use crate::stats::RuntimeProbe;
 
 /// A reactor-registered socket whose calls park the running coroutine.
 struct Stackful {
@@ -130,6 +131,15 @@ impl BlockingIo for Stackful {
     fn peer_addr(&self) -> Option<SocketAddr> {
         self.stream.peer_addr().ok()
     }
+
+    fn offload<T: Send + 'static>(
+        &mut self,
+        pool: &pool::Pool,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
+        // Coroutines share the worker thread: park this one, not the thread.
+        coroutine::spawn_blocking_in(pool, f)
+    }
 }
 
 /// Counts a connection open until dropped, also when its coroutine is
@@ -157,6 +167,10 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> 
             move |r: &Reactor| date.tick(r.now())
         })
         .build()?;
+    ctx.stats.set_runtime(RuntimeProbe::Stackful {
+        reactor: rt.reactor().stats_handle(),
+        coroutines: rt.stats_handle(),
+    });
     let ctx = Rc::new(ctx);
     let live = Rc::new(Cell::new(0usize));
     let result = rt.block_on(|| accept_loop(&mut port, &ctx, &live));

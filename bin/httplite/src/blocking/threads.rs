@@ -8,7 +8,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use reactor::sys;
 
 use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
+use crate::stats::RuntimeProbe;
 
 /// Stack size of a connection thread: the connection code needs a few KiB;
 /// the default 2 MiB would only be address space, but this keeps the
@@ -69,6 +70,27 @@ impl Blocking {
         Ok(())
     }
 
+    /// Waits with poll(2) until one of `events` (or an error or hang-up)
+    /// is reported, or the deadline passes (`TimedOut`).
+    fn wait(&self, events: libc::c_short, deadline: Deadline) -> io::Result<()> {
+        let deadline = Deadline::At(deadline.at(Instant::now));
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        loop {
+            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+                Ok(0) => continue, // re-check the deadline
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
         let t = remaining(deadline)?;
         if self
@@ -114,32 +136,29 @@ impl BlockingIo for Blocking {
         count: usize,
         deadline: Deadline,
     ) -> io::Result<usize> {
-        self.set_write_deadline(deadline)?;
+        // Not SO_SNDTIMEO: a blocking sendfile(2) splices a large count in
+        // pieces and each piece's wait gets the whole timeout afresh, so a
+        // client that takes a few bytes now and then stretches one call far
+        // past it (scripts/soak.sh measured 8 s for --write-timeout 2s).
+        // Send only what fits without blocking, and wait for room with
+        // poll(2) against the deadline.
+        let at = deadline.at(Instant::now);
         loop {
-            match sys::sendfile(self.stream.as_raw_fd(), file, offset, count) {
+            self.stream.set_nonblocking(true)?;
+            let sent = sys::sendfile(self.stream.as_raw_fd(), file, offset, count);
+            self.stream.set_nonblocking(false)?;
+            match sent {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r.map_err(timeout_error),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(libc::POLLOUT, Deadline::At(at))?
+                }
+                r => return r,
             }
         }
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        let deadline = Deadline::At(deadline.at(Instant::now));
-        let mut pfd = libc::pollfd {
-            fd: self.stream.as_raw_fd(),
-            events: libc::POLLIN | libc::POLLRDHUP,
-            revents: 0,
-        };
-        loop {
-            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-                Ok(0) => continue, // re-check the deadline
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        self.wait(libc::POLLIN | libc::POLLRDHUP, deadline)
     }
 
     fn sleep(&mut self, d: Duration) {
@@ -164,16 +183,31 @@ impl BlockingIo for Blocking {
 }
 
 /// Counts live connection threads, so that shutdown can wait for them.
-#[derive(Default)]
-struct Live {
+#[derive(Debug, Default)]
+pub struct Live {
     count: Mutex<usize>,
     zero: Condvar,
+    high_water: AtomicUsize,
+}
+
+impl Live {
+    /// Connection threads alive now.
+    pub fn count(&self) -> usize {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Most connection threads alive at once.
+    pub fn high_water(&self) -> usize {
+        self.high_water.load(Ordering::Relaxed)
+    }
 }
 
 /// Runs one worker: a thread per handed-off connection.
 pub fn run(mut port: WorkerPort, ctx: Ctx) -> io::Result<()> {
     let ctx = Arc::new(ctx);
     let live = Arc::new(Live::default());
+    ctx.stats
+        .set_runtime(RuntimeProbe::Threads { live: live.clone() });
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
     let deadline = loop {
         match port.poll_batch(&mut fds)? {
@@ -218,7 +252,11 @@ fn spawn_connection(
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
-    *live.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    {
+        let mut count = live.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count += 1;
+        live.high_water.fetch_max(*count, Ordering::Relaxed);
+    }
     let (thread_ctx, thread_live, closer) = (ctx.clone(), live.clone(), port.closer());
     let spawned = std::thread::Builder::new()
         .name("httplite-conn".into())

@@ -58,63 +58,8 @@ enum Stop {
 
 type Res<T = ()> = Result<T, Stop>;
 
-/// A connection timer whose deadline can move without touching the heap
-/// on the hot path (see the module docs).
-struct Timer {
-    sleep: Pin<Box<Sleep>>,
-    deadline: Instant,
-    kind: TimeoutKind,
-}
-
-impl Timer {
-    fn arm(&mut self, deadline: Instant, kind: TimeoutKind) {
-        self.kind = kind;
-        self.deadline = deadline;
-        if deadline < self.sleep.deadline() || self.sleep.is_elapsed() {
-            self.sleep.as_mut().reset(deadline);
-        }
-    }
-
-    /// True once the real deadline has passed.
-    fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        loop {
-            if self.sleep.as_mut().poll(cx).is_pending() {
-                return false;
-            }
-            if self.sleep.deadline() >= self.deadline {
-                return true;
-            }
-            // Fired for an older, earlier deadline: re-arm for the real one.
-            let d = self.deadline;
-            self.sleep.as_mut().reset(d);
-        }
-    }
-}
-
-/// Runs `op` until ready, failing with a timeout when the timer expires.
-/// The deadline is computed and armed only if `op` has to wait: most reads
-/// and writes complete at once, and then cost no clock arithmetic at all.
-async fn with_deadline<T>(
-    timer: &mut Timer,
-    deadline: impl FnOnce() -> (Instant, TimeoutKind),
-    mut op: impl FnMut(&mut Context<'_>) -> Poll<io::Result<T>>,
-) -> Res<T> {
-    let mut deadline = Some(deadline);
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(r) = op(cx) {
-            return Poll::Ready(r.map_err(Stop::Io));
-        }
-        if let Some(d) = deadline.take() {
-            let (at, kind) = d();
-            timer.arm(at, kind);
-        }
-        if timer.poll_expired(cx) {
-            return Poll::Ready(Err(Stop::Timeout(timer.kind)));
-        }
-        Poll::Pending
-    })
-    .await
-}
+mod timer;
+use timer::{Timer, with_deadline};
 
 /// The boxed slow path of one request.
 type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
@@ -454,7 +399,7 @@ impl Conn {
     /// The answers that wait for something (see [`Conn::handle`]).
     async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
         if respond::body_policy(&mut slow) {
-            match self.discard_body().await {
+            match self.read_body(None).await {
                 Ok(()) => {}
                 Err(Stop::Done) => return Ok(false), // answered with an error
                 Err(stop) => return Err(stop),
@@ -477,7 +422,31 @@ impl Conn {
                 respond::slept(&mut self.wbuf, &stats, to, d)
             }
             Action::Echo => self.echo(&req, to).await?,
-            Action::File(reply) => match respond::file_head(&mut self.wbuf, &stats, reply, to) {
+            Action::Job(kind) => {
+                respond::job_head(&mut self.wbuf, &req);
+                self.flush().await?;
+                let mut input = Vec::new();
+                if req.has_body() {
+                    match self.read_body(Some(&mut input)).await {
+                        Ok(()) => {}
+                        Err(Stop::Done) => return Ok(false), // answered with an error
+                        Err(stop) => return Err(stop),
+                    }
+                }
+                respond::job_submitted(&mut self.wbuf, &self.ctx.app, &stats, to, kind, input)
+            }
+            Action::File(reply) => match respond::file_head(
+                &mut self.wbuf,
+                &stats,
+                match respond::pool_work(reply) {
+                    Ok(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
+                        Ok(listed) => respond::pool_done(&stats, Ok(listed.await)),
+                        Err(full) => respond::pool_done(&stats, Err(full)),
+                    },
+                    Err(reply) => reply,
+                },
+                to,
+            ) {
                 FileStep::Done(outcome) => outcome,
                 FileStep::Fail => return Ok(false),
                 FileStep::Send {
@@ -501,13 +470,25 @@ impl Conn {
         Ok(outcome.keep_alive)
     }
 
-    /// Reads and drops the rest of the current request's body.
-    async fn discard_body(&mut self) -> Res {
+    /// Reads the rest of the current request's body into `keep`, or drops
+    /// it.
+    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>) -> Res {
         loop {
             match self.decoder.decode(&mut self.rbuf) {
                 Ok(Some(Message::End)) => return Ok(()),
+                Ok(Some(Message::Body(b))) => {
+                    if let Some(keep) = keep.as_deref_mut() {
+                        keep.extend_from_slice(&b);
+                    }
+                }
                 Ok(Some(_)) => {}
-                Ok(None) => self.fill().await?,
+                Ok(None) => {
+                    // Answers to earlier pipelined requests go out before
+                    // waiting: the rest of this body may be slow, or never
+                    // come (found by the `connection` fuzz target).
+                    self.flush().await?;
+                    self.fill().await?;
+                }
                 Err(e) => {
                     // Answered with the error; the caller flushes and closes.
                     self.reject(&e);
@@ -589,6 +570,7 @@ impl Conn {
 
 /// Writes the access-log line, if logging is on.
 fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
+    respond::trace_outcome(stream.as_raw_fd(), req, out);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry {
             peer: stream.peer_addr().ok(),

@@ -20,7 +20,7 @@ use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::date_clock::DateClock;
 use crate::routes::App;
-use crate::stats::WorkerStats;
+use crate::stats::{RuntimeProbe, WorkerStats};
 
 /// Read and write buffers start at this size.
 const BUF_SIZE: usize = 4096;
@@ -195,6 +195,10 @@ pub fn run(
             move |r: &Reactor| date.tick(r.now())
         })
         .build()?;
+    stats.set_runtime(RuntimeProbe::Stackless {
+        reactor: rt.reactor().stats_handle(),
+        executor: rt.stats_handle(),
+    });
     http1::refresh_date();
     let closer = port.closer();
     let ctx = Rc::new(WorkerCtx {

@@ -170,3 +170,43 @@ pub(crate) unsafe fn init_frame(top: *mut u8, entry: Entry, arg: *mut u8) -> *mu
         sp.cast()
     }
 }
+
+// The interface the rest of the crate uses. On aarch64 the return address
+// lives in a register (`x30`), not on the stack, so the symmetric `switch`
+// serves all three directions.
+
+/// Switches from the resumer into the coroutine whose stack pointer is `to`,
+/// saving the resumer's in `*caller_sp`.
+///
+/// # Safety
+/// As [`switch`] (`caller_sp` is its `save`).
+#[inline(always)]
+pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe { switch(caller_sp, to) }
+}
+
+/// Switches from a running coroutine back to its resumer, saving the
+/// coroutine's stack pointer in `*save`.
+///
+/// # Safety
+/// As [`switch`] (`caller_sp` is its `to`).
+#[inline(always)]
+pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe { switch(save, caller_sp) }
+}
+
+/// Leaves a coroutine for good, back to its resumer.
+///
+/// # Safety
+/// As [`suspend`]; this context is never resumed.
+#[inline(always)]
+pub(crate) unsafe fn finish(caller_sp: *mut u8) -> ! {
+    let mut dead: *mut u8 = std::ptr::null_mut();
+    // SAFETY: as above; the saved stack pointer goes to a local that nobody
+    // reads.
+    unsafe { switch(&mut dead, caller_sp) };
+    // Unreachable: nothing holds the saved pointer.
+    std::process::abort()
+}

@@ -11,28 +11,32 @@
 //! - **callee-saved** registers must hold the same value after the call as
 //!   before it.
 //!
-//! So if the switch is an ordinary-looking function call, [`switch`], the
-//! compiler has already spilled everything it cares about *except* the
-//! callee-saved registers. Saving those, plus the stack pointer, is a complete
-//! context. The instruction pointer needs no slot of its own: the `call` that
-//! entered `switch` pushed (x86_64) or put in the link register (aarch64) the
-//! address to come back to, and that address is saved with the rest.
+//! So if the switch looks like a function call to the compiler, it has
+//! already spilled everything it cares about *except* the callee-saved
+//! registers. Saving those, plus the stack pointer and an address to come back
+//! to, is a complete context.
+//!
+//! Three operations make the interface: [`resume`] switches from a resumer
+//! into a coroutine, [`suspend`] from the coroutine back to its resumer, and
+//! [`finish`] leaves a coroutine for good. (On aarch64 all three are one
+//! symmetric `switch` function; x86_64 splits them so that the CPU's
+//! return-address predictor stays right: see `x86_64.rs`.)
 //!
 //! ```text
-//!   coroutine A calls switch(&A.sp, B.sp)        coroutine B (suspended earlier)
+//!   context A switches into B                    coroutine B (suspended earlier)
 //!   ┌──────────────┐                             ┌──────────────┐
 //!   │ A's frames   │                             │ B's frames   │
-//!   │ return addr  │◀─ pushed by `call switch`   │ return addr  │
-//!   │ callee-saved │◀─ pushed by switch          │ callee-saved │
+//!   │ return addr  │◀─ where A continues         │ continuation │
+//!   │ callee-saved │◀─ saved by the switch       │ callee-saved │
 //!   │ FP control   │                             │ FP control   │◀─ B.sp
 //!   └──────────────┘◀─ stored into A.sp          └──────────────┘
-//!                      then rsp/sp := B.sp, pop B's registers, `ret` into B
+//!                      then sp := B.sp, restore B's registers, continue B
 //! ```
 //!
 //! Each architecture file has the exact layout of its frame. A frame for a
 //! coroutine that has never run is forged by [`init_frame`]: its "saved"
-//! registers carry the entry function and its argument, and its return
-//! address is [`trampoline`]'s, which calls `entry(arg)`.
+//! registers carry the entry function and its argument, and its continuation
+//! is a small trampoline that calls `entry(arg)`.
 //!
 //! Only x86_64 and aarch64 are implemented; any other target fails to build
 //! with a message saying so.
@@ -52,7 +56,7 @@ compile_error!(
      architecture's C ABI, swap stack pointers, restore (see src/switch/x86_64.rs)"
 );
 
-pub(crate) use arch::{init_frame, switch};
+pub(crate) use arch::{finish, init_frame, resume, suspend};
 
 /// A coroutine's first function: called by the trampoline with the argument
 /// given to [`init_frame`], on the coroutine's own stack. It must never
@@ -79,8 +83,8 @@ mod tests {
             LOG.with(|l| l.set(l.get() * 10 + step + i));
             let main = MAIN_SP.with(|m| m.get());
             let save = CO_SP.with(|c| c.as_ptr());
-            // SAFETY: `main` was saved by the switch that resumed us.
-            unsafe { switch(save, main) };
+            // SAFETY: `main` was stored by the resume that is running us.
+            unsafe { suspend(save, main) };
         }
         unreachable!("the test never resumes a fourth time")
     }
@@ -96,8 +100,8 @@ mod tests {
         for _ in 0..3 {
             let save = MAIN_SP.with(|m| m.as_ptr());
             let to = CO_SP.with(|c| c.get());
-            // SAFETY: `to` is a frame made by init_frame or saved by switch.
-            unsafe { switch(save, to) };
+            // SAFETY: `to` is a frame made by init_frame or saved by suspend.
+            unsafe { resume(save, to) };
         }
         assert_eq!(LOG.with(|l| l.get()), 123);
         drop(stack);

@@ -11,35 +11,59 @@
 //!
 //! Everything else (`rax`, `rcx`, `rdx`, `rsi`, `rdi`, `r8`–`r11`, all of
 //! `xmm0`–`xmm15`, the flags, the MXCSR *status* bits, the x87 status word)
-//! is caller-saved: the compiler has already put whatever it needs from them
-//! somewhere safe before calling [`switch`], because it would have to before
-//! any call. That is why a hand-written switch is so short.
+//! is caller-saved: the compiler keeps nothing in them across a call.
 //!
-//! ## The frame `switch` leaves on a suspended stack
+//! ## Why the switch is inline assembly, and asymmetric
+//!
+//! The obvious switch is one function, `switch(save, to)`: push the
+//! callee-saved registers, swap stack pointers, pop, `ret`. It is correct,
+//! and it costs ~10 ns more per round trip than it should, because of the
+//! CPU's **return stack buffer** (RSB): every `call` pushes its return
+//! address on a small hidden stack, and every `ret` is predicted to go to the
+//! top entry. A symmetric switch is entered by a `call` from one context and
+//! leaves by a `ret` into another, so that `ret` and then every `ret` up the
+//! other context's call chain mispredicts (~15–20 cycles each).
+//!
+//! So the two directions differ, and each is inline assembly in the function
+//! that switches (the compiler saves whatever of `r12`–`r15` it has live,
+//! which is often nothing):
+//!
+//! - [`resume`] (into a coroutine) **calls** the coroutine's saved
+//!   continuation address: to the RSB this is an ordinary `call`;
+//! - [`suspend`] (back to the resumer) **returns** to the address that
+//!   `call` pushed: the RSB's top entry, so predicted right.
+//!
+//! The coroutine's side keeps its own continuation as a plain word on its
+//! stack (`lea rax, [rip + 2f]; push rax`), reached by the resumer's
+//! `call [rdx]` through the indirect-branch predictor, which learns it.
+//! Between a resume and the next suspend the RSB stays balanced.
+//!
+//! ## The frames
 //!
 //! ```text
-//!   higher addresses
-//!   ┌──────────────────────┐
-//!   │ ... caller's frames  │
-//!   ├──────────────────────┤
-//!   │ return address       │ sp + 56   pushed by `call switch`
-//!   │ rbp                  │ sp + 48
-//!   │ rbx                  │ sp + 40
-//!   │ r12                  │ sp + 32
-//!   │ r13                  │ sp + 24
-//!   │ r14                  │ sp + 16
-//!   │ r15                  │ sp + 8
-//!   │ x87 CW │ MXCSR       │ sp + 0    (bytes 4-5 │ bytes 0-3)
-//!   └──────────────────────┘ ◀── saved sp (what `*save` receives)
-//!   lower addresses
+//!   a suspended coroutine's stack        the resumer's stack while the
+//!   (pushed by `suspend`):               coroutine runs (pushed by `resume`):
+//!   ┌──────────────────────┐             ┌──────────────────────┐
+//!   │ ... its frames       │             │ ... its frames       │
+//!   │ rbx                  │ sp + 24     │ rbx                  │
+//!   │ rbp                  │ sp + 16     │ rbp                  │
+//!   │ x87 CW │ MXCSR       │ sp + 8      │ x87 CW │ MXCSR       │
+//!   │ continuation (`2:`)  │ sp + 0      │ return address       │ ◀ pushed by
+//!   └──────────────────────┘ ◀ ctl.sp    └──────────────────────┘   `call`;
+//!                                                  ▲ ctl.caller_sp
 //! ```
 //!
-//! [`init_frame`] forges the same eight words for a coroutine that has never
-//! run: `r12` holds the entry function, `rbx` its argument, `rbp` zero (the
-//! end of the frame-pointer chain, for debuggers and profilers), and the
-//! return address is [`trampoline`].
+//! Both have the same shape, so one landing sequence restores either: skip
+//! the address word, reload the FP control state, pop `rbp` and `rbx`. `rbx`
+//! and `rbp` are pushed by hand because LLVM reserves them (they cannot be
+//! declared clobbered); the FP control state is kept because the ABI makes
+//! it callee-saved: a coroutine that changes the rounding mode must not leak
+//! it into its resumer.
+//!
+//! [`init_frame`] forges the first frame of a coroutine that has never run,
+//! whose "continuation" is [`trampoline`].
 
-use std::arch::naked_asm;
+use std::arch::{asm, naked_asm};
 
 use super::Entry;
 
@@ -50,105 +74,173 @@ const MXCSR_DEFAULT: u64 = 0x1F80;
 /// to nearest.
 const X87_CW_DEFAULT: u64 = 0x037F;
 
-/// Saves the current context on the current stack, stores the stack pointer
-/// in `*save`, and resumes the context whose stack pointer is `to`.
-///
-/// From the caller's point of view it is an ordinary function that returns
-/// when somebody switches back to the saved context.
+/// Switches from the resumer into a coroutine whose stack pointer is `to`,
+/// storing the resumer's stack pointer in `*caller_sp`. Returns when the
+/// coroutine [`suspend`]s (or [`finish`]es) back to that pointer.
 ///
 /// # Safety
-/// `save` must be valid for a pointer-sized write. `to` must be a stack
-/// pointer produced by [`init_frame`] or stored by an earlier `switch`, whose
-/// context has not been resumed since, on a stack that is still mapped.
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn switch(save: *mut *mut u8, to: *mut u8) {
-    naked_asm!(
-        // On entry: rdi = save, rsi = to, [rsp] = our return address.
-        // --- save the outgoing context on its own stack ---
-        "push rbp",         // callee-saved: frame pointer
-        "push rbx",         // callee-saved
-        "push r12",         // callee-saved
-        "push r13",         // callee-saved
-        "push r14",         // callee-saved
-        "push r15",         // callee-saved
-        "sub rsp, 8",       // one slot for the floating-point control state
-        "stmxcsr [rsp]",    // MXCSR (4 bytes) into bytes 0-3 of the slot
-        "fnstcw [rsp + 4]", // x87 control word (2 bytes) into bytes 4-5
-        "mov [rdi], rsp",   // publish the outgoing stack pointer: *save = rsp
-        // --- from here on we run on the incoming stack ---
-        "mov rsp, rsi",    // the switch itself: one register load
-        "ldmxcsr [rsp]",   // restore the incoming MXCSR
-        "fldcw [rsp + 4]", // restore the incoming x87 control word
-        "add rsp, 8",      // drop the floating-point slot
-        "pop r15",         // restore callee-saved registers, in reverse order
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",
-        "ret", // pop the incoming return address and jump to it
-    )
+/// `caller_sp` must be valid for a pointer-sized write until the coroutine
+/// switches back. `to` must come from [`init_frame`] or an earlier
+/// [`suspend`] of a coroutine not running now, on a stack still mapped.
+#[inline(always)]
+pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
+    // SAFETY: the caller's contract; every register the coroutine may
+    // change is declared clobbered, and rbx/rbp are saved by hand.
+    unsafe {
+        asm!(
+            "push rbx",         // LLVM-reserved callee-saved register
+            "push rbp",         // the frame pointer
+            "sub rsp, 8",       // a slot for the floating-point control state
+            "stmxcsr [rsp]",    // MXCSR into bytes 0-3
+            "fnstcw [rsp + 4]", // x87 control word into bytes 4-5
+            // The switch: push our return address (the RSB gets it too) and
+            // jump to the coroutine's continuation, the word at the top of
+            // its stack. The code there stores rsp into [rdi] (= *caller_sp)
+            // and moves onto the coroutine's stack (rdx).
+            "call [rdx]",
+            // Back: the coroutine's `ret` popped the return address, so rsp
+            // points at our slot again.
+            "ldmxcsr [rsp]",   // our MXCSR
+            "fldcw [rsp + 4]", // our x87 control word
+            "add rsp, 8",
+            "pop rbp",
+            "pop rbx",
+            in("rdi") caller_sp,
+            in("rdx") to,
+            // Everything else the coroutine's code may have changed: the
+            // caller-saved registers, and r12-r15 (the compiler saves them
+            // around this block only if it has values in them).
+            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+            clobber_abi("C"),
+        );
+    }
 }
 
-/// Where a new coroutine's first `switch` "returns" to: calls `entry(arg)`
-/// with the two values [`init_frame`] left in `r12` and `rbx`.
-///
-/// The CFI directives tell unwinders (panics, backtraces, debuggers) that
-/// this is the outermost frame of the coroutine's stack: the return address
-/// is undefined, so a backtrace ends here instead of wandering into memory
-/// above the stack top.
+/// On a running coroutine's stack: saves its context (stack pointer into
+/// `*save`) and returns into the resumer whose stack pointer is `caller_sp`.
+/// Returns when the coroutine is resumed again.
 ///
 /// # Safety
-/// Never called directly: only reached by `ret` from [`switch`] on a frame
-/// built by [`init_frame`].
+/// `save` must be valid for a pointer-sized write; `caller_sp` must be the
+/// value the [`resume`] that is running this coroutine stored.
+#[inline(always)]
+pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
+    // SAFETY: the caller's contract; as in `resume` for the clobbers.
+    unsafe {
+        asm!(
+            "push rbx",
+            "push rbp",
+            "sub rsp, 8",
+            "stmxcsr [rsp]",
+            "fnstcw [rsp + 4]",
+            "lea rax, [rip + 2f]", // where the next resume continues us
+            "push rax",
+            "mov [rsi], rsp",  // *save = our stack pointer
+            "mov rsp, rcx",    // onto the resumer's stack...
+            "ret",             // ...and back after its `call` (RSB-predicted)
+            // The next `resume` lands here by `call [rdx]`: rsp is the
+            // resumer's stack (its return address on top), rdi = caller_sp
+            // slot, rdx = our saved stack pointer.
+            "2:",
+            "mov [rdi], rsp",   // publish the resumer's stack pointer
+            "lea rsp, [rdx + 8]", // back onto our stack, past the continuation
+            "ldmxcsr [rsp]",
+            "fldcw [rsp + 4]",
+            "add rsp, 8",
+            "pop rbp",
+            "pop rbx",
+            in("rsi") save,
+            in("rcx") caller_sp,
+            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+            clobber_abi("C"),
+        );
+    }
+}
+
+/// Leaves a coroutine for good: returns into the resumer whose stack
+/// pointer is `caller_sp`, saving nothing.
+///
+/// # Safety
+/// As [`suspend`]; nothing on this stack may be used again.
+#[inline(always)]
+pub(crate) unsafe fn finish(caller_sp: *mut u8) -> ! {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!(
+            "mov rsp, {0}", // onto the resumer's stack
+            "ret",          // into `resume`, after its `call`
+            in(reg) caller_sp,
+            options(noreturn),
+        );
+    }
+}
+
+/// A new coroutine's first "continuation": reached from [`resume`]'s
+/// `call [rdx]` with rsp on the resumer's stack, rdi = the caller_sp slot,
+/// rdx = the frame [`init_frame`] forged. Lands like `suspend`'s `2:`, then
+/// jumps to `entry(arg)`.
+///
+/// The CFI directives tell unwinders (panics, backtraces, debuggers) that
+/// this is the outermost frame of the coroutine's stack, so a backtrace
+/// ends here instead of wandering into memory above the stack top.
+///
+/// # Safety
+/// Never called directly: only reached from [`resume`] on a frame built by
+/// [`init_frame`].
 #[unsafe(naked)]
 unsafe extern "C" fn trampoline() {
     naked_asm!(
-        ".cfi_startproc",     // unwind info for this function starts here
+        ".cfi_startproc",
         ".cfi_undefined rip", // no caller: backtraces stop at this frame
-        "mov rdi, rbx",       // first argument: the entry's argument
-        "call r12",           // entry(arg); rsp is 16-aligned before this call
-        "ud2",                // entry never returns; trap if it does
+        "mov [rdi], rsp",     // publish the resumer's stack pointer
+        "lea rsp, [rdx + 8]", // onto our stack, past this trampoline's address
+        "ldmxcsr [rsp]",      // the ABI's default FP control state
+        "fldcw [rsp + 4]",
+        "add rsp, 8",
+        "pop rbp", // 0: the end of the frame-pointer chain
+        "pop rdi", // the entry's argument
+        "pop rax", // the entry function
+        // Enter it with a `jmp` and a hand-pushed return address rather
+        // than a `call`: the entry never returns (it leaves by `finish`'s
+        // `ret`), and a `call` would leave an RSB entry nobody pops.
+        "lea rcx, [rip + 3f]",
+        "push rcx", // rsp is now 16-aligned minus 8, as at any entry
+        "jmp rax",
+        "3:",
+        "ud2", // entry never returns; trap if it does
         ".cfi_endproc",
     )
 }
 
 /// Forges the frame of a coroutine that has never run, below `top`, and
-/// returns the stack pointer to give [`switch`] to start it.
+/// returns the stack pointer to give [`resume`] to start it.
 ///
 /// ```text
 ///   top ─────────▶ ┌──────────────────┐ (16-aligned)
-///                  │ 0                │ top - 8    padding: after `ret` rsp = top - 16,
-///                  │ 0                │ top - 16   16-aligned, as `call r12` needs
-///                  │ trampoline       │ top - 24   "return address"
-///                  │ rbp = 0          │ top - 32
-///                  │ rbx = arg        │ top - 40
-///                  │ r12 = entry      │ top - 48
-///                  │ r13 = 0          │ top - 56
-///                  │ r14 = 0          │ top - 64
-///                  │ r15 = 0          │ top - 72
-///   returned sp ─▶ │ x87 CW │ MXCSR   │ top - 80   ABI defaults
+///                  │ entry            │ top - 8
+///                  │ arg              │ top - 16
+///                  │ rbp = 0          │ top - 24
+///                  │ x87 CW │ MXCSR   │ top - 32   ABI defaults
+///   returned sp ─▶ │ trampoline       │ top - 40   the "continuation"
 ///                  └──────────────────┘
 /// ```
 ///
+/// The trampoline pops the four words above its own, so rsp is back at
+/// `top` (16-aligned) before it pushes the entry's return address.
+///
 /// # Safety
-/// `top` must be 16-aligned, and the 80 bytes below it writable memory that
+/// `top` must be 16-aligned, and the 40 bytes below it writable memory that
 /// stays mapped, and otherwise unused, until the coroutine has finished.
 pub(crate) unsafe fn init_frame(top: *mut u8, entry: Entry, arg: *mut u8) -> *mut u8 {
     debug_assert_eq!(top as usize % 16, 0);
-    let words: [u64; 10] = [
+    let words: [u64; 5] = [
+        trampoline as *const () as usize as u64, // continuation
         (X87_CW_DEFAULT << 32) | MXCSR_DEFAULT,  // FP control slot
-        0,                                       // r15
-        0,                                       // r14
-        0,                                       // r13
-        entry as usize as u64,                   // r12
-        arg as u64,                              // rbx
         0,                                       // rbp: end of the frame chain
-        trampoline as *const () as usize as u64, // return address
-        0,                                       // padding
-        0,                                       // padding
+        arg as u64,                              // popped into rdi
+        entry as usize as u64,                   // popped into rax, jumped to
     ];
-    // SAFETY: the caller guarantees 80 writable bytes below `top`, which is
+    // SAFETY: the caller guarantees 40 writable bytes below `top`, which is
     // 16-aligned, so the u64 writes are aligned.
     unsafe {
         let sp = top.cast::<u64>().sub(words.len());
@@ -184,8 +276,8 @@ mod tests {
         SEEN.with(|s| s.set(mxcsr()));
         let main = MAIN_SP.with(|m| m.get());
         let save = CO_SP.with(|c| c.as_ptr());
-        // SAFETY: `main` was saved by the switch that started us.
-        unsafe { switch(save, main) };
+        // SAFETY: `main` was stored by the resume that started us.
+        unsafe { suspend(save, main) };
         unreachable!()
     }
 
@@ -201,7 +293,7 @@ mod tests {
         set_mxcsr(round_toward_zero);
         let save = MAIN_SP.with(|m| m.as_ptr());
         // SAFETY: `sp` was made by init_frame just above.
-        unsafe { switch(save, sp) };
+        unsafe { resume(save, sp) };
         let in_main_after = mxcsr();
         set_mxcsr(saved);
         assert_eq!(

@@ -128,7 +128,7 @@ const HTTP_10: u64 = u64::from_le_bytes(*b"HTTP/1.0");
 /// returns `Ok(None)` (leaving `buf` alone) for httparse to decide; never
 /// an error.
 #[inline]
-pub(super) fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
+pub(crate) fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
     match scan(buf, limits) {
         Some(head) => Ok(Some(Message::Head(head.split_off(buf)))),
         None => Ok(None),

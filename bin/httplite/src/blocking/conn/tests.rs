@@ -1,0 +1,140 @@
+//! The blocking connection loop over an in-memory socket: regression tests
+//! for what the `connection` fuzz target (fuzz/) found.
+
+use std::cell::RefCell;
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Ctx, serve};
+use crate::blocking::{BlockingIo, Deadline, IdleSet};
+use crate::config::Config;
+use crate::jobs::{Jobs, Retention};
+use crate::routes::App;
+use crate::stats::Stats;
+
+/// What the server wrote, and how much of it before each read.
+#[derive(Default)]
+struct Log {
+    output: Vec<u8>,
+    written_before_read: Vec<usize>,
+}
+
+/// A socket whose client sends `reads`, one per read call, then closes.
+struct Script {
+    reads: std::vec::IntoIter<Vec<u8>>,
+    log: Rc<RefCell<Log>>,
+}
+
+impl BlockingIo for Script {
+    fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline) -> io::Result<usize> {
+        let mut log = self.log.borrow_mut();
+        let written = log.output.len();
+        log.written_before_read.push(written);
+        let Some(chunk) = self.reads.next() else {
+            return Ok(0);
+        };
+        assert!(chunk.len() <= buf.len(), "test chunks fit one read");
+        for (dst, &b) in buf.iter_mut().zip(&chunk) {
+            dst.write(b);
+        }
+        Ok(chunk.len())
+    }
+
+    fn write(&mut self, buf: &[u8], _: Deadline) -> io::Result<usize> {
+        self.log.borrow_mut().output.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn sendfile(&mut self, _: RawFd, _: &mut u64, _: usize, _: Deadline) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sleep(&mut self, _: Duration) {}
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn shutdown(&self, _: Shutdown) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn fd(&self) -> RawFd {
+        -1
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+}
+
+fn ctx() -> Ctx {
+    let pool = pool::Pool::builder().max_threads(1).build();
+    let retention = Retention {
+        max_count: 16,
+        max_age: Duration::from_secs(60),
+    };
+    let cli = <crate::cli::Cli as clap::Parser>::parse_from(["httplite"]);
+    Ctx {
+        app: Arc::new(App {
+            root: None,
+            stats: Arc::new(Stats::new(1)),
+            worker_extra: Box::new(|_, _| {}),
+            test_endpoints: false,
+            jobs: Jobs::new(pool, retention, false),
+        }),
+        config: Arc::new(Config::from_cli(&cli)),
+        stats: Stats::new(1).worker(0),
+        access_log: None,
+        idle: IdleSet::default(),
+    }
+}
+
+/// Serves one connection whose client sends `reads`; returns the log.
+fn run(reads: &[&[u8]]) -> Log {
+    let log = Rc::new(RefCell::new(Log::default()));
+    let io = Script {
+        reads: reads.iter().map(|r| r.to_vec()).collect::<Vec<_>>().into_iter(),
+        log: log.clone(),
+    };
+    serve(&ctx(), io);
+    Rc::try_unwrap(log).ok().expect("the connection is done").into_inner()
+}
+
+const GET: &[u8] = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n";
+/// Answered 405 once its body has been read and dropped.
+const POST_HEAD: &[u8] = b"POST /_httplite/plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n";
+
+#[test]
+fn pipelined_answers_are_not_lost_when_a_body_never_ends() {
+    // The client pipelines a GET and a POST, sends half of the POST's body
+    // and closes. The GET was answered into the write buffer, then the
+    // server waited for the body without writing it out, met the end of
+    // the stream, and dropped the GET's answer with the connection.
+    let input = [GET, POST_HEAD, b"abc"].concat();
+    let log = run(&[&input]);
+    let out = String::from_utf8_lossy(&log.output);
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\nHello, World!"), "{out}");
+}
+
+#[test]
+fn earlier_answers_go_out_before_a_body_is_awaited() {
+    let input = [GET, POST_HEAD, b"abc"].concat();
+    let log = run(&[&input, b"def"]);
+    let out = String::from_utf8_lossy(&log.output);
+    // The second read (for the rest of the body) came after the GET's
+    // answer was written, not after the POST's.
+    let get_answer = out.find("Hello, World!").expect("GET answered") + "Hello, World!".len();
+    assert_eq!(log.written_before_read.get(1), Some(&get_answer), "{out}");
+    assert!(out[get_answer..].starts_with("HTTP/1.1 405 "), "{out}");
+}

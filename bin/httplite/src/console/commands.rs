@@ -1,0 +1,174 @@
+//! The console's commands: one line in, text out. No I/O here, so every
+//! command can be tested without a terminal.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::jobs::Jobs;
+use crate::stats::Stats;
+
+/// What a console can see and do.
+#[derive(Debug)]
+pub struct ConsoleCtx {
+    /// The server's counters.
+    pub stats: Arc<Stats>,
+    /// Number of workers.
+    pub workers: usize,
+    /// The dispatcher's counters (connections handed to each worker).
+    pub dispatch: Arc<dispatch::Stats>,
+    /// The jobs (and through them, the blocking pool).
+    pub jobs: Jobs,
+    /// Starts the same graceful shutdown as SIGTERM.
+    pub shutdown: dispatch::ShutdownHandle,
+    /// `--shutdown-timeout`.
+    pub grace: Duration,
+    /// When the server started.
+    pub started: Instant,
+}
+
+/// What a command asks of the console loop.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Print this and read on.
+    Text(String),
+    /// Print this and stop reading: the server is shutting down.
+    Quit(String),
+}
+
+/// The `help` text.
+pub const HELP: &str = "\
+commands:
+  stats    server counters: connections, requests, responses, errors, pool
+  workers  per worker: open connections, connections, requests, handoff queue
+  jobs     background jobs: counts by state, and the most recent ones
+  quit     graceful shutdown (as SIGTERM: finish in-flight requests, then exit)
+  help     this text
+";
+
+/// Runs one command line.
+pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
+    match line.trim() {
+        "" => Reply::Text(String::new()),
+        "help" | "?" => Reply::Text(HELP.to_string()),
+        "stats" => Reply::Text(stats_table(ctx)),
+        "workers" => Reply::Text(workers_table(ctx)),
+        "jobs" => Reply::Text(jobs_table(ctx)),
+        "quit" | "exit" => {
+            ctx.shutdown.shutdown(ctx.grace);
+            Reply::Quit(format!(
+                "shutting down: in-flight requests get up to {:?}\n",
+                ctx.grace
+            ))
+        }
+        other => {
+            let word: String = other.chars().take(40).collect();
+            Reply::Text(format!(
+                "unknown command {word:?}: try stats, workers, jobs, quit or help\n"
+            ))
+        }
+    }
+}
+
+fn row(out: &mut String, name: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "  {name:<24} {value:>12}");
+}
+
+fn stats_table(ctx: &ConsoleCtx) -> String {
+    let s = &ctx.stats;
+    let open: u64 = (0..ctx.workers).map(|i| s.worker(i).open()).sum();
+    let mut out = String::from("server\n");
+    row(
+        &mut out,
+        "uptime (s)",
+        format!("{:.1}", ctx.started.elapsed().as_secs_f64()),
+    );
+    row(&mut out, "connections open", open);
+    row(&mut out, "connections total", s.total(|w| &w.connections));
+    row(&mut out, "requests", s.total(|w| &w.requests));
+    for class in 1..=5 {
+        row(
+            &mut out,
+            &format!("responses {class}xx"),
+            s.total(|w| &w.responses[class]),
+        );
+    }
+    let timeouts: u64 = (0..3).map(|k| s.total(|w| &w.timeouts[k])).sum();
+    let errors: u64 = (0..8).map(|k| s.total(|w| &w.errors[k])).sum();
+    row(&mut out, "timeouts", timeouts);
+    row(&mut out, "errors", errors);
+    let p = ctx.jobs.pool().stats();
+    out.push_str("blocking pool\n");
+    row(
+        &mut out,
+        "queued",
+        format!("{}/{}", p.queued, p.queue_bound),
+    );
+    row(
+        &mut out,
+        "threads alive/busy",
+        format!("{}/{}", p.alive, p.busy),
+    );
+    row(&mut out, "threads max", p.max_threads);
+    row(&mut out, "completed", p.completed);
+    row(&mut out, "rejected", p.rejected);
+    row(&mut out, "panicked", p.panicked);
+    out
+}
+
+fn workers_table(ctx: &ConsoleCtx) -> String {
+    let mut out = format!(
+        "{:>6} {:>10} {:>12} {:>12} {:>8}\n",
+        "worker", "open", "connections", "requests", "queue"
+    );
+    let dispatched = ctx.dispatch.workers();
+    for i in 0..ctx.workers {
+        let w = ctx.stats.worker(i);
+        let taken = w.connections.load(std::sync::atomic::Ordering::Relaxed);
+        // Handed to the worker but not yet taken from its pipe.
+        let queue = dispatched
+            .get(i)
+            .map_or(0, |d| d.handed_off().saturating_sub(taken));
+        let _ = writeln!(
+            out,
+            "{i:>6} {:>10} {taken:>12} {:>12} {queue:>8}",
+            w.open(),
+            w.requests.load(std::sync::atomic::Ordering::Relaxed),
+        );
+    }
+    out
+}
+
+fn jobs_table(ctx: &ConsoleCtx) -> String {
+    let j = ctx.jobs.stats();
+    let mut out = String::from("jobs\n");
+    row(&mut out, "submitted", j.submitted);
+    row(&mut out, "rejected (queue full)", j.rejected);
+    row(&mut out, "queued", j.queued);
+    row(&mut out, "running", j.running);
+    row(&mut out, "done", j.done);
+    row(&mut out, "failed", j.failed);
+    row(&mut out, "cancelled", j.cancelled);
+    row(&mut out, "retries", j.retries);
+    row(&mut out, "finished, kept", j.retained);
+    row(&mut out, "finished, evicted", j.evicted);
+    let recent = ctx.jobs.recent(10);
+    if !recent.is_empty() {
+        let _ = writeln!(
+            out,
+            "most recent\n  {:>8} {:<12} {:<10} {:>8}",
+            "id", "type", "state", "attempts"
+        );
+        for job in recent {
+            let _ = writeln!(
+                out,
+                "  {:>8} {:<12} {:<10} {:>8}",
+                job.id,
+                job.kind.name(),
+                job.state.name(),
+                job.attempts
+            );
+        }
+    }
+    out
+}

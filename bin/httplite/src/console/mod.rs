@@ -1,0 +1,214 @@
+//! The operator console (`--console`): commands typed on stdin, answered on
+//! stdout, while the server runs.
+//!
+//! Stdin is read the way the server reads sockets: fd 0 is made
+//! non-blocking and registered with a reactor, and a task waits for its
+//! edges. The console has its own thread and executor [`Runtime`]
+//! (one task), so that a worker's loop never carries it and a slow terminal
+//! never slows a request. `O_NONBLOCK` belongs to the open file description,
+//! which the shell that started us shares: [`Console`] puts the flag back
+//! when dropped, or the shell would see `EAGAIN` on its next read.
+//!
+//! Stdin that epoll cannot watch (a regular file, `/dev/null`) is read on
+//! the same thread with plain blocking reads, which for such files never
+//! wait. End of input ends the console, not the server.
+
+mod commands;
+
+use std::io::{self, Write as _};
+use std::os::fd::RawFd;
+
+use executor::Runtime;
+use reactor::{Interest, Reactor, sys};
+
+pub use commands::{ConsoleCtx, HELP, Reply, execute};
+
+const STDIN: RawFd = 0;
+/// Longest command line kept; the rest of a longer one is dropped.
+const MAX_LINE: usize = 4096;
+
+/// The running console. Dropping it restores stdin's blocking mode; the
+/// thread itself ends at end of input or `quit` (or with the process).
+#[derive(Debug)]
+pub struct Console {
+    /// Stdin's file status flags before we touched them.
+    saved_flags: Option<i32>,
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        if let Some(flags) = self.saved_flags {
+            // SAFETY: F_SETFL with an int argument; no memory is passed.
+            let _ = reactor::syscall!(unsafe { libc::fcntl(STDIN, libc::F_SETFL, flags) });
+        }
+    }
+}
+
+/// Starts the console thread.
+pub fn start(ctx: ConsoleCtx) -> io::Result<Console> {
+    // SAFETY: F_GETFL takes no pointer; a closed fd 0 only yields EBADF.
+    let flags = reactor::syscall!(unsafe { libc::fcntl(STDIN, libc::F_GETFL) })?;
+    let console = Console {
+        saved_flags: (flags & libc::O_NONBLOCK == 0).then_some(flags),
+    };
+    std::thread::Builder::new()
+        .name("httplite-console".into())
+        .spawn(move || {
+            if let Err(e) = run(&ctx) {
+                eprintln!("httplite: console: {e}");
+            }
+        })?;
+    Ok(console)
+}
+
+fn say(text: &str) {
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+fn run(ctx: &ConsoleCtx) -> io::Result<()> {
+    let rt = Runtime::new()?;
+    rt.block_on(async {
+        sys::set_nonblocking(STDIN, true)?;
+        let reg = match Reactor::current().register(STDIN) {
+            Ok(reg) => reg,
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                // Not pollable: reads of it never wait anyway.
+                sys::set_nonblocking(STDIN, false)?;
+                say("console: reading commands (type help)\n");
+                return read_lines(ctx, |buf| sys::read(STDIN, buf));
+            }
+            Err(e) => return Err(e),
+        };
+        say("console: reading commands (type help)\n");
+        let mut lines = Lines::default();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = std::future::poll_fn(|cx| {
+                reg.poll_io(cx, Interest::Readable, || sys::read(STDIN, &mut buf))
+            })
+            .await?;
+            if n == 0 {
+                eof();
+                return Ok(());
+            }
+            if lines.feed(&buf[..n], |line| answer(ctx, line)) {
+                return Ok(());
+            }
+        }
+    })
+}
+
+/// The fallback loop over blocking reads.
+fn read_lines(
+    ctx: &ConsoleCtx,
+    mut read: impl FnMut(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<()> {
+    let mut lines = Lines::default();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = match read(&mut buf) {
+            Ok(0) => {
+                eof();
+                return Ok(());
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if lines.feed(&buf[..n], |line| answer(ctx, line)) {
+            return Ok(());
+        }
+    }
+}
+
+fn eof() {
+    say("console: end of input; the server carries on (stop it with SIGTERM)\n");
+}
+
+/// Runs one line; true when the console should stop (`quit`).
+fn answer(ctx: &ConsoleCtx, line: &str) -> bool {
+    match execute(ctx, line) {
+        Reply::Text(t) => {
+            say(&t);
+            false
+        }
+        Reply::Quit(t) => {
+            say(&t);
+            true
+        }
+    }
+}
+
+/// Splits input into lines, bounding how much of one line is kept.
+#[derive(Debug, Default)]
+struct Lines {
+    partial: Vec<u8>,
+    overlong: bool,
+}
+
+impl Lines {
+    /// Feeds bytes; calls `line` for each complete line until it returns
+    /// true (then returns true).
+    fn feed(&mut self, mut bytes: &[u8], mut line: impl FnMut(&str) -> bool) -> bool {
+        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+            self.push(&bytes[..nl]);
+            bytes = &bytes[nl + 1..];
+            let text = String::from_utf8_lossy(&self.partial).into_owned();
+            let overlong = std::mem::take(&mut self.overlong);
+            self.partial.clear();
+            if overlong {
+                say("console: line too long, ignored (type help)\n");
+            } else if line(&text) {
+                return true;
+            }
+        }
+        self.push(bytes);
+        false
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = MAX_LINE.saturating_sub(self.partial.len());
+        if bytes.len() > room {
+            self.overlong = true;
+        }
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_across_reads_and_stop_at_quit() {
+        let mut lines = Lines::default();
+        let mut seen = Vec::new();
+        let mut take = |l: &str| {
+            seen.push(l.to_string());
+            l == "quit"
+        };
+        assert!(!lines.feed(b"sta", &mut take));
+        assert!(!lines.feed(b"ts\r\nwork", &mut take));
+        assert!(lines.feed(b"ers\nquit\nnever\n", &mut take));
+        assert_eq!(seen, ["stats\r", "workers", "quit"]);
+    }
+
+    #[test]
+    fn an_overlong_line_is_dropped_whole() {
+        let mut lines = Lines::default();
+        let mut seen = Vec::new();
+        let long = vec![b'x'; MAX_LINE + 10];
+        lines.feed(&long, |l| {
+            seen.push(l.len());
+            false
+        });
+        lines.feed(b"\nhelp\n", |l| {
+            seen.push(l.len());
+            false
+        });
+        assert_eq!(seen, [4], "only `help` gets through");
+    }
+}

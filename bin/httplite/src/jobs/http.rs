@@ -1,0 +1,214 @@
+//! The HTTP face of the jobs: `/_httplite/jobs` and `/_httplite/jobs/{id}`,
+//! answered as [`Action`]s so that every runtime serves them alike.
+
+use std::fmt::Write as _;
+
+use http1::{HeaderValue, Method, Request, Status};
+
+use super::{Cancel, JobInfo, JobValue, Jobs, kinds::PUBLIC_KINDS};
+use crate::routes::{Action, PREFIX};
+
+const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
+const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
+
+/// What a client should wait before retrying a refused submission, in
+/// seconds: jobs take milliseconds, so the queue moves quickly.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+fn owned(
+    status: Status,
+    ct: HeaderValue<'static>,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+) -> Action {
+    Action::Owned {
+        status,
+        content_type: Some(ct),
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+fn text(status: Status, msg: &str) -> Action {
+    owned(
+        status,
+        TEXT,
+        Vec::new(),
+        format!("{} {}: {msg}\n", status.code(), status.reason()),
+    )
+}
+
+fn not_allowed(allow: &'static str) -> Action {
+    owned(
+        Status::METHOD_NOT_ALLOWED,
+        TEXT,
+        vec![("Allow", allow.to_string())],
+        "405 Method Not Allowed\n".into(),
+    )
+}
+
+/// Answers `/_httplite/jobs…`; `rest` is what follows `jobs` in the path.
+/// A valid submission becomes [`Action::Job`]: its body must be read before
+/// [`submitted`] can answer.
+pub fn route(jobs: &Jobs, rest: &str, req: &Request) -> Action {
+    let method = req.method();
+    if rest.is_empty() {
+        if method != Method::Post {
+            return not_allowed("POST");
+        }
+        let name = req
+            .query()
+            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("type=")));
+        return match name.and_then(|n| jobs.kind(n)) {
+            Some(kind) => Action::Job(kind),
+            None => {
+                let names: Vec<&str> = PUBLIC_KINDS.iter().map(|k| k.name()).collect();
+                let what = match name {
+                    Some(n) => format!("unknown job type {:?}", truncate(n, 64)),
+                    None => "missing ?type=".to_string(),
+                };
+                text(
+                    Status::BAD_REQUEST,
+                    &format!("{what}; use one of: {}", names.join(", ")),
+                )
+            }
+        };
+    }
+    let Some(id) = rest.strip_prefix('/').and_then(|s| s.parse::<u64>().ok()) else {
+        return text(Status::NOT_FOUND, "no such job");
+    };
+    match method {
+        Method::Get | Method::Head => match jobs.get(id) {
+            Some(info) => job_answer(Status::OK, &info),
+            None => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+        },
+        Method::Delete => match jobs.cancel(id) {
+            Cancel::Cancelled(info) => job_answer(Status::OK, &info),
+            Cancel::NotQueued(info) => job_answer(Status::CONFLICT, &info),
+            Cancel::NotFound => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+        },
+        _ => not_allowed("GET, HEAD, DELETE"),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// The answer to a submission whose input has been read: `202` with the
+/// job's id and `Location`, or `503` with `Retry-After` when the pool's
+/// queue is full.
+pub fn submitted(jobs: &Jobs, kind: super::JobKind, input: Vec<u8>) -> Action {
+    match jobs.submit(kind, input) {
+        Ok(id) => {
+            let location = format!("{PREFIX}jobs/{id}");
+            let body = format!(
+                "{{\"id\":{id},\"type\":\"{}\",\"state\":\"queued\",\"location\":\"{location}\"}}",
+                kind.name()
+            );
+            owned(Status::ACCEPTED, JSON, vec![("Location", location)], body)
+        }
+        Err(_) => owned(
+            Status::SERVICE_UNAVAILABLE,
+            TEXT,
+            vec![("Retry-After", RETRY_AFTER_SECS.to_string())],
+            "503 Service Unavailable: the job queue is full, retry later\n".into(),
+        ),
+    }
+}
+
+fn job_answer(status: Status, info: &JobInfo) -> Action {
+    owned(
+        status,
+        JSON,
+        vec![("Cache-Control", "no-store".to_string())],
+        job_json(info),
+    )
+}
+
+/// One job as JSON: `{"id","type","state","attempts"}` plus `result` once
+/// done or `error` once failed.
+pub fn job_json(info: &JobInfo) -> String {
+    let mut s = format!(
+        "{{\"id\":{},\"type\":\"{}\",\"state\":\"{}\",\"attempts\":{}",
+        info.id,
+        info.kind.name(),
+        info.state.name(),
+        info.attempts
+    );
+    match &info.value {
+        Some(JobValue::Count(n)) => {
+            let _ = write!(s, ",\"result\":{n}");
+        }
+        Some(JobValue::Text(t)) => {
+            s.push_str(",\"result\":");
+            json_string(&mut s, t);
+        }
+        None => {}
+    }
+    if let Some(e) = &info.error {
+        s.push_str(",\"error\":");
+        json_string(&mut s, e);
+    }
+    s.push('}');
+    s
+}
+
+/// Appends `v` as a JSON string literal (RFC 8259 §7).
+pub fn json_string(out: &mut String, v: &str) {
+    out.reserve(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The `"pool"` and `"jobs"` members of the stats document (with a leading
+/// comma, to append inside its top-level object).
+pub fn stats_members(jobs: &Jobs, out: &mut String) {
+    let p = jobs.pool().stats();
+    let j = jobs.stats();
+    let _ = write!(
+        out,
+        ",\"pool\":{{\"queued\":{},\"threads_alive\":{},\"threads_busy\":{},\"completed\":{},\
+         \"panicked\":{},\"rejected\":{},\"threads_started\":{},\"max_threads\":{},\"queue_bound\":{}}}",
+        p.queued,
+        p.alive,
+        p.busy,
+        p.completed,
+        p.panicked,
+        p.rejected,
+        p.threads_started,
+        p.max_threads,
+        p.queue_bound
+    );
+    let _ = write!(
+        out,
+        ",\"jobs\":{{\"submitted\":{},\"rejected\":{},\"queued\":{},\"running\":{},\"done\":{},\
+         \"failed\":{},\"cancelled\":{},\"retries\":{},\"retained\":{},\"evicted\":{}}}",
+        j.submitted,
+        j.rejected,
+        j.queued,
+        j.running,
+        j.done,
+        j.failed,
+        j.cancelled,
+        j.retries,
+        j.retained,
+        j.evicted
+    );
+}

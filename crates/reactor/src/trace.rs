@@ -1,0 +1,277 @@
+//! Event-loop tracing: one greppable line per step of every runtime layer.
+//!
+//! With the `trace` cargo feature compiled in and [`enable`] called (the
+//! server's `--trace` flag), the reactor, the executor, the coroutine
+//! scheduler and the dispatcher each print what they just did:
+//!
+//! ```text
+//!     0.512034 w0     epoll    n=1 slept=2.4s fds=[9:IN|OUT]
+//!     0.512041 w0     wake     task=3 local
+//!     0.512044 w0     poll     task=3 Pending 4.1µs
+//! ```
+//!
+//! Columns: seconds since tracing started, the thread's label
+//! ([`set_thread_label`]), the kind of step, then `key=value` details.
+//!
+//! Without the feature, [`active`] is the constant `false`: every trace site
+//! is `if trace::active() { ... }`, so the optimiser deletes the whole block
+//! (and any clock read made only for it). Tracing costs nothing unless it is
+//! compiled in, and one relaxed load per site when compiled in but off.
+//!
+//! A loaded server would drown its terminal, so each thread may print at
+//! most [`enable`]'s `lines_per_second`; the excess is counted and reported
+//! in one `suppressed` line when the next second opens.
+
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Whether tracing was compiled in (the `trace` feature).
+pub const COMPILED: bool = cfg!(feature = "trace");
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static RATE: AtomicU32 = AtomicU32::new(0);
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Whether trace lines should be produced now. Guard every trace site with
+/// it, including any work done only to build the line.
+#[inline(always)]
+pub fn active() -> bool {
+    COMPILED && ENABLED.load(Ordering::Relaxed)
+}
+
+/// Turns tracing on for every thread, at most `lines_per_second` lines per
+/// thread (0: no limit). Returns `false`, and does nothing, if tracing was
+/// not compiled in.
+pub fn enable(lines_per_second: u32) -> bool {
+    if !COMPILED {
+        return false;
+    }
+    EPOCH.get_or_init(Instant::now);
+    RATE.store(lines_per_second, Ordering::Relaxed);
+    ENABLED.store(true, Ordering::Relaxed);
+    true
+}
+
+/// Turns tracing off.
+pub fn disable() {
+    ENABLED.store(false, Ordering::Relaxed);
+}
+
+/// Names this thread in trace lines (`w0`, `acceptor`...). Threads without
+/// a label use their `std::thread` name, or `?`.
+pub fn set_thread_label(label: &str) {
+    LOCAL.with(|l| l.borrow_mut().label = Some(label.to_owned()));
+}
+
+/// Prints one trace line of kind `what` (a short word such as `epoll`),
+/// subject to this thread's rate limit. Call it only when [`active`].
+pub fn emit(what: &str, details: fmt::Arguments<'_>) {
+    let Some(epoch) = EPOCH.get() else { return };
+    let now = Instant::now();
+    let rate = RATE.load(Ordering::Relaxed);
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let l = &mut *l;
+        let elapsed = now.duration_since(*epoch);
+        let mut suppressed = 0;
+        if !l.limiter.admit(elapsed, rate, &mut suppressed) {
+            return;
+        }
+        let label = l.label.get_or_insert_with(|| {
+            std::thread::current()
+                .name()
+                .map_or_else(|| "?".to_owned(), str::to_owned)
+        });
+        l.line.clear();
+        if suppressed > 0 {
+            let _ = writeln!(
+                l.line,
+                "{} {label:<6} suppressed {suppressed} lines over the rate limit of {rate}/s",
+                Seconds(elapsed),
+            );
+        }
+        let _ = writeln!(
+            l.line,
+            "{} {label:<6} {what:<8} {details}",
+            Seconds(elapsed)
+        );
+        // One write per line (stderr is unbuffered): lines from different
+        // threads interleave whole, never mid-line.
+        let _ = std::io::stderr().lock().write_all(l.line.as_bytes());
+    });
+}
+
+/// Traces one step when tracing is active: `trace!("poll", "task={id}")`.
+/// The arguments are evaluated only when it is.
+#[macro_export]
+macro_rules! trace {
+    ($what:expr, $($arg:tt)*) => {
+        if $crate::trace::active() {
+            $crate::trace::emit($what, format_args!($($arg)*));
+        }
+    };
+}
+
+/// A duration printed in the unit that suits it (`812ns`, `4.1µs`, `2.4ms`,
+/// `1.2s`), for trace lines.
+#[derive(Debug, Clone, Copy)]
+pub struct Short(pub Duration);
+
+impl fmt::Display for Short {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.0.as_nanos();
+        match ns {
+            0..1_000 => write!(f, "{ns}ns"),
+            1_000..1_000_000 => write!(f, "{:.1}µs", ns as f64 / 1e3),
+            1_000_000..1_000_000_000 => write!(f, "{:.1}ms", ns as f64 / 1e6),
+            _ => write!(f, "{:.1}s", ns as f64 / 1e9),
+        }
+    }
+}
+
+/// Epoll event flags as `IN|OUT|RDHUP|HUP|ERR`, for trace lines.
+#[derive(Debug, Clone, Copy)]
+pub struct EpollFlags(pub u32);
+
+impl fmt::Display for EpollFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [(i32, &str); 6] = [
+            (libc::EPOLLIN, "IN"),
+            (libc::EPOLLOUT, "OUT"),
+            (libc::EPOLLRDHUP, "RDHUP"),
+            (libc::EPOLLHUP, "HUP"),
+            (libc::EPOLLERR, "ERR"),
+            (libc::EPOLLPRI, "PRI"),
+        ];
+        let mut first = true;
+        for (bit, name) in NAMES {
+            if self.0 & bit as u32 != 0 {
+                if !first {
+                    f.write_char('|')?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_char('-')?;
+        }
+        Ok(())
+    }
+}
+
+struct Seconds(Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:>12.6}", self.0.as_secs_f64())
+    }
+}
+
+struct Local {
+    label: Option<String>,
+    limiter: Limiter,
+    line: String,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = const {
+        RefCell::new(Local { label: None, limiter: Limiter::new(), line: String::new() })
+    };
+}
+
+/// A per-thread budget of lines per whole second since the epoch.
+#[derive(Debug)]
+struct Limiter {
+    second: u64,
+    printed: u32,
+    dropped: u64,
+}
+
+impl Limiter {
+    const fn new() -> Limiter {
+        Limiter {
+            second: 0,
+            printed: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Whether a line at `elapsed` may print under `rate` lines per second
+    /// (0: unlimited). When a new second opens, `suppressed` receives how
+    /// many lines the previous ones dropped.
+    fn admit(&mut self, elapsed: Duration, rate: u32, suppressed: &mut u64) -> bool {
+        if rate == 0 {
+            return true;
+        }
+        let second = elapsed.as_secs();
+        if second != self.second {
+            self.second = second;
+            self.printed = 0;
+            *suppressed = std::mem::take(&mut self.dropped);
+        }
+        if self.printed >= rate {
+            self.dropped += 1;
+            return false;
+        }
+        self.printed += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_admits_rate_per_second_and_reports_the_rest() {
+        let mut l = Limiter::new();
+        let mut suppressed = 0;
+        let admitted = (0..10)
+            .filter(|i| l.admit(Duration::from_millis(100 + i), 3, &mut suppressed))
+            .count();
+        assert_eq!(admitted, 3);
+        assert_eq!(suppressed, 0);
+        // The next second opens: the 7 dropped lines are reported once.
+        assert!(l.admit(Duration::from_millis(1_050), 3, &mut suppressed));
+        assert_eq!(suppressed, 7);
+        suppressed = 0;
+        assert!(l.admit(Duration::from_millis(1_060), 3, &mut suppressed));
+        assert_eq!(suppressed, 0);
+    }
+
+    #[test]
+    fn limiter_zero_rate_is_unlimited() {
+        let mut l = Limiter::new();
+        let mut suppressed = 0;
+        assert!((0..10_000).all(|_| l.admit(Duration::ZERO, 0, &mut suppressed)));
+    }
+
+    #[test]
+    fn durations_print_in_a_fitting_unit() {
+        let s = |ns| Short(Duration::from_nanos(ns)).to_string();
+        assert_eq!(s(812), "812ns");
+        assert_eq!(s(4_100), "4.1µs");
+        assert_eq!(s(2_400_000), "2.4ms");
+        assert_eq!(s(1_200_000_000), "1.2s");
+    }
+
+    #[test]
+    fn epoll_flags_print_by_name() {
+        let f = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32;
+        assert_eq!(EpollFlags(f).to_string(), "IN|OUT|RDHUP");
+        assert_eq!(EpollFlags(0).to_string(), "-");
+    }
+
+    #[test]
+    fn active_follows_the_feature() {
+        assert_eq!(enable(0), COMPILED);
+        assert_eq!(active(), COMPILED);
+        disable();
+        assert!(!active());
+    }
+}

@@ -1,0 +1,244 @@
+//! httplite's whole per-connection state machine (the blocking connection
+//! loop that the `threads` and `stackful` runtimes run) over an in-memory
+//! transport, with the real routes, limits and statistics.
+//!
+//! Input: the bytes a client sends, then it closes its side. The split
+//! into reads, short writes, whether a static root is served and whether
+//! the limits are the defaults or small ones are drawn from a hash of the
+//! input.
+//!
+//! Checks, besides "no panic":
+//! - the output is a sequence of well-formed, framed HTTP/1.1 responses;
+//! - they answer, in order and exactly once each, the requests that an
+//!   independent reading of the whole input finds (httparse for heads,
+//!   the RFC's framing written afresh in `fuzz_support::requests_ref`):
+//!   every complete valid request is answered and not with a protocol
+//!   error, an echo returns the body sent, a malformed request is answered
+//!   with 400/413/414/431/501/505 and `Connection: close`, nothing
+//!   follows a response that closes, and a request that has not fully
+//!   arrived gets no complete answer unless the server then closes;
+//! - `100 Continue` only goes to requests that ask for it;
+//! - nothing is written after the server shut its write side.
+#![no_main]
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use clap::Parser;
+use fuzz_support::Knobs;
+use fuzz_support::memio::{MemIo, Wire};
+use fuzz_support::requests_ref::{self, RefRequest, Verdict};
+use fuzz_support::responses::{self, Response};
+use httplite::blocking::IdleSet;
+use httplite::blocking::conn::{self, Ctx};
+use httplite::cli::Cli;
+use httplite::config::Config;
+use httplite::jobs::{Jobs, Retention};
+use httplite::routes::App;
+use httplite::static_files::StaticRoot;
+use httplite::stats::Stats;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let mut knobs = Knobs::new(data);
+    let mut config = default_config().clone();
+    if knobs.one_in(4) {
+        config.limits = http1::Limits {
+            max_request_line: 64,
+            max_head: 256,
+            max_headers: 4,
+            max_body: 16,
+            ..config.limits
+        };
+    }
+    let app = if knobs.one_in(2) {
+        apps().0.clone()
+    } else {
+        apps().1.clone()
+    };
+    let ctx = Ctx {
+        app,
+        config: Arc::new(config),
+        stats: Stats::new(1).worker(0),
+        access_log: None,
+        idle: IdleSet::default(),
+    };
+    let splits = knobs.splits(data.len());
+    let mut wire = Wire::default();
+    conn::serve(&ctx, MemIo::new(data, splits, knobs, &mut wire));
+
+    let limits = *http1::Decoder::new(ctx.config.limits).limits();
+    let verdicts = requests_ref::parse_stream(data, &limits.into());
+    let is_head = |i: usize| {
+        verdicts
+            .get(i)
+            .and_then(request)
+            .is_some_and(RefRequest::is_head)
+    };
+    let answers = match responses::parse(&wire.output, is_head) {
+        Ok(answers) => answers,
+        Err(e) => panic!(
+            "malformed output: {e}\n{}",
+            String::from_utf8_lossy(&wire.output)
+        ),
+    };
+    if let Err(e) = check(&verdicts, &answers) {
+        panic!(
+            "{e}\ninput:  {}\noutput: {}\nverdicts: {verdicts:#?}",
+            data.escape_ascii(),
+            wire.output.escape_ascii()
+        );
+    }
+    if answers.last().is_some_and(|a| a.close) {
+        assert!(
+            wire.write_shut,
+            "closed without shutting down the write side"
+        );
+    }
+});
+
+/// The request of a verdict whose head was valid.
+fn request(v: &Verdict) -> Option<&RefRequest> {
+    match v {
+        Verdict::Complete(r) | Verdict::BadBody(r) | Verdict::PartialBody(r) => Some(r),
+        Verdict::BadHead { .. } | Verdict::PartialHead => None,
+    }
+}
+
+/// The decoder's error answer: a protocol status, closing, and a body that
+/// is the error's reason (the routes' own error pages start with the code).
+fn is_protocol_error(a: &Response) -> bool {
+    matches!(a.status, 400 | 413 | 414 | 431 | 501 | 505)
+        && a.close
+        && !a.body.starts_with(a.status.to_string().as_bytes())
+}
+
+/// Fails unless `answers` answer `verdicts` as described at the top.
+fn check(verdicts: &[Verdict], answers: &[Response]) -> Result<(), String> {
+    macro_rules! ensure {
+        ($cond:expr, $($msg:tt)+) => {
+            if !$cond {
+                return Err(format!($($msg)+));
+            }
+        };
+    }
+    for (i, a) in answers.iter().enumerate() {
+        let last = i + 1 == answers.len();
+        let Some(v) = verdicts.get(i) else {
+            return Err(format!("answer {i} ({}) to no request", a.status));
+        };
+        ensure!(!a.close || last, "answer {i} closes, yet more follow");
+        for &code in &a.interim {
+            ensure!(code == 100, "interim answer {code}");
+            ensure!(
+                request(v).is_some_and(|r| r.expects_continue),
+                "100 Continue to request {i}, which did not ask for it"
+            );
+        }
+        if a.status == 0 {
+            // Only a `100 Continue`, then the connection ended.
+            ensure!(
+                matches!(v, Verdict::PartialBody(_) | Verdict::BadBody(_)),
+                "request {i} got only a 100 Continue"
+            );
+            continue;
+        }
+        match v {
+            Verdict::Complete(r) => {
+                ensure!(
+                    !a.truncated,
+                    "answer {i} to a complete request is cut short"
+                );
+                ensure!(!is_protocol_error(a), "valid request {i} refused: {a:?}");
+                ensure!(r.keep_alive || a.close, "request {i} asked to close");
+                if r.is_echo() && a.status == 200 {
+                    ensure!(a.body == r.body, "echo {i} returned another body");
+                }
+            }
+            Verdict::BadHead { .. } => {
+                ensure!(is_protocol_error(a), "bad request {i} answered {a:?}");
+            }
+            Verdict::BadBody(_) => ensure!(
+                is_protocol_error(a) || a.truncated || a.close,
+                "request {i} with a bad body answered {a:?}"
+            ),
+            Verdict::PartialHead => {
+                return Err(format!("answer {i} to a head that never ended: {a:?}"));
+            }
+            Verdict::PartialBody(_) => ensure!(
+                a.truncated || a.close,
+                "request {i} without its whole body answered {a:?}"
+            ),
+        }
+    }
+    let ended = answers.last().is_some_and(|a| a.close || a.truncated);
+    if !ended && let Some(v) = verdicts.get(answers.len()) {
+        ensure!(
+            !matches!(v, Verdict::Complete(_) | Verdict::BadHead { certain: true }),
+            "request {} was never answered",
+            answers.len()
+        );
+    }
+    Ok(())
+}
+
+/// The server's configuration with no flags given.
+fn default_config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| Config::from_cli(default_cli()))
+}
+
+/// The command line with no flags given.
+fn default_cli() -> &'static Cli {
+    static CLI: OnceLock<Cli> = OnceLock::new();
+    CLI.get_or_init(|| Cli::parse_from(["httplite"]))
+}
+
+/// The two apps: built-in routes only, and a static root with a few files.
+fn apps() -> &'static (Arc<App>, Arc<App>) {
+    static APPS: OnceLock<(Arc<App>, Arc<App>)> = OnceLock::new();
+    APPS.get_or_init(|| {
+        // Background jobs as the server sets them up, on one pool thread.
+        let cli = default_cli();
+        let pool = pool::Pool::builder()
+            .name("fuzz-pool")
+            .max_threads(1)
+            .queue_bound(cli.pool_queue)
+            .idle_timeout(cli.pool_idle_timeout)
+            .build();
+        let retention = Retention {
+            max_count: cli.jobs_retain,
+            max_age: cli.jobs_ttl,
+        };
+        let jobs = Jobs::new(pool, retention, false);
+        let app = |root| {
+            Arc::new(App {
+                root,
+                stats: Arc::new(Stats::new(1)),
+                worker_extra: Box::new(|_, _| {}),
+                test_endpoints: false,
+                jobs: jobs.clone(),
+            })
+        };
+        let dir = static_dir();
+        let root = StaticRoot::new(&dir, true).expect("static root");
+        (app(None), app(Some(root)))
+    })
+}
+
+/// A small site in the temp dir: a file, an index, a directory to list.
+fn static_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join("httplite-fuzz-root");
+    let files: [(&str, &[u8]); 4] = [
+        ("hello.txt", b"Hello, World!\n"),
+        ("sub/index.html", b"<p>sub</p>\n"),
+        ("list/a.bin", &[7u8; 3000]),
+        ("list/empty", b""),
+    ];
+    for (name, content) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).expect("static dir");
+        std::fs::write(&path, content).expect("static file");
+    }
+    dir
+}

@@ -1,0 +1,101 @@
+//! The operator console: `--console` reads commands from a piped stdin.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use crate::harness::{RUNTIMES, Server, wait_until};
+
+/// Waits (bounded) until the server's stdout contains `needle`.
+fn wait_for_output(server: &Server, needle: &str) -> String {
+    let found = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        server.stdout().contains(needle)
+    });
+    let out = server.stdout();
+    assert!(
+        found,
+        "no {needle:?} on stdout:\n{out}\nstderr:\n{}",
+        server.stderr()
+    );
+    out
+}
+
+#[test]
+fn commands_answer_and_quit_shuts_down_gracefully() {
+    for rt in RUNTIMES {
+        let mut server = Server::start_with_stdin(rt, &["--console"]);
+        let mut stdin = server.take_stdin().expect("piped stdin");
+        wait_for_output(&server, "console: reading commands");
+        // Some traffic, so that the tables have numbers in them.
+        let mut client = server.connect();
+        assert_eq!(client.get("/_httplite/plaintext").status, 200);
+        client.send(b"POST /_httplite/jobs?type=wordcount HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\na b");
+        assert_eq!(client.read_response().status, 202);
+
+        stdin.write_all(b"help\n").unwrap();
+        wait_for_output(&server, "quit     graceful shutdown");
+        stdin.write_all(b"stats\n").unwrap();
+        let out = wait_for_output(&server, "blocking pool");
+        let requests = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("requests"))
+            .expect("a requests row");
+        assert!(requests.trim_end().ends_with('2'), "{rt}: {requests:?}");
+        stdin.write_all(b"workers\n").unwrap();
+        wait_for_output(
+            &server,
+            "worker       open  connections     requests    queue",
+        );
+        stdin.write_all(b"jobs\n").unwrap();
+        wait_for_output(&server, "most recent");
+        // The table's row for the job submitted above.
+        wait_for_output(&server, "wordcount    done");
+        stdin.write_all(b"frobnicate\n").unwrap();
+        wait_for_output(
+            &server,
+            "unknown command \"frobnicate\": try stats, workers, jobs, quit or help",
+        );
+
+        stdin.write_all(b"quit\n").unwrap();
+        wait_for_output(&server, "shutting down");
+        let status = server.wait_exit(Duration::from_secs(15));
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(0)),
+            "{rt}: {}",
+            server.stderr()
+        );
+        assert!(server.stdout().contains("shut down cleanly"), "{rt}");
+    }
+}
+
+#[test]
+fn closed_stdin_does_not_stop_the_server() {
+    for rt in RUNTIMES {
+        let mut server = Server::start_with_stdin(rt, &["--console"]);
+        let stdin = server.take_stdin().expect("piped stdin");
+        wait_for_output(&server, "console: reading commands");
+        drop(stdin);
+        wait_for_output(&server, "console: end of input; the server carries on");
+        assert_eq!(
+            server.get("/_httplite/plaintext").text(),
+            "Hello, World!",
+            "{rt}"
+        );
+        assert!(
+            server.wait_exit(Duration::from_millis(200)).is_none(),
+            "{rt}: still running"
+        );
+        let status = server.terminate();
+        assert_eq!(status.code(), Some(0), "{rt}");
+    }
+}
+
+#[test]
+fn a_console_on_dev_null_reads_end_of_input_and_serves_on() {
+    // stdin is /dev/null here, which epoll cannot watch: the console reads it
+    // the blocking way (it never waits) and gets end of input at once.
+    let mut server = Server::start("stackless", &["--console"]);
+    wait_for_output(&server, "console: end of input");
+    assert_eq!(server.get("/_httplite/plaintext").status, 200);
+    assert_eq!(server.terminate().code(), Some(0));
+}

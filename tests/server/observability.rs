@@ -1,0 +1,193 @@
+//! What the server shows about itself: per-worker runtime internals in the
+//! stats document, and `--trace` (one line per event-loop step).
+
+use std::time::Duration;
+
+use crate::harness::{Client, RUNTIMES, Server, Stats, wait_until};
+
+#[test]
+fn stats_report_each_workers_runtime_internals() {
+    for rt in RUNTIMES {
+        let server = Server::start(rt, &[]);
+        let mut c = Client::connect(server.addr());
+        for _ in 0..5 {
+            assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        }
+        // A sleep goes through the timer heap on the event-loop designs.
+        assert_eq!(c.get("/_httplite/sleep?ms=20").status, 200, "[{rt}]");
+        let s = Stats(c.get("/_httplite/stats").text());
+        assert_eq!(
+            s.0.matches(&format!("\"kind\":\"{rt}\"")).count(),
+            2,
+            "[{rt}] one runtime object per worker: {}",
+            s.0
+        );
+        match *rt {
+            "threads" => {
+                // This connection's own thread is alive while it asks.
+                assert!(s.sum("threads_alive") >= 1, "[{rt}] {}", s.0);
+                assert!(s.sum("threads_high_water") >= 1, "[{rt}] {}", s.0);
+            }
+            _ => {
+                assert!(s.sum("epoll_waits") >= 7, "[{rt}] {}", s.0);
+                assert!(s.sum("epoll_events") >= 7, "[{rt}] {}", s.0);
+                assert!(s.sum("timers_fired") >= 1, "[{rt}] {}", s.0);
+                // The keep-alive connection's idle timer, at least.
+                assert!(s.sum("timers_pending") >= 1, "[{rt}] {}", s.0);
+                // The connection asking, plus each worker's handoff pipe.
+                assert!(s.sum("fds_registered") >= 3, "[{rt}] {}", s.0);
+                assert!(s.sum("wakes_local") >= 7, "[{rt}] {}", s.0);
+                assert!(s.sum("run_queue_high_water") >= 1, "[{rt}] {}", s.0);
+                if *rt == "stackless" {
+                    assert!(s.sum("tasks_alive") >= 1, "[{rt}] {}", s.0);
+                    assert!(s.sum("polls") >= 7, "[{rt}] {}", s.0);
+                } else {
+                    // Each worker's accept coroutine plus this connection's.
+                    assert!(s.sum("stacks_in_use") >= 3, "[{rt}] {}", s.0);
+                    assert!(s.sum("stacks_in_use_high_water") >= 3, "[{rt}] {}", s.0);
+                    assert!(s.sum("resumes") >= 7, "[{rt}] {}", s.0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn finished_connections_leave_no_tasks_or_stacks_behind() {
+    for rt in ["stackless", "stackful"] {
+        let server = Server::start(rt, &[]);
+        for _ in 0..20 {
+            let mut c = Client::connect(server.addr());
+            assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        }
+        // The 20 connections closed; once the server has noticed, only the
+        // connection asking is left.
+        let (key, expected) = match rt {
+            "stackless" => ("tasks_alive", 1),
+            _ => ("stacks_in_use", 3), // and each worker's accept coroutine
+        };
+        let mut last = String::new();
+        let settled = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            let mut c = Client::connect(server.addr());
+            last = c.get("/_httplite/stats").text();
+            Stats(last.clone()).sum(key) == expected
+        });
+        assert!(
+            settled,
+            "[{rt}] {key} never came back to {expected}: {last}"
+        );
+    }
+}
+
+#[cfg(not(feature = "trace"))]
+#[test]
+fn trace_without_the_feature_is_a_one_line_error() {
+    let out = crate::harness::run_binary(
+        &["--bind", "127.0.0.1:0", "--trace"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--features trace"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// The trace lines a `--trace` server printed once `want` shows up.
+#[cfg(feature = "trace")]
+fn trace_of(server: &Server, want: &str) -> String {
+    let mut last = String::new();
+    let seen = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        last = server.stderr();
+        last.contains(want)
+    });
+    assert!(seen, "no {want:?} in the trace:\n{last}");
+    last
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn trace_follows_one_request_through_every_layer() {
+    for rt in ["stackless", "stackful"] {
+        let server = Server::start(rt, &["--trace"]);
+        let mut c = Client::connect(server.addr());
+        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        let trace = trace_of(&server, "GET /_httplite/plaintext HTTP/1.1 -> 200");
+        // The fd the acceptor handed over is the one epoll reports and the
+        // one the request line names.
+        let handoff = trace
+            .lines()
+            .find(|l| l.contains(" acceptor ") && l.contains("handoff"))
+            .unwrap_or_else(|| panic!("[{rt}] no handoff line:\n{trace}"));
+        let fd: u32 = handoff
+            .split("fds=[")
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("[{rt}] unreadable handoff line {handoff:?}"));
+        let pos = |needle: &str| {
+            trace
+                .find(needle)
+                .unwrap_or_else(|| panic!("[{rt}] no {needle:?} in:\n{trace}"))
+        };
+        let received = pos(&format!("handoff  received fds=[{fd}]"));
+        let readable = pos(&format!("{fd}:IN"));
+        let answered = pos(&format!("http     fd={fd} GET /_httplite/plaintext"));
+        assert!(
+            received < readable && readable < answered,
+            "[{rt}]\n{trace}"
+        );
+        match rt {
+            "stackless" => {
+                assert!(trace.contains(" spawn    task="), "[{rt}]\n{trace}");
+                assert!(trace.contains(" poll     task="), "[{rt}]\n{trace}");
+                assert!(trace.contains(" wake     task="), "[{rt}]\n{trace}");
+            }
+            _ => {
+                assert!(trace.contains(" spawn    co="), "[{rt}]\n{trace}");
+                assert!(trace.contains(" switch   sched -> co="), "[{rt}]\n{trace}");
+                assert!(trace.contains(" -> sched parked"), "[{rt}]\n{trace}");
+            }
+        }
+        // Every line: seconds, thread label, kind.
+        for line in trace.lines().filter(|l| !l.starts_with("httplite")) {
+            let mut cols = line.split_whitespace();
+            let secs = cols.next().and_then(|t| t.parse::<f64>().ok());
+            assert!(
+                secs.is_some() && cols.count() >= 2,
+                "[{rt}] odd line {line:?}"
+            );
+        }
+    }
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn trace_shows_timers_firing() {
+    let server = Server::start("stackless", &["--trace"]);
+    let mut c = Client::connect(server.addr());
+    assert_eq!(c.get("/_httplite/sleep?ms=30").status, 200);
+    let trace = trace_of(&server, "GET /_httplite/sleep?ms=30 HTTP/1.1 -> 200");
+    assert!(trace.contains(" timer    fired=1"), "{trace}");
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn trace_rate_limit_drops_and_reports_the_excess() {
+    let server = Server::start("stackless", &["--trace", "--trace-rate", "5"]);
+    let mut c = Client::connect(server.addr());
+    for _ in 0..50 {
+        c.send(&crate::harness::get_req("/_httplite/plaintext"));
+        assert_eq!(c.read_response().status, 200);
+    }
+    // The report comes with the first line of a later second.
+    std::thread::sleep(Duration::from_millis(1_100));
+    assert_eq!(c.get("/_httplite/plaintext").status, 200);
+    let trace = trace_of(&server, "suppressed");
+    let worker_lines = trace
+        .lines()
+        .filter(|l| l.contains(" w0 ") || l.contains(" w1 "))
+        .count();
+    // 50 requests make hundreds of steps; at 5 a second per worker, a few
+    // seconds' worth print.
+    assert!(worker_lines < 100, "{worker_lines} lines printed:\n{trace}");
+}
