@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
     let input = [head.as_bytes(), body].concat();
     let expected = reference(body, chunked, length, &limits);
 
-    let whole = transcript::run(&input, &[0..input.len()], limits, true);
+    let whole = transcript::run_at_once(&input, limits, true);
     check(&whole, &expected, &limits, "whole");
     let splits = Knobs::new(data).splits(input.len());
     let split = transcript::run(&input, &splits, limits, true);

@@ -20,7 +20,7 @@ impl Knobs {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.state;
         x ^= x >> 12;
         x ^= x << 25;
@@ -31,7 +31,7 @@ impl Knobs {
 
     /// A number in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     /// One of `choices`.
@@ -87,6 +87,6 @@ mod tests {
             }
             assert_eq!(at, len);
         }
-        assert_eq!(Knobs::new(b"x").next(), Knobs::new(b"x").next());
+        assert_eq!(Knobs::new(b"x").next_u64(), Knobs::new(b"x").next_u64());
     }
 }

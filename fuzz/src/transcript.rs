@@ -124,14 +124,16 @@ impl Transcript {
     }
 }
 
+/// [`run`] with the whole input arriving in one read.
+pub fn run_at_once(input: &[u8], limits: Limits, first_only: bool) -> Transcript {
+    let all: Vec<Range<usize>> = std::iter::once(0..input.len()).collect();
+    run(input, &all, limits, first_only)
+}
+
 /// Feeds `input` to a new decoder in the reads `splits`, decoding all it
-/// can after each. `stop_after_end` stops at the first `End` (bodies only).
-pub fn run(
-    input: &[u8],
-    splits: &[Range<usize>],
-    limits: Limits,
-    first_only: bool,
-) -> Transcript {
+/// can after each. `first_only` stops after the first whole request (its
+/// body-less head, or its body's `End`), leaving the rest buffered.
+pub fn run(input: &[u8], splits: &[Range<usize>], limits: Limits, first_only: bool) -> Transcript {
     let mut decoder = Decoder::new(limits);
     let mut buf = BytesMut::new();
     let mut events: Vec<Event> = Vec::new();

@@ -56,6 +56,12 @@ FD_SLACK, FD_GROWTH = 64, 1.2
 RSS_SLACK_KB, RSS_GROWTH = 32 * 1024, 1.2
 FD_REST_SLACK = 4
 FIRST_WINDOW = 60.0
+# Requests per write of each wrk client (scripts/lib/soak.lua) and its connections.
+WRK_MIX = {
+    "wrk-pipelined": {"plaintext": 11, "json": 2, "small": 1, "range": 1, "echo": 1},
+    "wrk-keepalive": {"plaintext": 1, "json": 1},
+}
+WRK_CONNS = {"wrk-pipelined": 16, "wrk-keepalive": 8}
 
 
 # ---------------------------------------------------------------------------
@@ -579,7 +585,7 @@ class Soak:
                       f"threads={s[2]} verified={sum(self.served.values())}", flush=True)
 
     async def run_wrk(self, name, mode, conns):
-        cmd = ["nice", "-n", "10", "wrk", "-t1", f"-c{conns}", f"-d{self.a.duration}s",
+        cmd = ["wrk", "-t1", f"-c{conns}", f"-d{self.a.duration}s",
                "--timeout", "10s", "-s", self.a.lua,
                f"http://127.0.0.1:{self.port}/", "--", self.a.root, mode]
         p = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
@@ -629,8 +635,8 @@ class Soak:
         self.stop_at = t0 + a.duration
         tasks = [
             self.sampler(t0),
-            self.run_wrk("wrk-keepalive", "keepalive", 8),
-            self.run_wrk("wrk-pipelined", "pipelined", 16),
+            self.run_wrk("wrk-keepalive", "keepalive", WRK_CONNS["wrk-keepalive"]),
+            self.run_wrk("wrk-pipelined", "pipelined", WRK_CONNS["wrk-pipelined"]),
         ]
         site = self.site
         for i in range(3):
@@ -713,6 +719,19 @@ class Soak:
                 failures.append(f"{name}: wrk socket errors {errs}")
             elif w["ok"] + w["bad"] != w["responses"]:
                 failures.append(f"{name}: {w['responses']} responses but {w['ok'] + w['bad']} checked")
+            # The mix per write is fixed (soak.lua), so each kind's count keeps
+            # its share, to within the requests in flight when wrk stopped.
+            k = w["kinds"]
+            per_write = WRK_MIX.get(name, {})
+            if per_write and all(x in k for x in per_write):
+                base = k["plaintext"] / per_write["plaintext"]
+                slack = 16 * WRK_CONNS[name]
+                for kind, m in per_write.items():
+                    if abs(k[kind] - m * base) > slack:
+                        failures.append(f"{name}: {k[kind]} {kind} answers, expected about "
+                                        f"{m * base:.0f} from the fixed mix {per_write}")
+            elif per_write:
+                failures.append(f"{name}: per-kind counts missing: {k}")
         wrong = sum(self.bad.values()) + wrk_bad
         if self.bad:
             failures.append(f"wrong or missing answers: {self.bad}; first: {self.bad_notes[:5]}")

@@ -99,3 +99,40 @@ fn a_console_on_dev_null_reads_end_of_input_and_serves_on() {
     assert_eq!(server.get("/_httplite/plaintext").status, 200);
     assert_eq!(server.terminate().code(), Some(0));
 }
+
+#[test]
+fn stdin_is_back_in_blocking_mode_after_quit() {
+    use std::os::fd::AsRawFd;
+    use std::process::{Command, Stdio};
+    let nonblocking = |fd: i32| {
+        // SAFETY: F_GETFL on a descriptor we own; no memory is passed.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        assert!(flags >= 0, "fcntl: {}", std::io::Error::last_os_error());
+        flags & libc::O_NONBLOCK != 0
+    };
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    // A duplicate shares the open file description, flags included: what
+    // the server sets on its stdin, we see here (as a shell would).
+    let ours = reader.try_clone().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_httplite"))
+        .args(["--bind", "127.0.0.1:0", "--workers", "1", "--console", "--quiet"])
+        .stdin(Stdio::from(reader))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let set = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        nonblocking(ours.as_raw_fd())
+    });
+    assert!(set, "the console reads stdin through epoll, non-blocking");
+    writer.write_all(b"quit\n").unwrap();
+    let exited = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !exited {
+        let _ = child.kill();
+        panic!("no exit after quit");
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(!nonblocking(ours.as_raw_fd()), "stdin left non-blocking");
+}

@@ -16,10 +16,13 @@ use crate::harness::{
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Downloads read slowly: begun before the signal, finished after it.
 const DOWNLOADS: usize = 4;
-const FILE_SIZE: usize = 8 << 20;
-/// Read this much, then pause `READ_PAUSE`: ~3 MB/s, so a download takes
-/// ~2.6 s and is well under way, not done, when the signal comes.
-const READ_STEP: usize = 32 << 10;
+/// Far more than the socket buffers on both ends hold (4 MiB + 6 MiB at
+/// most), so most of each download is sent after the signal, not left in
+/// the kernel by a server that has already exited.
+const FILE_SIZE: usize = 24 << 20;
+/// Read this much, then pause `READ_PAUSE`: ~6 MB/s, so a download takes
+/// ~4 s and is under way, not done, when the signal comes.
+const READ_STEP: usize = 64 << 10;
 const READ_PAUSE: Duration = Duration::from_millis(10);
 /// In-flight sleeps, answered after the signal.
 const SLEEPS: usize = 20;
@@ -56,23 +59,23 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, slow: bool) -> io::Result
     let mut chunk = vec![0u8; READ_STEP];
     let mut need: Option<usize> = None;
     loop {
-        if need.is_none() {
-            if let Some(i) = find(buf, b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
-                let cl = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .ok_or_else(|| io::Error::other(format!("no Content-Length in {head:?}")))?;
-                need = Some(i + 4 + cl);
-            }
+        if need.is_none()
+            && let Some(i) = find(buf, b"\r\n\r\n")
+        {
+            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+            let cl = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| io::Error::other(format!("no Content-Length in {head:?}")))?;
+            need = Some(i + 4 + cl);
         }
-        if let Some(n) = need {
-            if buf.len() >= n {
-                let resp = buf[..n].to_vec();
-                buf.drain(..n);
-                return Ok(Some(resp));
-            }
+        if let Some(n) = need
+            && buf.len() >= n
+        {
+            let resp = buf[..n].to_vec();
+            buf.drain(..n);
+            return Ok(Some(resp));
         }
         let n = match s.read(&mut chunk) {
             Ok(n) => n,

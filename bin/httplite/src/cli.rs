@@ -10,7 +10,7 @@ use clap::{Parser, ValueEnum};
 ///
 /// Without --root it serves a built-in index page at / naming the built-in
 /// endpoints; with --root it serves the files under DIR. Built-in endpoints
-/// always live under /_httplite/ (plaintext, json, stats, echo, sleep).
+/// always live under /_httplite/ (plaintext, json, stats, echo, sleep, jobs).
 #[derive(Debug, Parser)]
 #[command(name = "httplite", version, about, long_about)]
 pub struct Cli {

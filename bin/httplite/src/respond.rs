@@ -327,13 +327,13 @@ pub enum FileStep {
     Fail,
 }
 
+/// Work that finishes a static file answer on the blocking pool.
+pub type PoolWork = Box<dyn FnOnce() -> StaticReply + Send>;
+
 /// Splits off the part of a static file answer that must run on the
 /// blocking pool: a directory listing (milliseconds for thousands of
 /// entries). `Err` gives back a reply that needs no pool.
-#[allow(clippy::type_complexity)]
-pub fn pool_work(
-    reply: StaticReply,
-) -> Result<Box<dyn FnOnce() -> StaticReply + Send>, StaticReply> {
+pub fn pool_work(reply: StaticReply) -> Result<PoolWork, StaticReply> {
     match reply {
         StaticReply::ListDir { dir, url_path } => {
             Ok(Box::new(move || StaticReply::list(&dir, &url_path)))

@@ -202,6 +202,7 @@ pub const INDEX_HTML: &str = "<!doctype html>
 <li><a href=\"/_httplite/stats\">/_httplite/stats</a> &mdash; server counters (JSON)</li>
 <li><code>POST /_httplite/echo</code> &mdash; the request body, streamed back</li>
 <li><a href=\"/_httplite/sleep?ms=100\">/_httplite/sleep?ms=N</a> &mdash; answers after N ms (at most 60 s)</li>
+<li><code>POST /_httplite/jobs?type=T</code> &mdash; a background job on the request body (T: echo, wordcount, charcount, capitalize, sha256); <code>GET</code>/<code>DELETE /_httplite/jobs/{id}</code></li>
 </ul>
 <p>Start with <code>--root DIR</code> to serve files instead of this page.</p>
 </body></html>

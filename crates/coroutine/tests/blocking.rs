@@ -92,6 +92,11 @@ fn panics_and_a_full_pool_are_reported() {
             .unwrap()
             .unwrap_err();
         assert_eq!(err.panic_message(), Some("job failed"));
+        // The thread may still be on its way back to idle; with no queue,
+        // only an idle thread can take the next task.
+        while pool.stats().busy > 0 {
+            coroutine::sleep(Duration::from_millis(1));
+        }
         let (release, gate) = mpsc::channel::<()>();
         let busy = {
             let pool = pool.clone();

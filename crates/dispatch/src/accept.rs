@@ -9,11 +9,14 @@
 //! the freed slot, close that connection at once (the client gets a clean
 //! close instead of a hang), and reopen the reserve. Each pending connection
 //! costs four syscalls and the queue empties, after which epoll sleeps until
-//! the next client: CPU stays bounded by the arrival rate. If the reserve is
-//! gone (another thread took the slot), back off with a timer instead.
+//! the next client: CPU stays bounded by the arrival rate. No other accept
+//! in the process runs while a slot is freed (`SHEDDING`), so a sibling
+//! port cannot take it; if the reserve is gone all the same (a file opened
+//! elsewhere took the slot), back off with a timer and retry.
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use crate::sys;
@@ -37,10 +40,22 @@ pub(crate) enum Step {
     Failed,
 }
 
+/// Keeps every other `accept4` in the process out of the slot a shedding
+/// thread has just freed. In reuseport mode each worker's port sheds with
+/// its own reserve; were a sibling's `accept4` to land in the freed slot, it
+/// would keep that connection, the shedder could not reopen its reserve, and
+/// its queue would hang for as long as the fd table stays full. Accepts take
+/// it shared (uncontended with one acceptor thread), a shed exclusively.
+static SHEDDING: RwLock<()> = RwLock::new(());
+
 /// `accept4` once on a non-blocking listener, shedding with `reserve` if the
 /// process is out of fds.
 pub(crate) fn step(listener: RawFd, reserve: &mut Option<OwnedFd>) -> Step {
-    match reactor::sys::accept_fd(listener) {
+    let accepted = {
+        let _no_shed = SHEDDING.read().unwrap_or_else(|e| e.into_inner());
+        reactor::sys::accept_fd(listener)
+    };
+    match accepted {
         Ok(fd) => Step::Conn(fd),
         Err(e) => match classify(&e) {
             Class::Empty => Step::Empty,
@@ -86,6 +101,7 @@ fn classify(e: &io::Error) -> Class {
 }
 
 fn shed(listener: RawFd, reserve: &mut Option<OwnedFd>) -> Step {
+    let _alone = SHEDDING.write().unwrap_or_else(|e| e.into_inner());
     let Some(spare) = reserve.take() else {
         // Try to get the reserve back for next time; this attempt backs off.
         *reserve = sys::open_reserve().ok();

@@ -27,14 +27,16 @@ fn emfile_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let mode = match mode.as_str() {
-        "acceptor" => Mode::Acceptor,
-        _ => Mode::ReusePort,
+    // "reuseport4": four ports shedding at once (see the storm test below).
+    let (mode, workers) = match mode.as_str() {
+        "acceptor" => (Mode::Acceptor, 1),
+        "reuseport4" => (Mode::ReusePort, 4),
+        _ => (Mode::ReusePort, 1),
     };
-    let behavior = Behavior::new(1);
+    let behavior = Behavior::new(workers);
     let b = behavior.clone();
     let config = Config {
-        workers: 1,
+        workers,
         mode,
         ..Config::new(localhost())
     };
@@ -260,4 +262,67 @@ fn emfile_keeps_cpu_bounded_and_serving_recovers_acceptor_mode() {
 #[test]
 fn emfile_keeps_cpu_bounded_and_serving_recovers_reuseport_mode() {
     out_of_fds("reuseport");
+}
+
+/// Several reuseport ports at the limit, a burst of clients from many
+/// threads: each port sheds its own queue with its own reserve fd. If one
+/// port's `accept4` could take the slot another port had just freed by
+/// closing its reserve, it would keep that connection, the other port could
+/// not reopen its reserve, and its queue would hang for as long as the fd
+/// table stays full. Every client must be turned away at once, none left
+/// hanging, round after round.
+#[test]
+fn emfile_storm_on_many_reuseport_ports_leaves_no_client_hanging() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 60;
+    const ROUNDS: usize = 3;
+    let child = ChildServer::spawn("reuseport4");
+    let addr = child.addr;
+    let mut held = Vec::new();
+    while let Some(s) = try_serve(addr) {
+        held.push(s);
+        assert!(held.len() <= HEADROOM as usize, "limit never hit");
+    }
+    for round in 0..ROUNDS {
+        let hanging: usize = std::thread::scope(|scope| {
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|_| {
+                    scope.spawn(move || {
+                        let mut hanging = 0;
+                        for _ in 0..EACH {
+                            let Ok(mut s) =
+                                TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+                            else {
+                                continue; // a full backlog: the kernel's answer
+                            };
+                            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                            s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+                            match ask(&mut s, "hi") {
+                                Ok(_) => panic!("served beyond the limit"),
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        ErrorKind::WouldBlock | ErrorKind::TimedOut
+                                    ) =>
+                                {
+                                    hanging += 1
+                                }
+                                Err(_) => {} // closed or reset: turned away
+                            }
+                        }
+                        hanging
+                    })
+                })
+                .collect();
+            clients.into_iter().map(|c| c.join().unwrap()).sum()
+        });
+        assert_eq!(
+            hanging,
+            0,
+            "round {round}: {hanging} of {} clients left hanging at the fd limit",
+            CLIENTS * EACH
+        );
+    }
+    drop(held);
+    child.quit();
 }

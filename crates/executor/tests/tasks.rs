@@ -168,15 +168,25 @@ fn a_self_waking_task_cannot_starve_others_or_io() {
     rt.block_on({
         let spins = spins.clone();
         async move {
-            let spinner = spawn(async move {
-                loop {
-                    spins.set(spins.get() + 1);
-                    yield_now().await;
+            let spinner = spawn({
+                let spins = spins.clone();
+                async move {
+                    loop {
+                        spins.set(spins.get() + 1);
+                        yield_now().await;
+                    }
                 }
             });
-            // A timer (reactor work) and a plain task both complete although
-            // the spinner is always ready.
-            executor::sleep(Duration::from_millis(20)).await;
+            // Timers (reactor work) and a plain task all complete although
+            // the spinner is always ready. Sleep until it has had its turns:
+            // a count, not a speed (scripts/valgrind.sh runs this ~50x
+            // slower). Bounded, so a starved timer fails the count below.
+            for _ in 0..5000 {
+                if spins.get() > 100 {
+                    break;
+                }
+                executor::sleep(Duration::from_millis(1)).await;
+            }
             spawn(async {}).await.unwrap();
             spinner.abort();
             assert!(spinner.await.unwrap_err().is_cancelled());

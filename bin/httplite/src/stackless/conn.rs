@@ -24,7 +24,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use executor::Sleep;
 use executor::net::TcpStream;
 use http1::{Decoder, Message, ReplyTo, Request, Status};
 

@@ -103,16 +103,24 @@ fn ctx() -> Ctx {
 fn run(reads: &[&[u8]]) -> Log {
     let log = Rc::new(RefCell::new(Log::default()));
     let io = Script {
-        reads: reads.iter().map(|r| r.to_vec()).collect::<Vec<_>>().into_iter(),
+        reads: reads
+            .iter()
+            .map(|r| r.to_vec())
+            .collect::<Vec<_>>()
+            .into_iter(),
         log: log.clone(),
     };
     serve(&ctx(), io);
-    Rc::try_unwrap(log).ok().expect("the connection is done").into_inner()
+    Rc::try_unwrap(log)
+        .ok()
+        .expect("the connection is done")
+        .into_inner()
 }
 
 const GET: &[u8] = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n";
 /// Answered 405 once its body has been read and dropped.
-const POST_HEAD: &[u8] = b"POST /_httplite/plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n";
+const POST_HEAD: &[u8] =
+    b"POST /_httplite/plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n";
 
 #[test]
 fn pipelined_answers_are_not_lost_when_a_body_never_ends() {

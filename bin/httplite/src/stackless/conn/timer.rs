@@ -11,7 +11,7 @@ use super::{Res, Stop};
 use crate::stats::TimeoutKind;
 
 /// A connection timer whose deadline can move without touching the heap
-/// on the hot path (see the module docs).
+/// on the hot path (see the connection module's docs).
 pub(super) struct Timer {
     pub(super) sleep: Pin<Box<Sleep>>,
     pub(super) deadline: Instant,
