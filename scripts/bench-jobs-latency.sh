@@ -13,13 +13,15 @@
 # assumed: on 2 cores that also run wrk and the loop, they get what is left.
 #
 # Not run in CI. Usage: scripts/bench-jobs-latency.sh [--runtime R]
-#   [--duration 10s] [--connections 32] [--job-bytes 1048576] [--pool-nice N]
+#   [--duration 10s] [--rounds 3] [--connections 32] [--job-bytes 1048576]
+#   [--pool-nice N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
 DURATION=10
 CONNS=32
 JOB_BYTES=1048576
+ROUNDS=3
 NICE_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
         --connections) CONNS=$2; shift 2 ;;
         --job-bytes) JOB_BYTES=$2; shift 2 ;;
         --pool-nice) NICE_ARGS=(--pool-nice "$2"); shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -73,21 +76,34 @@ run_wrk() { # file
     taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$URL" > "$1"
 }
 
-echo "runtime $RUNTIME, wrk -t1 -c$CONNS -d${DURATION}s on CPU 1, pool: 2 threads ${NICE_ARGS[*]}"
-run_wrk "$TMP/idle.out"
-read -r IDLE_P50 IDLE_P99 IDLE_RPS < <(p99 "$TMP/idle.out")
-echo "idle:   p50 ${IDLE_P50} ms  p99 ${IDLE_P99} ms  (${IDLE_RPS} req/s)"
+echo "runtime $RUNTIME, wrk -t1 -c$CONNS -d${DURATION}s on CPU 1, pool: 2 threads ${NICE_ARGS[*]}, $ROUNDS round(s)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Each round measures idle, then busy, back to back, so that both see the
+# same background load; the summary is the median over rounds.
+for r in $(seq 1 "$ROUNDS"); do
+    run_wrk "$TMP/idle.out"
+    read -r IDLE_P50 IDLE_P99 IDLE_RPS < <(p99 "$TMP/idle.out")
+    echo "round $r idle:  p50 ${IDLE_P50} ms  p99 ${IDLE_P99} ms  (${IDLE_RPS} req/s)"
 
-# Jobs: 4 submitters keep 2 running and 2 queued at all times.
-python3 scripts/lib/job_feeder.py "$PORT" 4 "$JOB_BYTES" $((DURATION + 4)) > "$TMP/jobs.out" &
-FPID=$!
-sleep 2 # the pool is saturated before measuring
-T0=$(pool_ticks)
-run_wrk "$TMP/busy.out"
-T1=$(pool_ticks)
-wait "$FPID"
-read -r BUSY_P50 BUSY_P99 BUSY_RPS < <(p99 "$TMP/busy.out")
-CORES=$(python3 -c "print(f'{($T1 - $T0) / $TICKS / $DURATION:.2f}')")
-echo "jobs:   p50 ${BUSY_P50} ms  p99 ${BUSY_P99} ms  (${BUSY_RPS} req/s)"
-echo "        $(cat "$TMP/jobs.out") sha256 jobs of $JOB_BYTES bytes done and checked; pool threads used $CORES cores"
-python3 -c "print(f'p99 ratio (jobs / idle): {$BUSY_P99 / $IDLE_P99:.2f}')"
+    # Jobs: 4 submitters keep 2 running and 2 queued at all times.
+    python3 scripts/lib/job_feeder.py "$PORT" 4 "$JOB_BYTES" $((DURATION + 3)) > "$TMP/jobs.out" &
+    FPID=$!
+    sleep 2 # the pool is saturated before measuring
+    T0=$(pool_ticks)
+    run_wrk "$TMP/busy.out"
+    T1=$(pool_ticks)
+    wait "$FPID"
+    read -r BUSY_P50 BUSY_P99 BUSY_RPS < <(p99 "$TMP/busy.out")
+    CORES=$(python3 -c "print(f'{($T1 - $T0) / $TICKS / $DURATION:.2f}')")
+    echo "round $r jobs:  p50 ${BUSY_P50} ms  p99 ${BUSY_P99} ms  (${BUSY_RPS} req/s);" \
+        "$(cat "$TMP/jobs.out") sha256 jobs of $JOB_BYTES B checked; pool threads used $CORES cores"
+    echo "$IDLE_P99 $BUSY_P99" >> "$TMP/p99s"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$TMP/p99s" <<'PY'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+idle = statistics.median(r[0] for r in rows)
+busy = statistics.median(r[1] for r in rows)
+print(f"median p99: idle {idle:.3f} ms, with jobs {busy:.3f} ms, ratio {busy / idle:.2f}")
+PY

@@ -259,10 +259,11 @@ if [ "$INSTR" = 1 ]; then
         b=$(echo "$tab" | awk -F'|' '/16 pipelined/ {gsub(/ /,"",$4); print $4}')
         echo "httplite $rt,$a,$b" >> "$OUT/instructions.csv"
     done
-    for p in hyper may; do
+    for p in nginx hyper may; do
         echo "instructions: $p" >&2
         v=$(ROUNDS=$INSTR_ROUNDS K2=$INSTR_K2 timeout 900 scripts/lib/peer-metrics.sh instructions "$p") || v=","
-        echo "$([ $p = hyper ] && echo tokio-hyper || echo may_minihttp),$v" >> "$OUT/instructions.csv"
+        case $p in hyper) name=tokio-hyper ;; may) name=may_minihttp ;; *) name=$p ;; esac
+        echo "$name,$v" >> "$OUT/instructions.csv"
     done
 fi
 

@@ -237,8 +237,8 @@ if os.path.exists(ins_path):
     ins = list(csv.DictReader(open(ins_path)))
     md.append("## User-space instructions per request\n")
     md.append("`scripts/instructions-per-request.sh` (httplite) and `scripts/lib/peer-metrics.sh "
-              "instructions` (Rust peers): callgrind, (Ir(K2) − Ir(K1)) / (K2 − K1) over one "
-              "keep-alive connection. nginx is not run under callgrind here.\n")
+              "instructions` (nginx with `master_process off`, and the Rust peers): callgrind, "
+              "(Ir(K2) − Ir(K1)) / (K2 − K1) over one keep-alive connection.\n")
     md.append("| server | one at a time | 16 pipelined |\n|---|---|---|")
     for m in ins:
         md.append(f"| {m['server']} | {m['one_at_a_time'] or 'failed'} | {m['pipelined16'] or 'failed'} |")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Idle memory and instructions per request for the Rust peers (benches/peers),
-# by the same method as scripts/idle-memory.sh and
-# scripts/instructions-per-request.sh, which only know httplite and nginx.
+# Idle memory and instructions per request for the peers (the Rust peers in
+# benches/peers, and nginx for instructions), by the same method as
+# scripts/idle-memory.sh and scripts/instructions-per-request.sh.
 #
-# Usage: scripts/lib/peer-metrics.sh memory hyper|may        -> bytes per idle connection
-#        scripts/lib/peer-metrics.sh instructions hyper|may  -> "one_at_a_time,pipelined16"
+# Usage: scripts/lib/peer-metrics.sh memory hyper|may              -> bytes per idle connection
+#        scripts/lib/peer-metrics.sh instructions hyper|may|nginx  -> "one_at_a_time,pipelined16"
 # Env: N (10000), K1 (1000), K2 (21000), ROUNDS (3). Run scripts/bench.sh first
 # (it builds target/peers/release/peer-*).
 set -euo pipefail
@@ -13,10 +13,15 @@ WHAT=$1
 case "$2" in
     hyper) BIN=target/peers/release/peer-hyper ;;
     may) BIN=target/peers/release/peer-may ;;
+    nginx) BIN=nginx ;;
     *) echo "unknown peer $2" >&2; exit 2 ;;
 esac
-[ -x "$BIN" ] || CARGO_TARGET_DIR="$PWD/target/peers" cargo build --release -q \
+if [ "$BIN" = nginx ]; then
+    [ "$1" = instructions ] || { echo "nginx memory: use scripts/idle-memory.sh --nginx" >&2; exit 2; }
+    command -v nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq nginx-light >/dev/null; }
+elif [ ! -x "$BIN" ]; then CARGO_TARGET_DIR="$PWD/target/peers" cargo build --release -q \
     --manifest-path benches/peers/Cargo.toml
+fi
 ulimit -n 20000
 TMP=$(mktemp -d)
 PORT=$((10000 + RANDOM % 20000))
@@ -54,8 +59,15 @@ ROUNDS=${ROUNDS:-3}
 i=0
 count() { # depth K port -> total Ir
     local depth=$1 k=$2 port=$3 f="$TMP/cg.$1.$2"
+    local cmd=("$BIN" --bind "127.0.0.1:$port" --workers 1)
+    if [ "$BIN" = nginx ]; then
+        # One process serving (no master), so callgrind sees every request.
+        mkdir -p "$TMP/ng$port"
+        scripts/lib/nginx-conf.sh "$TMP/ng$port" "$port" > "$TMP/ng$port/nginx.conf"
+        cmd=(nginx -p "$TMP/ng$port" -c "$TMP/ng$port/nginx.conf" -g "master_process off;")
+    fi
     valgrind --tool=callgrind --callgrind-out-file="$f" -q \
-        "$BIN" --bind "127.0.0.1:$port" --workers 1 >/dev/null 2>"$TMP/vg.err" &
+        "${cmd[@]}" >/dev/null 2>"$TMP/vg.err" &
     local pid=$!
     PIDS+=("$pid")
     if ! timeout 300 python3 scripts/lib/keepalive_client.py "$port" "$k" "$depth" >/dev/null; then

@@ -31,8 +31,9 @@ if the fd count at rest after the run (every client gone) is more than
 FD_REST_SLACK above the fd count at rest before it (a leak of even a few fds
 over the run shows here, however short), if any valid request got a wrong
 or missing answer, if any fault was not survived, if wrk saw a socket error
-or timeout, if fewer than --min-requests requests were verified, or if the
-server died. A summary is printed and, with --json, written to a file.
+or timeout or its per-kind counts left the fixed mix's ratios, if fewer
+than --min-requests requests were verified, or if the server died. A
+summary is printed and, with --json, written to a file.
 """
 import argparse
 import asyncio

@@ -115,7 +115,14 @@ fn stdin_is_back_in_blocking_mode_after_quit() {
     // the server sets on its stdin, we see here (as a shell would).
     let ours = reader.try_clone().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_httplite"))
-        .args(["--bind", "127.0.0.1:0", "--workers", "1", "--console", "--quiet"])
+        .args([
+            "--bind",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--console",
+            "--quiet",
+        ])
         .stdin(Stdio::from(reader))
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use httplite::jobs::sha256::hex_digest;
 
-use crate::harness::{Client, RUNTIMES, Response, Server, TempDir, heavy_lock};
+use crate::harness::{Client, RUNTIMES, Response, Server, TempDir, heavy_lock, wait_until};
 
 /// `POST /_httplite/jobs?type=T` with `body`.
 fn submit_req(kind: &str, body: &[u8]) -> Vec<u8> {
@@ -305,6 +305,11 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
         assert!(r.text().contains("file-49.txt"), "{rt}: {}", r.text());
         let ran = server.stats().get("pool.completed");
         assert_eq!(ran, u64::from(on_pool), "{rt}: the listing ran on the pool");
+        // With no queue, only an idle thread takes work: let it get back.
+        let idle = wait_until(Duration::from_secs(10), Duration::from_millis(5), || {
+            server.stats().get("pool.threads_busy") == 0
+        });
+        assert!(idle, "{rt}: the pool thread never went idle");
         // Hold the only pool thread; with no queue, a listing cannot be had.
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"800"));
         wait_running(&mut client, sleeper);

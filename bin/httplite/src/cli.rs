@@ -90,7 +90,7 @@ pub struct Cli {
     pub pool_queue: usize,
 
     /// Nice value of the pool threads: above 0, event loops get the CPU
-    /// first when both want it (so jobs cannot slow requests down).
+    /// first when both want it, so CPU-heavy jobs delay requests less.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub pool_nice: i32,
 

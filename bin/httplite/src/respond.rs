@@ -190,6 +190,14 @@ pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
 
 /// Encodes the answer to a protocol error; the caller flushes and closes.
 pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error) {
+    reject_reply(wbuf, stats, e, false);
+}
+
+/// [`reject`] once the request's head is known (an error in its body):
+/// the answer to a `HEAD` request then has no body, not even the error's
+/// reason (RFC 9110 §9.3.2), or the client would read that reason as the
+/// start of the next response.
+pub fn reject_reply(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error, head_only: bool) {
     reactor::trace!("http", "reject {} ({e})", e.status().code());
     let kind = match e.status().code() {
         413 => ErrorKind::BodyTooLarge,
@@ -200,7 +208,13 @@ pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error) {
     };
     stats.error(kind);
     stats.response(e.status().code());
-    http1::encode_error(wbuf, e);
+    // As `http1::encode_error`, with the request's `head_only`.
+    let to = ReplyTo {
+        head_only,
+        ..ReplyTo::closing()
+    };
+    let reason = e.reason().as_bytes();
+    http1::encode_response(wbuf, to, e.status(), Some(http1::TEXT_PLAIN), reason);
 }
 
 /// Encodes a complete answer for actions that need no further I/O once any

@@ -285,7 +285,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// The answers that wait for something.
     fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
         if respond::body_policy(&mut slow) {
-            match self.read_body(None) {
+            match self.read_body(None, slow.to.head_only) {
                 Ok(()) => {}
                 Err(Stop::Done) => return Ok(false), // answered with an error
                 Err(stop) => return Err(stop),
@@ -312,7 +312,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                 self.flush()?;
                 let mut input = Vec::new();
                 if req.has_body() {
-                    match self.read_body(Some(&mut input)) {
+                    match self.read_body(Some(&mut input), to.head_only) {
                         Ok(()) => {}
                         Err(Stop::Done) => return Ok(false), // answered with an error
                         Err(stop) => return Err(stop),
@@ -355,8 +355,8 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 
     /// Reads the rest of the current request's body into `keep`, or drops
-    /// it.
-    fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>) -> Res {
+    /// it; a bad body is answered (without a body if `head_only`).
+    fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
         loop {
             match self.decoder.decode(&mut self.rbuf) {
                 Ok(Some(Message::End)) => return Ok(()),
@@ -374,7 +374,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     self.fill()?;
                 }
                 Err(e) => {
-                    respond::reject(&mut self.wbuf, &self.ctx.stats, &e);
+                    respond::reject_reply(&mut self.wbuf, &self.ctx.stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }

@@ -32,7 +32,9 @@ pub struct ConsoleCtx {
 pub enum Reply {
     /// Print this and read on.
     Text(String),
-    /// Print this and stop reading: the server is shutting down.
+    /// Print this, start the graceful shutdown ([`ConsoleCtx::shutdown`])
+    /// and stop reading. Printing comes first: once shutdown starts, the
+    /// process may exit at any moment.
     Quit(String),
 }
 
@@ -54,13 +56,10 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         "stats" => Reply::Text(stats_table(ctx)),
         "workers" => Reply::Text(workers_table(ctx)),
         "jobs" => Reply::Text(jobs_table(ctx)),
-        "quit" | "exit" => {
-            ctx.shutdown.shutdown(ctx.grace);
-            Reply::Quit(format!(
-                "shutting down: in-flight requests get up to {:?}\n",
-                ctx.grace
-            ))
-        }
+        "quit" | "exit" => Reply::Quit(format!(
+            "shutting down: in-flight requests get up to {:?}\n",
+            ctx.grace
+        )),
         other => {
             let word: String = other.chars().take(40).collect();
             Reply::Text(format!(

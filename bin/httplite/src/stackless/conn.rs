@@ -398,7 +398,7 @@ impl Conn {
     /// The answers that wait for something (see [`Conn::handle`]).
     async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
         if respond::body_policy(&mut slow) {
-            match self.read_body(None).await {
+            match self.read_body(None, slow.to.head_only).await {
                 Ok(()) => {}
                 Err(Stop::Done) => return Ok(false), // answered with an error
                 Err(stop) => return Err(stop),
@@ -426,7 +426,7 @@ impl Conn {
                 self.flush().await?;
                 let mut input = Vec::new();
                 if req.has_body() {
-                    match self.read_body(Some(&mut input)).await {
+                    match self.read_body(Some(&mut input), to.head_only).await {
                         Ok(()) => {}
                         Err(Stop::Done) => return Ok(false), // answered with an error
                         Err(stop) => return Err(stop),
@@ -470,8 +470,8 @@ impl Conn {
     }
 
     /// Reads the rest of the current request's body into `keep`, or drops
-    /// it.
-    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>) -> Res {
+    /// it; a bad body is answered (without a body if `head_only`).
+    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
         loop {
             match self.decoder.decode(&mut self.rbuf) {
                 Ok(Some(Message::End)) => return Ok(()),
@@ -490,7 +490,7 @@ impl Conn {
                 }
                 Err(e) => {
                     // Answered with the error; the caller flushes and closes.
-                    self.reject(&e);
+                    respond::reject_reply(&mut self.wbuf, &self.ctx.stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }
