@@ -18,10 +18,12 @@
 //!   follows a response that closes, and a request that has not fully
 //!   arrived gets no complete answer unless the server then closes;
 //! - `100 Continue` only goes to requests that ask for it;
-//! - nothing is written after the server shut its write side.
+//! - nothing is written after the server shut its write side;
+//! - the access log (on for half the inputs) has at most one line per
+//!   answer, each well-formed, whatever bytes the client sent.
 #![no_main]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use clap::Parser;
@@ -29,6 +31,7 @@ use fuzz_support::Knobs;
 use fuzz_support::memio::{MemIo, Wire};
 use fuzz_support::requests_ref::{self, RefRequest, Verdict};
 use fuzz_support::responses::{self, Response};
+use httplite::access_log::{AccessLog, LogSink};
 use httplite::blocking::IdleSet;
 use httplite::blocking::conn::{self, Ctx};
 use httplite::cli::Cli;
@@ -56,11 +59,15 @@ fuzz_target!(|data: &[u8]| {
     } else {
         apps().1.clone()
     };
-    let ctx = Ctx {
+    let log = knobs.one_in(2).then(log_path);
+    let mut ctx = Ctx {
         app,
         config: Arc::new(config),
         stats: Stats::new(1).worker(0),
-        access_log: None,
+        access_log: log.map(|path| {
+            std::fs::File::create(path).expect("empty the access log");
+            AccessLog::new(LogSink::open(path).expect("open the access log"))
+        }),
         idle: IdleSet::default(),
     };
     let splits = knobs.splits(data.len());
@@ -78,8 +85,9 @@ fuzz_target!(|data: &[u8]| {
     let answers = match responses::parse(&wire.output, is_head) {
         Ok(answers) => answers,
         Err(e) => panic!(
-            "malformed output: {e}\n{}",
-            String::from_utf8_lossy(&wire.output)
+            "malformed output: {e}\ninput:  {}\noutput: {}",
+            data.escape_ascii(),
+            wire.output.escape_ascii()
         ),
     };
     if let Err(e) = check(&verdicts, &answers) {
@@ -88,6 +96,13 @@ fuzz_target!(|data: &[u8]| {
             data.escape_ascii(),
             wire.output.escape_ascii()
         );
+    }
+    if let Some(access_log) = ctx.access_log.take() {
+        drop(access_log); // flushes
+        let lines = std::fs::read(log_path()).expect("read the access log");
+        if let Err(e) = check_log(&lines, answers.len()) {
+            panic!("{e}\nlog: {}", lines.escape_ascii());
+        }
     }
     if answers.last().is_some_and(|a| a.close) {
         assert!(
@@ -186,6 +201,36 @@ fn check(verdicts: &[Verdict], answers: &[Response]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Access-log lines: at most one per answer, each one line in Common Log
+/// Format with the request's quotes intact, whatever bytes the client sent.
+fn check_log(log: &[u8], answers: usize) -> Result<(), String> {
+    let lines: Vec<&[u8]> = log.split_inclusive(|&b| b == b'\n').collect();
+    if lines.len() > answers {
+        return Err(format!("{} log lines for {answers} answers", lines.len()));
+    }
+    for line in lines {
+        let Some(text) = line.strip_suffix(b"\n") else {
+            return Err("an unterminated log line".into());
+        };
+        if text.iter().any(|&b| b < 0x20 || b == 0x7f) {
+            return Err("a control character in a log line".into());
+        }
+        if !text.starts_with(b"127.0.0.1 - - [") || text.iter().filter(|&&b| b == b'"').count() != 2
+        {
+            return Err("a malformed log line".into());
+        }
+    }
+    Ok(())
+}
+
+/// This process's access-log file, emptied for each input.
+fn log_path() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("httplite-fuzz-access-{}.log", std::process::id()))
+    })
 }
 
 /// The server's configuration with no flags given.

@@ -225,7 +225,7 @@ fn unknown_types_and_bad_paths_are_refused_at_once() {
     for rt in RUNTIMES {
         let server = Server::start_without_test_endpoints(rt, &[]);
         let mut client = server.connect();
-        for kind in ["bogus", "panic", "sleep", "SHA256", ""] {
+        for kind in ["bogus", "panic", "sleep", "spin", "SHA256", ""] {
             let r = submit(&mut client, kind, b"some input");
             assert_eq!(r.status, 400, "{rt}: type={kind:?}");
             assert!(

@@ -23,6 +23,10 @@ pub enum JobKind {
     /// Test only: sleeps for the number of milliseconds in the input (at
     /// most 10 s), to hold a pool thread.
     TestSleep,
+    /// Test only: hashes (SHA-256, 4 KiB at a time) for the number of
+    /// milliseconds in the input (at most 10 s): CPU work with a tiny input,
+    /// for benchmarks that load the pool without loading the event loop.
+    TestSpin,
 }
 
 /// The job types any client may submit, in the order error messages list
@@ -58,6 +62,7 @@ impl JobKind {
             "sha256" => JobKind::Sha256,
             "panic" if test_kinds => JobKind::TestPanic,
             "sleep" if test_kinds => JobKind::TestSleep,
+            "spin" if test_kinds => JobKind::TestSpin,
             _ => return None,
         })
     }
@@ -72,6 +77,7 @@ impl JobKind {
             JobKind::Sha256 => "sha256",
             JobKind::TestPanic => "panic",
             JobKind::TestSleep => "sleep",
+            JobKind::TestSpin => "spin",
         }
     }
 
@@ -87,16 +93,33 @@ impl JobKind {
             JobKind::Sha256 => JobValue::Text(sha256::hex_digest(input)),
             JobKind::TestPanic => panic!("test job panicked on purpose"),
             JobKind::TestSleep => {
-                let ms: u64 = text()?
-                    .trim()
-                    .parse()
-                    .map_err(|_| "sleep: input must be milliseconds".to_string())?;
-                let d = Duration::from_millis(ms).min(MAX_TEST_SLEEP);
+                let d = test_millis(input)?;
                 std::thread::sleep(d);
                 JobValue::Text(format!("slept {} ms", d.as_millis()))
             }
+            JobKind::TestSpin => {
+                let d = test_millis(input)?;
+                let end = std::time::Instant::now() + d;
+                let mut block = [0u8; 4096];
+                let mut kib = 0u64;
+                while std::time::Instant::now() < end {
+                    let digest = sha256::digest(&block);
+                    block[..32].copy_from_slice(&digest);
+                    kib += 4;
+                }
+                JobValue::Text(format!("hashed {kib} KiB in {} ms", d.as_millis()))
+            }
         })
     }
+}
+
+/// A test job's input: milliseconds, at most [`MAX_TEST_SLEEP`].
+fn test_millis(input: &[u8]) -> Result<Duration, String> {
+    let ms: u64 = std::str::from_utf8(input)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or("input must be a number of milliseconds")?;
+    Ok(Duration::from_millis(ms).min(MAX_TEST_SLEEP))
 }
 
 /// Upper-cases the first letter of every word (a word starts after
@@ -160,6 +183,12 @@ mod tests {
         }
         assert_eq!(JobKind::parse("panic", false), None);
         assert_eq!(JobKind::parse("panic", true), Some(JobKind::TestPanic));
+        assert_eq!(JobKind::parse("spin", false), None);
+        let spun = JobKind::TestSpin.run(b"5").unwrap();
+        assert!(
+            matches!(&spun, JobValue::Text(t) if t.starts_with("hashed ")),
+            "{spun:?}"
+        );
         assert_eq!(JobKind::parse("ECHO", true), None);
     }
 }
