@@ -20,7 +20,7 @@
 #
 # Not run in CI. Usage: scripts/bench-jobs-latency.sh [--runtime R]
 #   [--duration 10s] [--rounds 3] [--connections 32] [--pool-nice N]
-#   [--job spin|sha256] [--job-size MS_OR_BYTES (spin: 20 ms; sha256: 1048576)]
+#   [--pool-sched-idle] [--job spin|sha256] [--job-size MS_OR_BYTES (spin: 20 ms; sha256: 1048576)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
@@ -39,6 +39,7 @@ while [ $# -gt 0 ]; do
         --job-size) JOB_SIZE=$2; shift 2 ;;
         --pool-nice) NICE_ARGS=(--pool-nice "$2"); shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
+        --pool-sched-idle) NICE_ARGS+=(--pool-sched-idle); shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done

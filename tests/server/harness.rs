@@ -98,6 +98,8 @@ pub struct Server {
     runtime: String,
     stdout: Arc<Mutex<Vec<u8>>>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// One message per pipe-draining thread when it reaches end-of-file.
+    drained: mpsc::Receiver<()>,
 }
 
 impl Server {
@@ -150,8 +152,10 @@ impl Server {
         // Drain both pipes for the life of the process, so that it never
         // blocks on a full pipe; the first stdout line goes to `first_tx`.
         let (first_tx, first_rx) = mpsc::channel::<String>();
+        let (drained_tx, drained) = mpsc::channel::<()>();
         let out = child.stdout.take().expect("stdout is piped");
         let out_buf = stdout.clone();
+        let out_drained = drained_tx.clone();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(out);
             let mut first = Some(first_tx);
@@ -168,6 +172,7 @@ impl Server {
                     }
                 }
             }
+            let _ = out_drained.send(());
         });
         let err = child.stderr.take().expect("stderr is piped");
         let err_buf = stderr.clone();
@@ -180,6 +185,7 @@ impl Server {
                     Ok(n) => err_buf.lock().unwrap().extend_from_slice(&chunk[..n]),
                 }
             }
+            let _ = drained_tx.send(());
         });
 
         let mut server = Server {
@@ -189,6 +195,7 @@ impl Server {
             runtime: runtime.to_string(),
             stdout,
             stderr,
+            drained,
         };
         let line = match first_rx.recv_timeout(START_TIMEOUT) {
             Ok(line) => line,
@@ -276,6 +283,11 @@ impl Server {
             match child.try_wait() {
                 Ok(Some(s)) => {
                     self.status = Some(s);
+                    // The process is gone, but its last output may still be
+                    // in the pipes: let both drain before anyone reads them.
+                    for _ in 0..2 {
+                        let _ = self.drained.recv_timeout(Duration::from_secs(2));
+                    }
                     return Some(s);
                 }
                 Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),

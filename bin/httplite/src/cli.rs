@@ -94,6 +94,12 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub pool_nice: i32,
 
+    /// Run the pool threads in the SCHED_IDLE class: only on CPU time the
+    /// event loops leave (strongest protection of request latency; pool
+    /// work slows to a crawl while the CPUs are saturated).
+    #[arg(long)]
+    pub pool_sched_idle: bool,
+
     /// A pool thread idle this long exits.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub pool_idle_timeout: Duration,

@@ -85,6 +85,7 @@ fn run(cli: Cli) -> Result<()> {
         .queue_bound(cli.pool_queue)
         .idle_timeout(cli.pool_idle_timeout)
         .nice(cli.pool_nice)
+        .sched_idle(cli.pool_sched_idle)
         .build();
     let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
     let retention = Retention {

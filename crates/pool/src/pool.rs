@@ -103,6 +103,7 @@ struct Config {
     name: String,
     stack_size: Option<usize>,
     nice: Option<i32>,
+    sched_idle: bool,
     /// The builder's thread's affinity, given to every pool thread.
     affinity: Option<crate::sys::CpuSet>,
 }
@@ -162,6 +163,7 @@ impl Default for Builder {
                 name: "pool".into(),
                 stack_size: None,
                 nice: None,
+                sched_idle: false,
                 affinity: None,
             },
         }
@@ -207,6 +209,16 @@ impl Builder {
     /// cannot add latency to requests. Default: inherited.
     pub fn nice(mut self, nice: i32) -> Builder {
         self.config.nice = Some(nice);
+        self
+    }
+
+    /// Puts the threads in the `SCHED_IDLE` scheduling class (Linux): they
+    /// run only on CPU time no other thread wants, and an event loop that
+    /// wakes up preempts them at once. The strongest protection of request
+    /// latency from background work; the price is that pool work crawls
+    /// while the CPUs are saturated. Default: off.
+    pub fn sched_idle(mut self, on: bool) -> Builder {
+        self.config.sched_idle = on;
         self
     }
 
@@ -327,6 +339,9 @@ impl Pool {
             }
             if let Some(nice) = shared.config.nice {
                 let _ = crate::sys::set_nice(nice);
+            }
+            if shared.config.sched_idle {
+                let _ = crate::sys::set_sched_idle();
             }
             let first = thread_slot.lock().unwrap_or_else(|e| e.into_inner()).take();
             drop(thread_slot);

@@ -1,5 +1,5 @@
-//! The two scheduling knobs a pool thread sets on itself (Linux): its
-//! niceness, and its CPU affinity.
+//! The scheduling knobs a pool thread sets on itself (Linux): its niceness
+//! or scheduling class, and its CPU affinity.
 //!
 //! Affinity needs care because a thread inherits its creator's. Pool
 //! threads start lazily, from whichever thread submits work; if that is an
@@ -60,6 +60,20 @@ pub(crate) fn set_nice(nice: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the calling thread to the `SCHED_IDLE` class: it runs on CPU time
+/// no normal thread wants, and a waking normal thread preempts it at once.
+/// Entering it needs no privilege.
+pub(crate) fn set_sched_idle() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the call; pid 0 means the
+    // calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +88,9 @@ mod tests {
             let now =
                 unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
             assert!(now >= 5, "nice is now {now}");
+            set_sched_idle().unwrap();
+            // SAFETY: no arguments but the calling thread (0).
+            assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_IDLE);
         })
         .join()
         .unwrap();
