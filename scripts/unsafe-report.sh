@@ -3,7 +3,8 @@
 # stripped first, so prose and test strings do not count) and checks that the
 # lint `clippy::undocumented_unsafe_blocks = "deny"` reaches each of them:
 # the workspace sets it in [workspace.lints.clippy] and a crate inherits it
-# only if its Cargo.toml says `[lints] workspace = true`.
+# only if its Cargo.toml says `[lints] workspace = true`. A crate outside the
+# workspace (fuzz/) is covered by a `[lints.clippy]` table of its own.
 #
 # Per crate it prints `unsafe { }` blocks (split into library code under src/
 # and tests/examples/benches), `unsafe fn`, `unsafe impl`, `unsafe extern`
@@ -117,8 +118,10 @@ for name, d, manifest in all_crates:
                 counts[k] += len(PATTERNS[k].findall(code))
     in_workspace = d != "." and not any(d == e or d.startswith(e + "/") for e in excluded)
     is_root_ws = "[workspace]" in manifest and d != "."
-    covered = inherits_lints(manifest) and lint_on and in_workspace and not is_root_ws
-    note = "lint: yes" if covered else (
+    own_lint = re.search(r'^\[lints\.clippy\][^\[]*undocumented_unsafe_blocks\s*=\s*"deny"',
+                         manifest, re.M) is not None
+    covered = own_lint or (inherits_lints(manifest) and lint_on and in_workspace and not is_root_ws)
+    note = ("lint: yes (own [lints])" if own_lint else "lint: yes") if covered else (
         "lint: NO (own workspace)" if (is_root_ws or not in_workspace) else "lint: NO")
     has_unsafe = counts["src"] + counts["other"] + counts["fn"] + counts["impl"] + counts["extern"] > 0
     if not covered and has_unsafe:
