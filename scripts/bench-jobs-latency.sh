@@ -3,10 +3,11 @@
 # p99 (wrk, non-pipelined) with the blocking pool idle, then while jobs keep
 # 2 pool threads computing flat out (2 cores' worth of CPU demand). The
 # hybrid design's claim is that the loop hardly notices: jobs never run on
-# it, and the kernel schedules the pool threads (at --pool-nice, default 10)
-# behind it.
+# it, and the kernel schedules the pool threads (--pool-priority, default
+# idle: SCHED_IDLE) behind it.
 #
-# Jobs: by default `spin` (test-only: SHA-256 for 20 ms over a tiny input),
+# Jobs: by default `spin` (test-only: SHA-256 over 10 MiB generated from a
+# tiny input),
 # so that the loop's share of the job traffic is a few requests per job.
 # `--job sha256` submits real 1 MiB sha256 jobs instead: then the loop also
 # reads every job's input, as fast as the pool hashes it (hundreds of MB/s),
@@ -19,17 +20,18 @@
 # assumed: on 2 cores that also run wrk and the loop, they get what is left.
 #
 # Not run in CI. Usage: scripts/bench-jobs-latency.sh [--runtime R]
-#   [--duration 10s] [--rounds 3] [--connections 32] [--pool-nice N]
-#   [--pool-sched-idle] [--job spin|sha256] [--job-size MS_OR_BYTES (spin: 20 ms; sha256: 1048576)]
+#   [--duration 10s] [--rounds 3] [--connections 32]
+#   [--pool-priority idle|low|normal] [--job spin|sha256]
+#   [--job-size N (spin: MiB, default 10; sha256: bytes, default 1048576)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
 DURATION=10
 CONNS=32
 JOB=spin
-JOB_SIZE=20
+JOB_SIZE=10
 ROUNDS=3
-NICE_ARGS=()
+PRIO_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --runtime) RUNTIME=$2; shift 2 ;;
@@ -37,9 +39,8 @@ while [ $# -gt 0 ]; do
         --connections) CONNS=$2; shift 2 ;;
         --job) JOB=$2; shift 2 ;;
         --job-size) JOB_SIZE=$2; shift 2 ;;
-        --pool-nice) NICE_ARGS=(--pool-nice "$2"); shift 2 ;;
+        --pool-priority) PRIO_ARGS=(--pool-priority "$2"); shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
-        --pool-sched-idle) NICE_ARGS+=(--pool-sched-idle); shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -54,9 +55,9 @@ PORT=$((10000 + RANDOM % 20000))
 TICKS=$(getconf CLK_TCK)
 URL="http://127.0.0.1:$PORT/_httplite/plaintext"
 
-[ "$JOB" = sha256 ] && [ "$JOB_SIZE" = 20 ] && JOB_SIZE=1048576
+[ "$JOB" = sha256 ] && [ "$JOB_SIZE" = 10 ] && JOB_SIZE=1048576
 HTTPLITE_TEST_ENDPOINTS=1 "$BIN" --bind "127.0.0.1:$PORT" --workers 1 --runtime "$RUNTIME" \
-    --pool-threads 2 --pool-queue 64 "${NICE_ARGS[@]}" --quiet &
+    --pool-threads 2 --pool-queue 64 "${PRIO_ARGS[@]}" --quiet &
 SPID=$!
 trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 1 50); do curl -s -o /dev/null "$URL" && break; sleep 0.1; done
@@ -86,7 +87,7 @@ run_wrk() { # file
     taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$URL" > "$1"
 }
 
-echo "runtime $RUNTIME, wrk -t1 -c$CONNS -d${DURATION}s on CPU 1, pool: 2 threads ${NICE_ARGS[*]:-(default nice)}, jobs: $JOB $JOB_SIZE, $ROUNDS round(s)"
+echo "runtime $RUNTIME, wrk -t1 -c$CONNS -d${DURATION}s on CPU 1, pool: 2 threads ${PRIO_ARGS[*]:-(default priority)}, jobs: $JOB $JOB_SIZE, $ROUNDS round(s)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Each round measures idle, then busy, back to back, so that both see the
 # same background load; the summary is the median over rounds.

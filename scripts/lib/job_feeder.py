@@ -3,8 +3,9 @@
 bench-jobs-latency.sh. Usage: job_feeder.py PORT CONNS KIND SIZE SECONDS
 
 KIND `sha256`: jobs hash SIZE random bytes (the digest is checked).
-KIND `spin` (test-only, HTTPLITE_TEST_ENDPOINTS=1): jobs hash for SIZE ms
-with a tiny input, so the event loop carries almost nothing of the load.
+KIND `spin` (test-only, HTTPLITE_TEST_ENDPOINTS=1): jobs hash SIZE MiB
+generated from a tiny input, so the event loop carries almost nothing of
+the load.
 
 Each of CONNS threads keeps one job in flight on its own keep-alive
 connection: submit, poll its state every 5 ms until done, check it, submit
@@ -26,7 +27,7 @@ if kind == "sha256":
     expect = hashlib.sha256(body).hexdigest().encode()
 else:
     body = str(size).encode()
-    expect = b'"result":"hashed '
+    expect = f'"result":"hashed {size} MiB"'.encode()
 submit = (
     f"POST /_httplite/jobs?type={kind} HTTP/1.1\r\nHost: bench\r\n"
     f"Content-Length: {len(body)}\r\n\r\n"

@@ -89,16 +89,10 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub pool_queue: usize,
 
-    /// Nice value of the pool threads: above 0, event loops get the CPU
-    /// first when both want it, so CPU-heavy jobs delay requests less.
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(i32).range(-20..=19))]
-    pub pool_nice: i32,
-
-    /// Run the pool threads in the SCHED_IDLE class: only on CPU time the
-    /// event loops leave (strongest protection of request latency; pool
-    /// work slows to a crawl while the CPUs are saturated).
-    #[arg(long)]
-    pub pool_sched_idle: bool,
+    /// How the pool threads are scheduled against the event loops when
+    /// both want a CPU (measured by scripts/bench-jobs-latency.sh).
+    #[arg(long, value_enum, default_value_t = PoolPriority::Idle)]
+    pub pool_priority: PoolPriority,
 
     /// A pool thread idle this long exits.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
@@ -139,6 +133,18 @@ pub enum DispatchMode {
     Acceptor,
     /// Every worker has its own SO_REUSEPORT listener; the kernel balances.
     Reuseport,
+}
+
+/// `--pool-priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PoolPriority {
+    /// SCHED_IDLE: pool threads run on CPU time the loops leave, and a
+    /// waking loop preempts them at once (jobs crawl while CPUs are busy).
+    Idle,
+    /// Nice 10: the loops weigh about ten times more.
+    Low,
+    /// As the loops (no change).
+    Normal,
 }
 
 /// `--runtime`.

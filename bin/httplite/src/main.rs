@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result};
 use clap::Parser;
 
 use httplite::access_log::{AccessLog, LogSink};
-use httplite::cli::{Cli, DispatchMode, RuntimeKind};
+use httplite::cli::{Cli, DispatchMode, PoolPriority, RuntimeKind};
 use httplite::config::Config;
 use httplite::jobs::{Jobs, Retention};
 use httplite::routes::App;
@@ -79,13 +79,16 @@ fn run(cli: Cli) -> Result<()> {
         .map_or_else(dispatch::default_workers, usize::from);
     let stats = Arc::new(Stats::new(workers));
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let blocking_pool = pool::Pool::builder()
+    let pool_builder = match cli.pool_priority {
+        PoolPriority::Idle => pool::Pool::builder().sched_idle(true),
+        PoolPriority::Low => pool::Pool::builder().nice(10),
+        PoolPriority::Normal => pool::Pool::builder(),
+    };
+    let blocking_pool = pool_builder
         .name("httplite-pool")
         .max_threads(cli.pool_threads.map_or(cpus, usize::from))
         .queue_bound(cli.pool_queue)
         .idle_timeout(cli.pool_idle_timeout)
-        .nice(cli.pool_nice)
-        .sched_idle(cli.pool_sched_idle)
         .build();
     let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
     let retention = Retention {

@@ -23,9 +23,9 @@ pub enum JobKind {
     /// Test only: sleeps for the number of milliseconds in the input (at
     /// most 10 s), to hold a pool thread.
     TestSleep,
-    /// Test only: hashes (SHA-256, 4 KiB at a time) for the number of
-    /// milliseconds in the input (at most 10 s): CPU work with a tiny input,
-    /// for benchmarks that load the pool without loading the event loop.
+    /// Test only: hashes as many MiB (SHA-256, 4 KiB at a time) as the
+    /// input says (at most 1024): CPU work with a tiny input, for
+    /// benchmarks that load the pool without loading the event loop.
     TestSpin,
 }
 
@@ -98,16 +98,17 @@ impl JobKind {
                 JobValue::Text(format!("slept {} ms", d.as_millis()))
             }
             JobKind::TestSpin => {
-                let d = test_millis(input)?;
-                let end = std::time::Instant::now() + d;
+                let mib: u64 = text()?
+                    .trim()
+                    .parse()
+                    .map_err(|_| "spin: input must be a number of MiB".to_string())?;
+                let mib = mib.min(1024);
                 let mut block = [0u8; 4096];
-                let mut kib = 0u64;
-                while std::time::Instant::now() < end {
+                for _ in 0..mib * 256 {
                     let digest = sha256::digest(&block);
                     block[..32].copy_from_slice(&digest);
-                    kib += 4;
                 }
-                JobValue::Text(format!("hashed {kib} KiB in {} ms", d.as_millis()))
+                JobValue::Text(format!("hashed {mib} MiB"))
             }
         })
     }
@@ -184,10 +185,9 @@ mod tests {
         assert_eq!(JobKind::parse("panic", false), None);
         assert_eq!(JobKind::parse("panic", true), Some(JobKind::TestPanic));
         assert_eq!(JobKind::parse("spin", false), None);
-        let spun = JobKind::TestSpin.run(b"5").unwrap();
-        assert!(
-            matches!(&spun, JobValue::Text(t) if t.starts_with("hashed ")),
-            "{spun:?}"
+        assert_eq!(
+            JobKind::TestSpin.run(b"2").unwrap(),
+            JobValue::Text("hashed 2 MiB".into())
         );
         assert_eq!(JobKind::parse("ECHO", true), None);
     }
