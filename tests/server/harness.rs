@@ -402,12 +402,7 @@ impl Stats {
             let key = format!("\"{seg}\":");
             pos += s[pos..].find(&key)? + key.len();
         }
-        let digits: String = s[pos..]
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
-        digits.parse().ok()
+        leading_number(&s[pos..])
     }
 
     /// The sum of every number keyed `key` anywhere in the document (for
@@ -417,13 +412,8 @@ impl Stats {
         self.0
             .match_indices(&pat)
             .map(|(i, _)| {
-                let digits: String = self.0[i + pat.len()..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_digit())
-                    .collect();
-                digits
-                    .parse::<u64>()
-                    .unwrap_or_else(|_| panic!("\"{key}\" is not a number in {}", self.0))
+                leading_number(&self.0[i + pat.len()..])
+                    .unwrap_or_else(|| panic!("\"{key}\" is not a number in {}", self.0))
             })
             .sum()
     }
@@ -432,6 +422,17 @@ impl Stats {
     pub fn has(&self, key: &str) -> bool {
         self.0.contains(&format!("\"{key}\":"))
     }
+}
+
+/// The unsigned number at the start of `s` (after any spaces), as a JSON
+/// value in the stats document.
+fn leading_number(s: &str) -> Option<u64> {
+    let digits: String = s
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
 }
 
 // ---------------------------------------------------------------------------

@@ -48,6 +48,13 @@ struct Slot {
     writer: Option<Waker>,
 }
 
+impl Slot {
+    /// Whether `key` names this slot's current occupant.
+    fn is_live(&self, key: SlotKey) -> bool {
+        self.in_use && self.generation == key.generation
+    }
+}
+
 /// Wakers taken out of a slot by an event, to be woken once the registry is
 /// no longer borrowed.
 #[derive(Debug, Default)]
@@ -112,7 +119,7 @@ impl Registry {
     pub fn fd_of(&self, token: u64) -> Option<RawFd> {
         let key = SlotKey::from_token(token);
         let slot = self.slots.get(key.index as usize)?;
-        (slot.in_use && slot.generation == key.generation).then_some(slot.fd)
+        slot.is_live(key).then_some(slot.fd)
     }
 
     /// Records an epoll event. Returns `None` for a stale token, otherwise the
@@ -179,7 +186,7 @@ impl Registry {
 
     fn slot_mut(&mut self, key: SlotKey) -> Option<&mut Slot> {
         match self.slots.get_mut(key.index as usize) {
-            Some(s) if s.in_use && s.generation == key.generation => Some(s),
+            Some(s) if s.is_live(key) => Some(s),
             _ => None,
         }
     }
