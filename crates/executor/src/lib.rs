@@ -77,6 +77,6 @@ pub use reactor::time::{
 };
 pub use runtime::{
     Builder, DEFAULT_BUDGET, Runtime, RuntimeStats, StatsHandle, block_on, current_stats, spawn,
-    yield_now,
+    wake_all, yield_now,
 };
 pub use task::{JoinError, JoinHandle};

@@ -235,11 +235,26 @@ impl Core {
         JoinHandle::new(task)
     }
 
-    /// Moves remote wakes into the local queue (no lock if there are none).
-    fn drain_inbox(&self) {
-        if self.shared.inbox_len.load(Ordering::Acquire) == 0 {
-            return;
+    /// Queues every live task once (see [`wake_all`]).
+    fn wake_all(&self) {
+        let owned = self.owned.borrow();
+        for task in owned.entries.iter().flatten() {
+            crate::task::wake_by_ref(task);
         }
+    }
+
+    /// Moves remote wakes into the local queue (no lock if there are none).
+    /// Inlined: it runs several times per loop and is nearly always a no-op.
+    #[inline(always)]
+    fn drain_inbox(&self) {
+        if self.shared.inbox_len.load(Ordering::Acquire) != 0 {
+            self.drain_inbox_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drain_inbox_slow(&self) {
         let tasks = {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.inbox_len.store(0, Ordering::Relaxed);
@@ -296,12 +311,18 @@ impl Core {
     /// awake answers in well under a microsecond, where waking one from
     /// `epoll_wait` costs several. Purely local workloads (a server's
     /// connections) never spin. Returns true if work arrived.
+    #[inline(always)]
     fn spin_for_remote_wake(&self, main_woken: &AtomicBool) -> bool {
         let remote = self.shared.remote_wakes.load(Ordering::Relaxed);
         if remote == self.remote_seen.get() {
             return false;
         }
         self.remote_seen.set(remote);
+        self.spin(main_woken)
+    }
+
+    #[inline(never)]
+    fn spin(&self, main_woken: &AtomicBool) -> bool {
         let start = std::time::Instant::now();
         loop {
             for _ in 0..32 {
@@ -611,6 +632,20 @@ impl Enter {
 impl Drop for Enter {
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// Wakes every live task of this thread's runtime once: a broadcast, for
+/// events that concern all tasks (a server's shutdown) and that would
+/// otherwise need every task to register a waker for them on every wait.
+/// Tasks that find nothing changed simply return `Pending` again: the
+/// `Future` contract allows spurious wakes. A no-op outside a runtime.
+pub fn wake_all() {
+    let local = CURRENT.try_with(|c| c.get()).unwrap_or(std::ptr::null());
+    if !local.is_null() {
+        // SAFETY: CURRENT is non-null only while `block_on` runs on this
+        // thread, and it points at the core that `block_on` keeps alive.
+        unsafe { &*local }.wake_all();
     }
 }
 

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use executor::{Builder, JoinError, Runtime, block_on, spawn, yield_now};
+use executor::{Builder, JoinError, Runtime, block_on, spawn, wake_all, yield_now};
 
 #[test]
 fn spawn_and_join_many() {
@@ -20,6 +20,42 @@ fn spawn_and_join_many() {
         sum
     });
     assert_eq!(total, (0..1000u64).map(|i| i * 2).sum());
+}
+
+/// `wake_all` polls every parked task once, without any of them having
+/// registered for it: how a server tells idle connections to shut down.
+#[test]
+fn wake_all_polls_every_parked_task_once() {
+    let flag = Rc::new(Cell::new(false));
+    let polls = Rc::new(Cell::new(0u32));
+    block_on({
+        let (flag, polls) = (flag.clone(), polls.clone());
+        async move {
+            let hs: Vec<_> = (0..100)
+                .map(|_| {
+                    let (flag, polls) = (flag.clone(), polls.clone());
+                    // Parks without storing the waker: only a broadcast can
+                    // wake it.
+                    spawn(std::future::poll_fn(move |_| {
+                        polls.set(polls.get() + 1);
+                        if flag.get() {
+                            Poll::Ready(())
+                        } else {
+                            Poll::Pending
+                        }
+                    }))
+                })
+                .collect();
+            yield_now().await;
+            assert_eq!(polls.get(), 100, "each task polled once, then parked");
+            flag.set(true);
+            wake_all();
+            for h in hs {
+                h.await.unwrap();
+            }
+        }
+    });
+    assert_eq!(polls.get(), 200, "one more poll each, no more");
 }
 
 #[test]

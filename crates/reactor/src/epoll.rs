@@ -93,8 +93,11 @@ pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
         Some(d) => {
-            let ms = d.as_nanos().div_ceil(1_000_000);
-            ms.min(i32::MAX as u128) as i32
+            // u64 arithmetic: `as_nanos` is a u128 and its division a libcall
+            // on every turn. Seconds past i32::MAX ms saturate anyway.
+            let secs = d.as_secs().min(i32::MAX as u64 / 1000 + 1);
+            let ms = secs * 1000 + u64::from(d.subsec_nanos().div_ceil(1_000_000));
+            ms.min(i32::MAX as u64) as i32
         }
     }
 }

@@ -55,7 +55,7 @@ struct Counters {
     notifies: Counter,
     timers_fired: Counter,
     wakes: Counter,
-    /// Gauges, refreshed when they change or (timers) around each wait.
+    /// Gauges, refreshed whenever they change.
     registered: Counter,
     timers: Counter,
     timers_pending: Counter,
@@ -210,7 +210,6 @@ impl Reactor {
         };
 
         let mut wakers = inner.wake_buf.take();
-        self.sync_timers();
         let slept_from = trace::active().then(Instant::now);
         {
             let mut events = inner.events.borrow_mut();
@@ -228,7 +227,14 @@ impl Reactor {
                     continue;
                 }
                 match registry.dispatch(ev.token, ev.flags) {
-                    Some(woken) => wakers.extend(woken.reader.into_iter().chain(woken.writer)),
+                    Some(woken) => {
+                        if let Some(w) = woken.reader {
+                            wakers.push(w);
+                        }
+                        if let Some(w) = woken.writer {
+                            wakers.push(w);
+                        }
+                    }
                     None => inner.stats.stale_events.bump(),
                 }
             }
@@ -294,7 +300,9 @@ impl Reactor {
 
     /// Arms a timer. Drop it with [`Reactor::remove_timer`].
     pub fn insert_timer(&self, deadline: Instant) -> TimerKey {
-        self.inner.timers.borrow_mut().insert(deadline)
+        let key = self.inner.timers.borrow_mut().insert(deadline);
+        self.sync_timers();
+        key
     }
 
     /// Ready once the timer has fired; stores the waker otherwise.
@@ -305,6 +313,7 @@ impl Reactor {
     /// Moves a timer to a new deadline (re-arming it if it had fired).
     pub fn reset_timer(&self, key: TimerKey, deadline: Instant) {
         self.inner.timers.borrow_mut().reset(key, deadline);
+        self.sync_timers();
     }
 
     /// Whether the timer has fired.
@@ -315,6 +324,7 @@ impl Reactor {
     /// Cancels and frees a timer.
     pub fn remove_timer(&self, key: TimerKey) {
         let waker = self.inner.timers.borrow_mut().remove(key);
+        self.sync_timers();
         drop(waker); // outside the borrow: dropping a waker may run user code
     }
 }

@@ -20,7 +20,7 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -74,8 +74,10 @@ struct Conn {
     head_started: Option<Instant>,
     /// Requests answered on this connection.
     served: u64,
-    /// Slot in the worker's idle registry (woken at shutdown).
-    idle_slot: usize,
+    /// The last read came back short, so the socket was empty then: the
+    /// next wait can skip asking whether more arrived (a hint only; the
+    /// registry's readiness still decides when the wait ends).
+    drained: bool,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
@@ -86,7 +88,6 @@ pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
     let now = ctx.reactor.now();
     let header_timeout = ctx.config.header_timeout;
     let sleep = Box::pin(executor::sleep_until(now + header_timeout));
-    let idle_slot = ctx.idle.register();
     let mut conn = Conn {
         decoder: Decoder::new(ctx.config.limits),
         rbuf: ctx.pool.get(),
@@ -98,7 +99,7 @@ pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
         },
         head_started: Some(now),
         served: 0,
-        idle_slot,
+        drained: false,
         ctx,
         stream,
     };
@@ -110,7 +111,6 @@ pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
         Stop::Io(e) if is_disconnect(&e) => {}
         Stop::Io(_) => stats.error(ErrorKind::Io),
     }
-    conn.ctx.idle.unregister(conn.idle_slot);
     conn.release_buffers();
 }
 
@@ -185,25 +185,35 @@ impl Conn {
     async fn fill(&mut self) -> Res {
         let between_requests = self.rbuf.is_empty() && self.decoder.is_idle();
         if between_requests {
-            if self.ctx.idle.is_shutting_down() {
+            if self.ctx.shutdown.is_set() {
                 return Err(Stop::Shutdown);
             }
             // Try once with the buffers we hold: a pipelining or fast client
             // has already sent the next request.
-            match self.try_read() {
-                Some(Ok(0)) => return Err(Stop::Done),
-                Some(Ok(_)) => {
-                    self.head_started = Some(self.ctx.reactor.now());
-                    return Ok(());
+            if !self.drained && self.stream.is_read_ready() {
+                match self.read_now() {
+                    Some(Ok(0)) => return Err(Stop::Done),
+                    Some(Ok(_)) => {
+                        self.head_started = Some(self.ctx.reactor.now());
+                        return Ok(());
+                    }
+                    Some(Err(e)) => return Err(Stop::Io(e)),
+                    None => {}
                 }
-                Some(Err(e)) => return Err(Stop::Io(e)),
-                None => {}
             }
             self.release_buffers();
             self.wait_readable_idle().await?;
             self.rbuf = self.ctx.pool.get();
             self.wbuf = self.ctx.pool.get();
             self.head_started = Some(self.ctx.reactor.now());
+            // Woken because the socket is readable: read without asking the
+            // registry again.
+            match self.read_now() {
+                Some(Ok(0)) => return Err(Stop::Done),
+                Some(Ok(_)) => return Ok(()),
+                Some(Err(e)) => return Err(Stop::Io(e)),
+                None => {} // a stale edge: wait below, under the header timeout
+            }
         }
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
@@ -225,10 +235,14 @@ impl Conn {
                 TimeoutKind::Idle,
             ),
         };
+        let mut room = 0;
         let n = with_deadline(timer, deadline, |cx| {
-            stream.poll_read_uninit(cx, rbuf.spare_capacity_mut())
+            let spare = rbuf.spare_capacity_mut();
+            room = spare.len();
+            stream.poll_read_uninit(cx, spare)
         })
         .await?;
+        self.drained = n < room;
         if n == 0 {
             return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
                 Stop::Done
@@ -242,33 +256,30 @@ impl Conn {
         Ok(())
     }
 
-    /// One read attempt without waiting: `None` if it would block.
-    fn try_read(&mut self) -> Option<io::Result<usize>> {
-        if !self.stream.is_read_ready() {
-            // The common case: the last read drained the socket.
-            return None;
-        }
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
+    /// One read attempt, without waiting or consulting readiness first:
+    /// `None` if it would block.
+    fn read_now(&mut self) -> Option<io::Result<usize>> {
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ);
         }
-        match self
-            .stream
-            .poll_read_uninit(&mut cx, self.rbuf.spare_capacity_mut())
-        {
-            Poll::Ready(Ok(n)) => {
+        let spare = self.rbuf.spare_capacity_mut();
+        let room = spare.len();
+        match self.stream.try_read_uninit(spare) {
+            Ok(n) => {
+                self.drained = n < room;
                 // SAFETY: the kernel initialised the first `n` spare bytes.
                 unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                 Some(Ok(n))
             }
-            Poll::Ready(Err(e)) => Some(Err(e)),
-            Poll::Pending => None,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+            Err(e) => Some(Err(e)),
         }
     }
 
     /// Waits for the next request's first bytes, the idle (or, before the
-    /// first request, header) timeout, or shutdown.
+    /// first request, header) timeout, or shutdown (which wakes every task,
+    /// so nothing registers for it here).
     async fn wait_readable_idle(&mut self) -> Res {
         let (timeout, kind) = if self.served == 0 {
             (self.ctx.config.header_timeout, TimeoutKind::Header)
@@ -277,17 +288,13 @@ impl Conn {
         };
         self.timer.arm(self.ctx.reactor.now() + timeout, kind);
         let Conn {
-            stream,
-            timer,
-            ctx,
-            idle_slot,
-            ..
+            stream, timer, ctx, ..
         } = self;
         std::future::poll_fn(|cx| {
             if stream.poll_readable(cx).is_ready() {
                 return Poll::Ready(Ok(()));
             }
-            if ctx.idle.poll_shutdown(*idle_slot, cx) {
+            if ctx.shutdown.is_set() {
                 return Poll::Ready(Err(Stop::Shutdown));
             }
             if timer.poll_expired(cx) {
@@ -310,7 +317,15 @@ impl Conn {
         if len == 0 {
             return Ok(());
         }
-        let mut off = 0;
+        // Optimistic first attempt: a socket's send buffer nearly always has
+        // room, so skip the readiness check (`WouldBlock` clears readiness
+        // and the loop below waits for it).
+        let mut off = match self.stream.try_write(&self.wbuf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+            Err(e) => return Err(Stop::Io(e)),
+        };
         while off < len {
             let Conn {
                 stream,
@@ -384,7 +399,7 @@ impl Conn {
         let Conn {
             ctx, wbuf, stream, ..
         } = self;
-        let shutting_down = ctx.idle.is_shutting_down();
+        let shutting_down = ctx.shutdown.is_set();
         respond::handle(
             &ctx.app,
             &ctx.stats,
@@ -415,7 +430,7 @@ impl Conn {
                 // Earlier pipelined answers should not wait for this one.
                 self.flush().await?;
                 executor::sleep(d).await;
-                if self.ctx.idle.is_shutting_down() {
+                if self.ctx.shutdown.is_set() {
                     to.keep_alive = false; // shutdown began while we slept
                 }
                 respond::slept(&mut self.wbuf, &stats, to, d)

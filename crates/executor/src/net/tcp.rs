@@ -248,6 +248,24 @@ impl TcpStream {
             .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf))
     }
 
+    /// One non-blocking read into uninitialised memory, without consulting
+    /// readiness first: for callers that know the socket is readable (they
+    /// were just woken for it). `WouldBlock` and short reads clear readiness,
+    /// as in [`TcpStream::poll_read_uninit`].
+    pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        let len = buf.len();
+        let res = self.reg.try_io(Interest::Readable, || {
+            sys::read_uninit(self.fd.as_raw_fd(), buf)
+        });
+        if let Ok(n) = res
+            && n > 0
+            && n < len
+        {
+            self.reg.clear_readiness(Interest::Readable);
+        }
+        res
+    }
+
     /// One non-blocking write attempt; `WouldBlock` clears readiness.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         self.reg

@@ -6,4 +6,4 @@ mod raw;
 mod state;
 
 pub use join::{JoinError, JoinHandle};
-pub(crate) use raw::{RunOutcome, TaskRef};
+pub(crate) use raw::{RunOutcome, TaskRef, wake_by_ref};

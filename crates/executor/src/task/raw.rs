@@ -473,6 +473,16 @@ unsafe fn transition_to_scheduled(ptr: NonNull<Header>, add_ref: bool) -> bool {
     }
 }
 
+/// Queues the task to run unless it is already queued or finished, as a
+/// `wake_by_ref` of its waker would.
+pub(crate) fn wake_by_ref(task: &TaskRef) {
+    // SAFETY: `task` holds a reference for the duration of the call; the
+    // push's own reference is added by the transition.
+    if unsafe { transition_to_scheduled(task.ptr, true) } {
+        schedule(TaskRef { ptr: task.ptr });
+    }
+}
+
 /// Requests cancellation and makes sure the task runs to see it.
 pub(crate) fn request_cancel(task: &TaskRef) {
     let prev = task.header().state.fetch_or(CLOSED, Ordering::AcqRel);
