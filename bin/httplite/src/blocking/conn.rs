@@ -77,7 +77,7 @@ type Res<T = ()> = Result<T, Stop>;
 struct Conn<'a, I: BlockingIo> {
     ctx: &'a Ctx,
     io: I,
-    id: u64,
+    id: usize,
     decoder: Decoder,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -88,20 +88,23 @@ struct Conn<'a, I: BlockingIo> {
 
 /// Serves one connection to the end on the calling thread of control.
 pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+    let (rbuf, wbuf) = get_buffers();
     let mut conn = Conn {
         id: ctx.idle.id(),
         decoder: Decoder::new(ctx.config.limits),
-        rbuf: get_buffer(),
-        wbuf: get_buffer(),
+        rbuf,
+        wbuf,
         head_started: Some(io.now()),
         served: 0,
         ctx,
         io,
     };
     let stop = conn.run();
-    ctx.idle.leave(conn.id);
-    put_buffer(std::mem::take(&mut conn.rbuf));
-    put_buffer(std::mem::take(&mut conn.wbuf));
+    ctx.idle.release(conn.id);
+    put_buffers(
+        std::mem::take(&mut conn.rbuf),
+        std::mem::take(&mut conn.wbuf),
+    );
     match stop {
         Stop::Done => {}
         Stop::Timeout(kind) => ctx.stats.timeout(kind),
@@ -199,12 +202,13 @@ impl<I: BlockingIo> Conn<'_, I> {
                 return Err(Stop::Done); // shutting down
             }
             // An idle connection holds no buffer (see `POOL`).
-            put_buffer(std::mem::take(&mut self.rbuf));
-            put_buffer(std::mem::take(&mut self.wbuf));
+            put_buffers(
+                std::mem::take(&mut self.rbuf),
+                std::mem::take(&mut self.wbuf),
+            );
             let waited = self.io.wait_readable(Deadline::After(timeout));
             self.ctx.idle.leave(self.id);
-            self.rbuf = get_buffer();
-            self.wbuf = get_buffer();
+            (self.rbuf, self.wbuf) = get_buffers();
             waited.map_err(timed(kind))?;
             self.head_started = Some(self.io.now());
         }
@@ -443,30 +447,40 @@ impl<I: BlockingIo> Conn<'_, I> {
 }
 
 thread_local! {
-    /// Buffers of connections waiting between requests, per thread: with
-    /// coroutines, the thousands of idle connections of a worker then hold
-    /// none (as the stackless server's do); with a thread per connection it
-    /// simply keeps the thread's own pair warm.
-    static POOL: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Buffer pairs (read, write) of connections waiting between requests,
+    /// per thread: with coroutines, the thousands of idle connections of a
+    /// worker then hold none (as the stackless server's do); with a thread
+    /// per connection it simply keeps the thread's own pair warm. Pairs,
+    /// because they always come and go together: one thread-local access
+    /// each way instead of two.
+    static POOL: std::cell::RefCell<Vec<(BytesMut, BytesMut)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Buffers kept per thread; more are freed.
-const POOL_MAX: usize = 64;
+/// Buffer pairs kept per thread; more are freed.
+const POOL_MAX: usize = 32;
 
-fn get_buffer() -> BytesMut {
-    POOL.with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| BytesMut::with_capacity(BUF_SIZE))
+fn get_buffers() -> (BytesMut, BytesMut) {
+    POOL.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| {
+        (
+            BytesMut::with_capacity(BUF_SIZE),
+            BytesMut::with_capacity(BUF_SIZE),
+        )
+    })
 }
 
-fn put_buffer(mut b: BytesMut) {
-    if b.capacity() == 0 {
-        return;
+/// Returns a pair (emptied) for reuse. Their room is restored lazily, by
+/// the `reserve` before the next read.
+fn put_buffers(mut r: BytesMut, mut w: BytesMut) {
+    if r.capacity() == 0 || w.capacity() == 0 {
+        return; // not a pair from the pool (already given back)
     }
-    b.clear();
+    r.clear();
+    w.clear();
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        if p.len() < POOL_MAX && b.capacity() <= 64 * BUF_SIZE {
-            p.push(b);
+        if p.len() < POOL_MAX && r.capacity() <= 64 * BUF_SIZE && w.capacity() <= 64 * BUF_SIZE {
+            p.push((r, w));
         }
     });
 }

@@ -17,12 +17,12 @@ pub mod conn;
 pub mod stackful;
 pub mod threads;
 
-use std::collections::HashMap;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// When a blocking call gives up. Relative deadlines are resolved only if
@@ -93,44 +93,63 @@ pub trait BlockingIo {
 }
 
 /// Connections waiting between requests, and whether shutdown has begun.
+///
+/// Each connection owns a slot for its life; entering and leaving idleness
+/// only writes its fd into the slot (or clears it) under the lock: no
+/// hashing or allocation per request.
 #[derive(Debug, Default)]
 pub struct IdleSet {
     inner: Mutex<IdleInner>,
+    /// Mirrors `IdleInner::shutting_down` for lock-free reads.
+    shutting_down: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct IdleInner {
     shutting_down: bool,
-    next_id: u64,
-    idle: HashMap<u64, RawFd>,
+    /// Per connection slot: its fd while idle, `-1` while busy.
+    fds: Vec<RawFd>,
+    free: Vec<usize>,
 }
 
 impl IdleSet {
-    /// A new connection's id.
-    pub fn id(&self) -> u64 {
+    /// A slot for a new connection (give it back with [`IdleSet::release`]).
+    pub fn id(&self) -> usize {
         let mut g = self.lock();
-        g.next_id += 1;
-        g.next_id
+        match g.free.pop() {
+            Some(id) => id,
+            None => {
+                g.fds.push(-1);
+                g.fds.len() - 1
+            }
+        }
     }
 
     /// Marks connection `id` idle; false if shutdown has begun (then close).
-    pub fn enter(&self, id: u64, fd: RawFd) -> bool {
+    pub fn enter(&self, id: usize, fd: RawFd) -> bool {
         let mut g = self.lock();
         if g.shutting_down {
             return false;
         }
-        g.idle.insert(id, fd);
+        g.fds[id] = fd;
         true
     }
 
-    /// Connection `id` has a request to serve (or is closing).
-    pub fn leave(&self, id: u64) {
-        self.lock().idle.remove(&id);
+    /// Connection `id` has a request to serve.
+    pub fn leave(&self, id: usize) {
+        self.lock().fds[id] = -1;
+    }
+
+    /// Connection `id` is closing: its slot goes back for reuse.
+    pub fn release(&self, id: usize) {
+        let mut g = self.lock();
+        g.fds[id] = -1;
+        g.free.push(id);
     }
 
     /// Whether shutdown has begun.
     pub fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
+        self.shutting_down.load(Ordering::Acquire)
     }
 
     /// Begins shutdown: idle connections get end-of-file on their blocked
@@ -139,10 +158,11 @@ impl IdleSet {
     pub fn begin_shutdown(&self) {
         let mut g = self.lock();
         g.shutting_down = true;
-        for fd in g.idle.values() {
-            // SAFETY: the fd is registered only while its connection, which
-            // owns it, is idle and still open (removed before it closes).
-            unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+        self.shutting_down.store(true, Ordering::Release);
+        for &fd in g.fds.iter().filter(|&&fd| fd >= 0) {
+            // SAFETY: a slot holds an fd only while its connection, which
+            // owns it, is idle and still open (cleared before it closes).
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
         }
     }
 

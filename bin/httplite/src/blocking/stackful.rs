@@ -28,8 +28,12 @@ use crate::stats::RuntimeProbe;
 struct Stackful {
     stream: TcpStream,
     reactor: Reactor,
-    /// One timer per connection, re-armed for each wait that needs it.
-    timer: Option<TimerKey>,
+    /// One timer per connection, and the deadline it is armed for in the
+    /// reactor's heap. It is moved only when a wait needs an *earlier*
+    /// deadline; a later one is picked up when the timer fires early (the
+    /// stackless connection's trick), so waiting between requests, whose
+    /// idle deadline only ever moves later, never touches the heap.
+    timer: Option<(TimerKey, Instant)>,
 }
 
 fn cancelled() -> io::Error {
@@ -37,8 +41,9 @@ fn cancelled() -> io::Error {
 }
 
 impl Stackful {
-    /// Parks until `op` is ready or `deadline` passes. The timer is armed only
-    /// if `op` has to wait: most reads and writes complete at once.
+    /// Parks until `op` is ready or `deadline` passes. The deadline is
+    /// computed (and the timer armed) only if `op` has to wait: most reads
+    /// and writes complete at once.
     fn wait<R>(
         &mut self,
         deadline: Deadline,
@@ -49,28 +54,38 @@ impl Stackful {
             reactor,
             timer,
         } = self;
-        let mut armed = false;
+        let mut due: Option<Instant> = None;
         coroutine::wait(|cx| {
             if let Poll::Ready(r) = op(stream, cx) {
                 return Poll::Ready(r);
             }
-            let key = match *timer {
-                Some(key) if armed => key,
-                Some(key) => {
-                    reactor.reset_timer(key, deadline.at(|| reactor.now()));
-                    armed = true;
-                    key
+            let due = *due.get_or_insert_with(|| deadline.at(|| reactor.now()));
+            let key = match timer {
+                Some((key, armed)) => {
+                    if due < *armed {
+                        reactor.reset_timer(*key, due);
+                        *armed = due;
+                    }
+                    *key
                 }
                 None => {
-                    let key = reactor.insert_timer(deadline.at(|| reactor.now()));
-                    *timer = Some(key);
-                    armed = true;
+                    let key = reactor.insert_timer(due);
+                    *timer = Some((key, due));
                     key
                 }
             };
-            match reactor.poll_timer(key, cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::ErrorKind::TimedOut.into())),
-                Poll::Pending => Poll::Pending,
+            loop {
+                if reactor.poll_timer(key, cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if reactor.now() >= due {
+                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+                }
+                // Fired for an earlier deadline: re-arm for this one.
+                reactor.reset_timer(key, due);
+                if let Some((_, armed)) = timer {
+                    *armed = due;
+                }
             }
         })
         .map_err(|_| cancelled())?
@@ -79,7 +94,7 @@ impl Stackful {
 
 impl Drop for Stackful {
     fn drop(&mut self) {
-        if let Some(key) = self.timer.take() {
+        if let Some((key, _)) = self.timer.take() {
             self.reactor.remove_timer(key);
         }
     }
