@@ -88,10 +88,11 @@ pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
     let now = ctx.reactor.now();
     let header_timeout = ctx.config.header_timeout;
     let sleep = Box::pin(executor::sleep_until(now + header_timeout));
+    let (rbuf, wbuf) = ctx.pool.get();
     let mut conn = Conn {
         decoder: Decoder::new(ctx.config.limits),
-        rbuf: ctx.pool.get(),
-        wbuf: ctx.pool.get(),
+        rbuf,
+        wbuf,
         timer: Timer {
             sleep,
             deadline: now + header_timeout,
@@ -203,8 +204,7 @@ impl Conn {
             }
             self.release_buffers();
             self.wait_readable_idle().await?;
-            self.rbuf = self.ctx.pool.get();
-            self.wbuf = self.ctx.pool.get();
+            (self.rbuf, self.wbuf) = self.ctx.pool.get();
             self.head_started = Some(self.ctx.reactor.now());
             // Woken because the socket is readable: read without asking the
             // registry again.
@@ -306,9 +306,9 @@ impl Conn {
     }
 
     fn release_buffers(&mut self) {
-        let pool = &self.ctx.pool;
-        pool.put(std::mem::take(&mut self.rbuf));
-        pool.put(std::mem::take(&mut self.wbuf));
+        let r = std::mem::take(&mut self.rbuf);
+        let w = std::mem::take(&mut self.wbuf);
+        self.ctx.pool.put(r, w);
     }
 
     /// Writes out `wbuf` (one `send` for all pipelined responses).
@@ -366,7 +366,9 @@ impl Conn {
         // The read buffer serves as scratch: a stack array here would make
         // every connection's future (and so every idle connection) 4 KiB larger.
         if self.rbuf.capacity() == 0 {
-            self.rbuf = self.ctx.pool.get();
+            // Buffers come in pairs: the old write buffer (flushed, empty)
+            // is simply dropped.
+            (self.rbuf, self.wbuf) = self.ctx.pool.get();
         }
         while drained < LINGER_BYTES {
             self.rbuf.clear();

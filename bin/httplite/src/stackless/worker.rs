@@ -24,9 +24,9 @@ use crate::stats::{RuntimeProbe, WorkerStats};
 
 /// Read and write buffers start at this size.
 const BUF_SIZE: usize = 4096;
-/// Buffers a worker keeps for reuse; more are freed, so a burst of activity
+/// Buffer pairs a worker keeps for reuse; more are freed, so a burst of activity
 /// does not pin memory that idle connections no longer need.
-const POOL_MAX: usize = 64;
+const POOL_MAX: usize = 32;
 
 /// What every connection task of one worker shares.
 pub struct WorkerCtx {
@@ -82,35 +82,41 @@ impl Drop for ConnGuard {
     }
 }
 
-/// A per-worker free list of buffers: an idle connection gives its buffers
-/// back, so 10,000 idle keep-alive connections hold none.
+/// A per-worker free list of buffer pairs (read, write): an idle
+/// connection gives its buffers back, so 10,000 idle keep-alive connections
+/// hold none. Pairs, because a connection's two buffers always come and go
+/// together: one pool operation each way instead of two.
 #[derive(Default)]
 pub struct BufPool {
-    free: RefCell<Vec<BytesMut>>,
+    free: RefCell<Vec<(BytesMut, BytesMut)>>,
 }
 
 impl BufPool {
-    /// A buffer with at least `BUF_SIZE` bytes of room.
+    /// A pair of buffers with at least `BUF_SIZE` bytes of room each.
     #[inline]
-    pub fn get(&self) -> BytesMut {
+    pub fn get(&self) -> (BytesMut, BytesMut) {
         match self.free.borrow_mut().pop() {
-            Some(b) => b,
-            None => BytesMut::with_capacity(BUF_SIZE),
+            Some(pair) => pair,
+            None => (
+                BytesMut::with_capacity(BUF_SIZE),
+                BytesMut::with_capacity(BUF_SIZE),
+            ),
         }
     }
 
-    /// Returns a buffer (emptied) for reuse. Its room is restored lazily,
+    /// Returns a pair (emptied) for reuse. Their room is restored lazily,
     /// by the `reserve` before the next read, which reclaims the whole
     /// allocation once nothing shares it.
     #[inline]
-    pub fn put(&self, mut b: BytesMut) {
-        if b.capacity() == 0 {
-            return;
+    pub fn put(&self, mut r: BytesMut, mut w: BytesMut) {
+        if r.capacity() == 0 || w.capacity() == 0 {
+            return; // given back already, or wholly split off: not worth keeping
         }
-        b.clear();
+        r.clear();
+        w.clear();
         let mut free = self.free.borrow_mut();
-        if free.len() < POOL_MAX && b.capacity() <= 64 * BUF_SIZE {
-            free.push(b);
+        if free.len() < POOL_MAX && r.capacity() <= 64 * BUF_SIZE && w.capacity() <= 64 * BUF_SIZE {
+            free.push((r, w));
         }
     }
 }
