@@ -408,10 +408,17 @@ impl Core {
     }
 
     /// Moves remote wakes into the local queue (no lock if there are none).
+    /// Inlined: it runs several times per loop and is nearly always a no-op.
+    #[inline(always)]
     fn drain_inbox(&self) {
-        if self.shared.inbox_len.load(Ordering::Acquire) == 0 {
-            return;
+        if self.shared.inbox_len.load(Ordering::Acquire) != 0 {
+            self.drain_inbox_slow();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drain_inbox_slow(&self) {
         let keys = {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.inbox_len.store(0, Ordering::Relaxed);

@@ -34,6 +34,9 @@ struct Stackful {
     /// stackless connection's trick), so waiting between requests, whose
     /// idle deadline only ever moves later, never touches the heap.
     timer: Option<(TimerKey, Instant)>,
+    /// Set when a wait for readability ended: the next read goes straight
+    /// to the socket instead of asking the registry again.
+    woken_readable: bool,
 }
 
 fn cancelled() -> io::Error {
@@ -53,6 +56,7 @@ impl Stackful {
             stream,
             reactor,
             timer,
+            ..
         } = self;
         let mut due: Option<Instant> = None;
         coroutine::wait(|cx| {
@@ -106,10 +110,22 @@ impl BlockingIo for Stackful {
         buf: &mut [MaybeUninit<u8>],
         deadline: Deadline,
     ) -> io::Result<usize> {
+        if std::mem::take(&mut self.woken_readable) {
+            match self.stream.try_read_uninit(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {} // stale edge
+                res => return res,
+            }
+        }
         self.wait(deadline, |s, cx| s.poll_read_uninit(cx, buf))
     }
 
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        // Optimistic: a send buffer nearly always has room, so skip the
+        // readiness check; `WouldBlock` clears readiness and we wait.
+        match self.stream.try_write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            res => return res,
+        }
         self.wait(deadline, |s, cx| s.poll_write(cx, buf))
     }
 
@@ -124,7 +140,9 @@ impl BlockingIo for Stackful {
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        self.wait(deadline, |s, cx| s.poll_readable(cx).map(Ok))
+        self.wait(deadline, |s, cx| s.poll_readable(cx).map(Ok))?;
+        self.woken_readable = true;
+        Ok(())
     }
 
     fn sleep(&mut self, d: Duration) {
@@ -254,6 +272,7 @@ fn spawn_connection(
             stream,
             reactor,
             timer: None,
+            woken_readable: false,
         };
         conn::serve(&open.ctx, io);
     });
