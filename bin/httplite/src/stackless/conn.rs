@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use executor::net::TcpStream;
 use http1::{Decoder, Message, ReplyTo, Request, Status};
+use reactor::Interest;
 
 use super::worker::WorkerCtx;
 use crate::access_log::Entry;
@@ -82,17 +83,24 @@ struct Conn {
 
 /// Serves one connection to the end. Never panics on bad input: protocol
 /// errors are answered and the connection closed.
-pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
-    let _guard = ctx.open_connection();
+///
+/// Not an `async fn`: the connection is built here and moved into an
+/// `async move` block, which holds it once. (An `async fn` keeps its
+/// arguments in the future next to the locals they are moved into, and
+/// every connection, idle or not, pays for the future's size.)
+pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
+    let guard = ctx.open_connection();
     let _ = stream.set_nodelay(true);
     let now = ctx.reactor.now();
     let header_timeout = ctx.config.header_timeout;
     let sleep = Box::pin(executor::sleep_until(now + header_timeout));
-    let (rbuf, wbuf) = ctx.pool.get();
     let mut conn = Conn {
         decoder: Decoder::new(ctx.config.limits),
-        rbuf,
-        wbuf,
+        // No buffers until the first bytes arrive (`fill` takes them): a
+        // batch of new connections must not take a pair each at once, and
+        // a client that connects and sends nothing holds none.
+        rbuf: BytesMut::new(),
+        wbuf: BytesMut::new(),
         timer: Timer {
             sleep,
             deadline: now + header_timeout,
@@ -104,15 +112,19 @@ pub async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
         ctx,
         stream,
     };
-    let stop = conn.run().await;
-    let stats = &conn.ctx.stats;
-    match stop {
-        Stop::Done | Stop::Shutdown => {}
-        Stop::Timeout(kind) => stats.timeout(kind),
-        Stop::Io(e) if is_disconnect(&e) => {}
-        Stop::Io(_) => stats.error(ErrorKind::Io),
+    // Captured variables of an `async move` block live in the future once.
+    async move {
+        let stop = conn.run().await;
+        let stats = &conn.ctx.stats;
+        match stop {
+            Stop::Done | Stop::Shutdown => {}
+            Stop::Timeout(kind) => stats.timeout(kind),
+            Stop::Io(e) if is_disconnect(&e) => {}
+            Stop::Io(_) => stats.error(ErrorKind::Io),
+        }
+        conn.release_buffers();
+        drop(guard);
     }
-    conn.release_buffers();
 }
 
 fn is_disconnect(e: &io::Error) -> bool {
@@ -191,7 +203,7 @@ impl Conn {
             }
             // Try once with the buffers we hold: a pipelining or fast client
             // has already sent the next request.
-            if !self.drained && self.stream.is_read_ready() {
+            if !self.drained && self.rbuf.capacity() != 0 && self.stream.is_read_ready() {
                 match self.read_now() {
                     Some(Ok(0)) => return Err(Stop::Done),
                     Some(Ok(_)) => {
@@ -221,39 +233,31 @@ impl Conn {
         // A partial head (not a body) is bound by the header timeout however
         // slowly it trickles in: a slowloris gains nothing per byte.
         let head_started = self.head_started.filter(|_| !self.decoder.in_body());
-        let Conn {
-            stream,
-            rbuf,
-            timer,
-            ctx,
-            ..
-        } = self;
-        let deadline = || match head_started {
-            Some(t) => (t + ctx.config.header_timeout, TimeoutKind::Header),
-            None => (
-                ctx.reactor.now() + ctx.config.idle_timeout,
-                TimeoutKind::Idle,
-            ),
-        };
-        let mut room = 0;
-        let n = with_deadline(timer, deadline, |cx| {
-            let spare = rbuf.spare_capacity_mut();
-            room = spare.len();
-            stream.poll_read_uninit(cx, spare)
-        })
-        .await?;
-        self.drained = n < room;
-        if n == 0 {
-            return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
-                Stop::Done
-            } else {
-                Stop::Io(io::ErrorKind::UnexpectedEof.into())
-            });
+        loop {
+            if self.stream.is_read_ready() {
+                match self.read_now() {
+                    Some(Ok(0)) => {
+                        return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
+                            Stop::Done
+                        } else {
+                            Stop::Io(io::ErrorKind::UnexpectedEof.into())
+                        });
+                    }
+                    Some(Ok(_)) => return Ok(()),
+                    Some(Err(e)) => return Err(Stop::Io(e)),
+                    None => {}
+                }
+            }
+            let config = &self.ctx.config;
+            let (at, kind) = match head_started {
+                Some(t) => (t + config.header_timeout, TimeoutKind::Header),
+                None => (
+                    self.ctx.reactor.now() + config.idle_timeout,
+                    TimeoutKind::Idle,
+                ),
+            };
+            self.wait_ready(Interest::Readable, at, kind).await?;
         }
-        // SAFETY: the kernel initialised the first `n` bytes of the spare
-        // capacity (read_uninit's contract).
-        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-        Ok(())
     }
 
     /// One read attempt, without waiting or consulting readiness first:
@@ -305,6 +309,26 @@ impl Conn {
         .await
     }
 
+    /// Waits until the socket is ready in `interest`'s direction, or fails
+    /// with a timeout of `kind` at `at`. Every wait of the connection goes
+    /// through this one small future (a few words in the connection's
+    /// state), so the future's size, which every idle connection pays for,
+    /// does not grow with each operation that may wait.
+    async fn wait_ready(&mut self, interest: Interest, at: Instant, kind: TimeoutKind) -> Res {
+        self.timer.arm(at, kind);
+        let Conn { stream, timer, .. } = self;
+        std::future::poll_fn(|cx| {
+            if stream.poll_ready(cx, interest).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            if timer.poll_expired(cx) {
+                return Poll::Ready(Err(Stop::Timeout(timer.kind)));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     fn release_buffers(&mut self) {
         let r = std::mem::take(&mut self.rbuf);
         let w = std::mem::take(&mut self.wbuf);
@@ -317,33 +341,29 @@ impl Conn {
         if len == 0 {
             return Ok(());
         }
-        // Optimistic first attempt: a socket's send buffer nearly always has
-        // room, so skip the readiness check (`WouldBlock` clears readiness
-        // and the loop below waits for it).
-        let mut off = match self.stream.try_write(&self.wbuf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
-            Err(e) => return Err(Stop::Io(e)),
-        };
+        // Optimistic: a socket's send buffer nearly always has room, so try
+        // before asking about readiness. A short write or `WouldBlock`
+        // clears writable readiness, so the wait below lasts until the
+        // kernel has room again.
+        let mut off = 0;
         while off < len {
-            let Conn {
-                stream,
-                wbuf,
-                timer,
-                ctx,
-                ..
-            } = self;
-            let deadline = || {
-                let at = ctx.reactor.now() + ctx.config.write_timeout;
-                (at, TimeoutKind::Write)
+            // The error is dropped before the await: nothing but what the
+            // wait needs is kept in the future.
+            let blocked = match self.stream.try_write(&self.wbuf[off..]) {
+                Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    off += n;
+                    false
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+                Err(e) => return Err(Stop::Io(e)),
             };
-            let n =
-                with_deadline(timer, deadline, |cx| stream.poll_write(cx, &wbuf[off..])).await?;
-            if n == 0 {
-                return Err(Stop::Io(io::ErrorKind::WriteZero.into()));
+            if blocked {
+                let at = self.ctx.reactor.now() + self.ctx.config.write_timeout;
+                self.wait_ready(Interest::Writable, at, TimeoutKind::Write)
+                    .await?;
             }
-            off += n;
         }
         self.wbuf.clear();
         Ok(())
@@ -372,21 +392,22 @@ impl Conn {
         }
         while drained < LINGER_BYTES {
             self.rbuf.clear();
-            let Conn {
-                stream,
-                timer,
-                rbuf,
-                ..
-            } = self;
-            match with_deadline(
-                timer,
-                || (deadline, TimeoutKind::Write),
-                |cx| stream.poll_read_uninit(cx, rbuf.spare_capacity_mut()),
-            )
-            .await
+            if self.stream.is_read_ready() {
+                match self.read_now() {
+                    Some(Ok(n)) if n > 0 => {
+                        drained += n;
+                        continue;
+                    }
+                    Some(_) => break, // end of stream or an error
+                    None => {}
+                }
+            }
+            if self
+                .wait_ready(Interest::Readable, deadline, TimeoutKind::Write)
+                .await
+                .is_err()
             {
-                Ok(n) if n > 0 => drained += n,
-                _ => break,
+                break;
             }
         }
     }

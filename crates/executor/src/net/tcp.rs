@@ -266,10 +266,25 @@ impl TcpStream {
         res
     }
 
-    /// One non-blocking write attempt; `WouldBlock` clears readiness.
+    /// One non-blocking write attempt, without consulting readiness first.
+    /// `WouldBlock` and short writes (the send buffer filled) clear
+    /// readiness, as in [`TcpStream::poll_write`].
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.reg
-            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf))
+        let res = self
+            .reg
+            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
+        if let Ok(n) = res
+            && n < buf.len()
+        {
+            self.reg.clear_readiness(Interest::Writable);
+        }
+        res
+    }
+
+    /// Ready when an operation in `interest`'s direction is worth trying;
+    /// otherwise registers `cx`'s waker for the next edge.
+    pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<()> {
+        self.reg.poll_ready(cx, interest).map(|_| ())
     }
 
     /// Shuts down one or both directions (`Write` sends a FIN).
