@@ -93,7 +93,7 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
     let _ = stream.set_nodelay(true);
     let now = ctx.reactor.now();
     let header_timeout = ctx.config.header_timeout;
-    let sleep = Box::pin(executor::sleep_until(now + header_timeout));
+    let timer = Timer::new(&ctx.reactor, now + header_timeout, TimeoutKind::Header);
     let mut conn = Conn {
         decoder: Decoder::new(ctx.config.limits),
         // No buffers until the first bytes arrive (`fill` takes them): a
@@ -101,11 +101,7 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
         // a client that connects and sends nothing holds none.
         rbuf: BytesMut::new(),
         wbuf: BytesMut::new(),
-        timer: Timer {
-            sleep,
-            deadline: now + header_timeout,
-            kind: TimeoutKind::Header,
-        },
+        timer,
         head_started: Some(now),
         served: 0,
         drained: false,
@@ -124,6 +120,12 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
         }
         conn.release_buffers();
         drop(guard);
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.ctx.reactor.remove_timer(self.timer.key);
     }
 }
 
@@ -290,7 +292,8 @@ impl Conn {
         } else {
             (self.ctx.config.idle_timeout, TimeoutKind::Idle)
         };
-        self.timer.arm(self.ctx.reactor.now() + timeout, kind);
+        let reactor = &self.ctx.reactor;
+        self.timer.arm(reactor, reactor.now() + timeout, kind);
         let Conn {
             stream, timer, ctx, ..
         } = self;
@@ -301,7 +304,7 @@ impl Conn {
             if ctx.shutdown.is_set() {
                 return Poll::Ready(Err(Stop::Shutdown));
             }
-            if timer.poll_expired(cx) {
+            if timer.poll_expired(&ctx.reactor, cx) {
                 return Poll::Ready(Err(Stop::Timeout(timer.kind)));
             }
             Poll::Pending
@@ -315,13 +318,15 @@ impl Conn {
     /// state), so the future's size, which every idle connection pays for,
     /// does not grow with each operation that may wait.
     async fn wait_ready(&mut self, interest: Interest, at: Instant, kind: TimeoutKind) -> Res {
-        self.timer.arm(at, kind);
-        let Conn { stream, timer, .. } = self;
+        self.timer.arm(&self.ctx.reactor, at, kind);
+        let Conn {
+            stream, timer, ctx, ..
+        } = self;
         std::future::poll_fn(|cx| {
             if stream.poll_ready(cx, interest).is_ready() {
                 return Poll::Ready(Ok(()));
             }
-            if timer.poll_expired(cx) {
+            if timer.poll_expired(&ctx.reactor, cx) {
                 return Poll::Ready(Err(Stop::Timeout(timer.kind)));
             }
             Poll::Pending
@@ -592,7 +597,7 @@ impl Conn {
                 (at, TimeoutKind::Write)
             };
             let chunk = (end - off).min(1 << 20) as usize;
-            let n = with_deadline(timer, deadline, |cx| {
+            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
                 stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
             })
             .await?;

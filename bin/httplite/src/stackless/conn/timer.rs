@@ -1,53 +1,73 @@
 //! A connection's one timer, and waiting on an operation under it.
 
 use std::io;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use executor::Sleep;
+use reactor::{Reactor, TimerKey};
 
 use super::{Res, Stop};
 use crate::stats::TimeoutKind;
 
 /// A connection timer whose deadline can move without touching the heap
-/// on the hot path (see the connection module's docs).
+/// on the hot path (see the connection module's docs). It is a key into the
+/// reactor's timer heap, not a boxed `Sleep`: one allocation less per
+/// connection. The connection removes it when it drops.
 pub(super) struct Timer {
-    pub(super) sleep: Pin<Box<Sleep>>,
+    pub(super) key: TimerKey,
+    /// The deadline the reactor's heap holds for `key` (it fires then, or
+    /// has fired, which `poll_expired` notices).
+    armed: Instant,
+    /// The deadline that counts.
     pub(super) deadline: Instant,
     pub(super) kind: TimeoutKind,
 }
 
 impl Timer {
-    pub(super) fn arm(&mut self, deadline: Instant, kind: TimeoutKind) {
-        self.kind = kind;
-        self.deadline = deadline;
-        if deadline < self.sleep.deadline() || self.sleep.is_elapsed() {
-            self.sleep.as_mut().reset(deadline);
+    /// A timer armed for `deadline`.
+    pub(super) fn new(reactor: &Reactor, deadline: Instant, kind: TimeoutKind) -> Timer {
+        Timer {
+            key: reactor.insert_timer(deadline),
+            armed: deadline,
+            deadline,
+            kind,
         }
     }
 
-    /// True once the real deadline has passed.
-    pub(super) fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
+    /// Sets the deadline. The heap is touched only if it moves earlier; a
+    /// later one is picked up when the timer fires early.
+    pub(super) fn arm(&mut self, reactor: &Reactor, deadline: Instant, kind: TimeoutKind) {
+        self.kind = kind;
+        self.deadline = deadline;
+        if deadline < self.armed {
+            reactor.reset_timer(self.key, deadline);
+            self.armed = deadline;
+        }
+    }
+
+    /// True once the real deadline has passed; otherwise `cx` is woken when
+    /// the timer fires.
+    pub(super) fn poll_expired(&mut self, reactor: &Reactor, cx: &mut Context<'_>) -> bool {
         loop {
-            if self.sleep.as_mut().poll(cx).is_pending() {
+            if reactor.poll_timer(self.key, cx).is_pending() {
                 return false;
             }
-            if self.sleep.deadline() >= self.deadline {
+            if self.armed >= self.deadline {
                 return true;
             }
             // Fired for an older, earlier deadline: re-arm for the real one.
-            let d = self.deadline;
-            self.sleep.as_mut().reset(d);
+            reactor.reset_timer(self.key, self.deadline);
+            self.armed = self.deadline;
         }
     }
 }
 
 /// Runs `op` until ready, failing with a timeout when the timer expires.
-/// The deadline is computed and armed only if `op` has to wait: most reads
-/// and writes complete at once, and then cost no clock arithmetic at all.
+/// The deadline is computed and armed only if `op` has to wait: most
+/// operations complete at once, and then cost no clock arithmetic at all.
 pub(super) async fn with_deadline<T>(
     timer: &mut Timer,
+    reactor: &Reactor,
     deadline: impl FnOnce() -> (Instant, TimeoutKind),
     mut op: impl FnMut(&mut Context<'_>) -> Poll<io::Result<T>>,
 ) -> Res<T> {
@@ -58,9 +78,9 @@ pub(super) async fn with_deadline<T>(
         }
         if let Some(d) = deadline.take() {
             let (at, kind) = d();
-            timer.arm(at, kind);
+            timer.arm(reactor, at, kind);
         }
-        if timer.poll_expired(cx) {
+        if timer.poll_expired(reactor, cx) {
             return Poll::Ready(Err(Stop::Timeout(timer.kind)));
         }
         Poll::Pending
