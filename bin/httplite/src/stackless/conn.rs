@@ -23,12 +23,11 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use executor::net::TcpStream;
-use http1::{Decoder, Message, ReplyTo, Request, Status};
+use http1::{Message, ReplyTo, Request, Status};
 use reactor::Interest;
 
-use super::worker::WorkerCtx;
+use super::worker::{Active, WorkerCtx};
 use crate::access_log::Entry;
 use crate::respond::{self, FileStep, Handled, Outcome, Slow};
 use crate::routes::Action;
@@ -67,9 +66,9 @@ type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>
 struct Conn {
     ctx: Rc<WorkerCtx>,
     stream: TcpStream,
-    decoder: Decoder,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
+    /// Buffers and decoder, from the worker's pool while a request is in
+    /// hand; `None` while waiting between requests (see [`Active`]).
+    active: Option<Box<Active>>,
     timer: Timer,
     /// When the first byte of the request being read arrived.
     head_started: Option<Instant>,
@@ -95,12 +94,10 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
     let header_timeout = ctx.config.header_timeout;
     let timer = Timer::new(&ctx.reactor, now + header_timeout, TimeoutKind::Header);
     let mut conn = Conn {
-        decoder: Decoder::new(ctx.config.limits),
-        // No buffers until the first bytes arrive (`fill` takes them): a
-        // batch of new connections must not take a pair each at once, and
-        // a client that connects and sends nothing holds none.
-        rbuf: BytesMut::new(),
-        wbuf: BytesMut::new(),
+        // Nothing until the first bytes arrive (`fill` takes it): a batch of
+        // new connections must not each take buffers at once, and a client
+        // that connects and sends nothing holds none.
+        active: None,
         timer,
         head_started: Some(now),
         served: 0,
@@ -147,7 +144,8 @@ impl Conn {
                 // (one pointer) crosses the await.
                 let keep = {
                     let next: Handled<SlowFuture<'_>> = {
-                        let step = match self.decoder.decode(&mut self.rbuf) {
+                        let io = self.io();
+                        let step = match io.decoder.decode(&mut io.rbuf) {
                             Ok(Some(Message::Head(req))) => {
                                 self.head_started = None;
                                 self.handle(req)
@@ -180,7 +178,7 @@ impl Conn {
                     self.linger_close().await;
                     return Stop::Done;
                 }
-                if self.wbuf.len() >= FLUSH_AT
+                if self.io().wbuf.len() >= FLUSH_AT
                     && let Err(stop) = self.flush().await
                 {
                     return stop;
@@ -198,14 +196,17 @@ impl Conn {
     /// Reads more bytes into `rbuf`. Between requests it waits without
     /// holding buffers; within a request head the header timeout applies.
     async fn fill(&mut self) -> Res {
-        let between_requests = self.rbuf.is_empty() && self.decoder.is_idle();
+        let between_requests = self
+            .active
+            .as_ref()
+            .is_none_or(|a| a.rbuf.is_empty() && a.decoder.is_idle());
         if between_requests {
             if self.ctx.shutdown.is_set() {
                 return Err(Stop::Shutdown);
             }
             // Try once with the buffers we hold: a pipelining or fast client
             // has already sent the next request.
-            if !self.drained && self.rbuf.capacity() != 0 && self.stream.is_read_ready() {
+            if !self.drained && self.active.is_some() && self.stream.is_read_ready() {
                 match self.read_now() {
                     Some(Ok(0)) => return Err(Stop::Done),
                     Some(Ok(_)) => {
@@ -218,7 +219,7 @@ impl Conn {
             }
             self.release_buffers();
             self.wait_readable_idle().await?;
-            (self.rbuf, self.wbuf) = self.ctx.pool.get();
+            self.active = Some(self.ctx.pool.get());
             self.head_started = Some(self.ctx.reactor.now());
             // Woken because the socket is readable: read without asking the
             // registry again.
@@ -229,17 +230,20 @@ impl Conn {
                 None => {} // a stale edge: wait below, under the header timeout
             }
         }
-        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
-            self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
+        let io = self.io();
+        if io.rbuf.capacity() - io.rbuf.len() < MIN_READ {
+            io.rbuf.reserve(MIN_READ.max(io.rbuf.len()));
         }
         // A partial head (not a body) is bound by the header timeout however
         // slowly it trickles in: a slowloris gains nothing per byte.
-        let head_started = self.head_started.filter(|_| !self.decoder.in_body());
+        let in_body = io.decoder.in_body();
+        let head_started = self.head_started.filter(|_| !in_body);
         loop {
             if self.stream.is_read_ready() {
                 match self.read_now() {
                     Some(Ok(0)) => {
-                        return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
+                        let io = self.io();
+                        return Err(if io.decoder.is_idle() && io.rbuf.is_empty() {
                             Stop::Done
                         } else {
                             Stop::Io(io::ErrorKind::UnexpectedEof.into())
@@ -265,16 +269,23 @@ impl Conn {
     /// One read attempt, without waiting or consulting readiness first:
     /// `None` if it would block.
     fn read_now(&mut self) -> Option<io::Result<usize>> {
-        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
-            self.rbuf.reserve(MIN_READ);
+        let Conn {
+            active,
+            ctx,
+            stream,
+            ..
+        } = self;
+        let rbuf = &mut active.get_or_insert_with(|| ctx.pool.get()).rbuf;
+        if rbuf.capacity() - rbuf.len() < MIN_READ {
+            rbuf.reserve(MIN_READ);
         }
-        let spare = self.rbuf.spare_capacity_mut();
+        let spare = rbuf.spare_capacity_mut();
         let room = spare.len();
-        match self.stream.try_read_uninit(spare) {
+        match stream.try_read_uninit(spare) {
             Ok(n) => {
-                self.drained = n < room;
                 // SAFETY: the kernel initialised the first `n` spare bytes.
-                unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                unsafe { rbuf.set_len(rbuf.len() + n) };
+                self.drained = n < room;
                 Some(Ok(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
@@ -334,15 +345,25 @@ impl Conn {
         .await
     }
 
+    /// The request-time state, taken from the pool if the connection has
+    /// none (it has one from the first bytes of a request until it goes
+    /// idle again).
+    #[inline]
+    fn io(&mut self) -> &mut Active {
+        let Conn { active, ctx, .. } = self;
+        active.get_or_insert_with(|| ctx.pool.get())
+    }
+
+    /// Gives the request-time state back to the pool (going idle, or done).
     fn release_buffers(&mut self) {
-        let r = std::mem::take(&mut self.rbuf);
-        let w = std::mem::take(&mut self.wbuf);
-        self.ctx.pool.put(r, w);
+        if let Some(active) = self.active.take() {
+            self.ctx.pool.put(active);
+        }
     }
 
     /// Writes out `wbuf` (one `send` for all pipelined responses).
     async fn flush(&mut self) -> Res {
-        let len = self.wbuf.len();
+        let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
         if len == 0 {
             return Ok(());
         }
@@ -354,7 +375,9 @@ impl Conn {
         while off < len {
             // The error is dropped before the await: nothing but what the
             // wait needs is kept in the future.
-            let blocked = match self.stream.try_write(&self.wbuf[off..]) {
+            let Conn { active, stream, .. } = self;
+            let wbuf = active.as_ref().map_or(&[][..], |a| &a.wbuf[..]);
+            let blocked = match stream.try_write(&wbuf[off..]) {
                 Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
                 Ok(n) => {
                     off += n;
@@ -370,13 +393,15 @@ impl Conn {
                     .await?;
             }
         }
-        self.wbuf.clear();
+        self.io().wbuf.clear();
         Ok(())
     }
 
     /// Encodes the answer to a protocol error; the caller flushes and closes.
     fn reject(&mut self, e: &http1::Error) {
-        respond::reject(&mut self.wbuf, &self.ctx.stats, e);
+        let Conn { active, ctx, .. } = self;
+        let io = active.get_or_insert_with(|| ctx.pool.get());
+        respond::reject(&mut io.wbuf, &ctx.stats, e);
     }
 
     /// Half-closes, then drains what the client still sends (bounded), so
@@ -390,13 +415,8 @@ impl Conn {
         let mut drained = 0;
         // The read buffer serves as scratch: a stack array here would make
         // every connection's future (and so every idle connection) 4 KiB larger.
-        if self.rbuf.capacity() == 0 {
-            // Buffers come in pairs: the old write buffer (flushed, empty)
-            // is simply dropped.
-            (self.rbuf, self.wbuf) = self.ctx.pool.get();
-        }
         while drained < LINGER_BYTES {
-            self.rbuf.clear();
+            self.io().rbuf.clear();
             if self.stream.is_read_ready() {
                 match self.read_now() {
                     Some(Ok(n)) if n > 0 => {
@@ -425,8 +445,12 @@ impl Conn {
     fn handle(&mut self, req: Request) -> Handled<Slow> {
         self.served += 1;
         let Conn {
-            ctx, wbuf, stream, ..
+            ctx,
+            active,
+            stream,
+            ..
         } = self;
+        let wbuf = &mut active.get_or_insert_with(|| ctx.pool.get()).wbuf;
         let shutting_down = ctx.shutdown.is_set();
         respond::handle(
             &ctx.app,
@@ -461,11 +485,11 @@ impl Conn {
                 if self.ctx.shutdown.is_set() {
                     to.keep_alive = false; // shutdown began while we slept
                 }
-                respond::slept(&mut self.wbuf, &stats, to, d)
+                respond::slept(&mut self.io().wbuf, &stats, to, d)
             }
             Action::Echo => self.echo(&req, to).await?,
             Action::Job(kind) => {
-                respond::job_head(&mut self.wbuf, &req);
+                respond::job_head(&mut self.io().wbuf, &req);
                 self.flush().await?;
                 let mut input = Vec::new();
                 if req.has_body() {
@@ -475,34 +499,33 @@ impl Conn {
                         Err(stop) => return Err(stop),
                     }
                 }
-                respond::job_submitted(&mut self.wbuf, &self.ctx.app, &stats, to, kind, input)
+                let app = self.ctx.app.clone();
+                respond::job_submitted(&mut self.io().wbuf, &app, &stats, to, kind, input)
             }
-            Action::File(reply) => match respond::file_head(
-                &mut self.wbuf,
-                &stats,
-                match respond::pool_work(reply) {
+            Action::File(reply) => {
+                let reply = match respond::pool_work(reply) {
                     Ok(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
                         Ok(listed) => respond::pool_done(&stats, Ok(listed.await)),
                         Err(full) => respond::pool_done(&stats, Err(full)),
                     },
                     Err(reply) => reply,
-                },
-                to,
-            ) {
-                FileStep::Done(outcome) => outcome,
-                FileStep::Fail => return Ok(false),
-                FileStep::Send {
-                    file,
-                    offset,
-                    len,
-                    outcome,
-                } => {
-                    self.flush().await?;
-                    self.send_file(&file, offset, len).await?;
-                    outcome
+                };
+                match respond::file_head(&mut self.io().wbuf, &stats, reply, to) {
+                    FileStep::Done(outcome) => outcome,
+                    FileStep::Fail => return Ok(false),
+                    FileStep::Send {
+                        file,
+                        offset,
+                        len,
+                        outcome,
+                    } => {
+                        self.flush().await?;
+                        self.send_file(&file, offset, len).await?;
+                        outcome
+                    }
                 }
-            },
-            action => match respond::complete(&mut self.wbuf, &stats, to, &action) {
+            }
+            action => match respond::complete(&mut self.io().wbuf, &stats, to, &action) {
                 Some(outcome) => outcome,
                 None => unreachable!("every waiting action is handled above"),
             },
@@ -516,7 +539,8 @@ impl Conn {
     /// it; a bad body is answered (without a body if `head_only`).
     async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
         loop {
-            match self.decoder.decode(&mut self.rbuf) {
+            let io = self.io();
+            match io.decoder.decode(&mut io.rbuf) {
                 Ok(Some(Message::End)) => return Ok(()),
                 Ok(Some(Message::Body(b))) => {
                     if let Some(keep) = keep.as_deref_mut() {
@@ -533,7 +557,8 @@ impl Conn {
                 }
                 Err(e) => {
                     // Answered with the error; the caller flushes and closes.
-                    respond::reject_reply(&mut self.wbuf, &self.ctx.stats, &e, head_only);
+                    let stats = self.ctx.stats.clone();
+                    respond::reject_reply(&mut self.io().wbuf, &stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }
@@ -542,7 +567,7 @@ impl Conn {
 
     /// Streams the request body back as it arrives.
     async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
-        let Some(mut enc) = respond::echo_head(&mut self.wbuf, req, to) else {
+        let Some(mut enc) = respond::echo_head(&mut self.io().wbuf, req, to) else {
             return Err(Stop::Done);
         };
         if req.expects_continue() {
@@ -551,11 +576,12 @@ impl Conn {
         let mut sent = 0u64;
         if req.has_body() {
             loop {
-                match self.decoder.decode(&mut self.rbuf) {
+                let io = self.io();
+                match io.decoder.decode(&mut io.rbuf) {
                     Ok(Some(Message::Body(b))) => {
                         sent += b.len() as u64;
-                        enc.write(&mut self.wbuf, &b).map_err(|_| Stop::Done)?;
-                        if self.wbuf.len() >= FLUSH_AT {
+                        enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
+                        if io.wbuf.len() >= FLUSH_AT {
                             self.flush().await?;
                         }
                     }
@@ -576,7 +602,7 @@ impl Conn {
             }
         }
         let keep_alive = enc.keep_alive();
-        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
+        enc.finish(&mut self.io().wbuf).map_err(|_| Stop::Done)?;
         Ok(Outcome {
             status: Status::OK,
             bytes: sent,

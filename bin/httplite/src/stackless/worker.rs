@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use dispatch::{Batch, Closer, WorkerPort};
 use executor::io::Async;
 use executor::net::TcpStream;
+use http1::{Decoder, Limits};
 use reactor::Reactor;
 
 use super::conn;
@@ -24,7 +25,7 @@ use crate::stats::{RuntimeProbe, WorkerStats};
 
 /// Read and write buffers start at this size.
 const BUF_SIZE: usize = 4096;
-/// Buffer pairs a worker keeps for reuse; more are freed, so a burst of activity
+/// Request states (buffers and decoder) a worker keeps for reuse; more are freed, so a burst of activity
 /// does not pin memory that idle connections no longer need.
 const POOL_MAX: usize = 32;
 
@@ -38,8 +39,8 @@ pub struct WorkerCtx {
     pub stats: Arc<WorkerStats>,
     /// The worker's reactor (for its cached clock).
     pub reactor: Reactor,
-    /// Reusable buffers.
-    pub pool: BufPool,
+    /// Buffers and decoders of busy connections.
+    pub pool: ActivePool,
     /// Set when shutdown begins.
     pub shutdown: ShutdownFlag,
     /// The access log, if enabled.
@@ -82,41 +83,68 @@ impl Drop for ConnGuard {
     }
 }
 
-/// A per-worker free list of buffer pairs (read, write): an idle
-/// connection gives its buffers back, so 10,000 idle keep-alive connections
-/// hold none. Pairs, because a connection's two buffers always come and go
-/// together: one pool operation each way instead of two.
-#[derive(Default)]
-pub struct BufPool {
-    free: RefCell<Vec<(BytesMut, BytesMut)>>,
+/// What a connection needs only while it has a request in hand: its read
+/// and write buffers and its HTTP decoder. A connection takes one from the
+/// worker's [`ActivePool`] when bytes arrive and gives it back when it goes
+/// idle, so an idle keep-alive connection holds neither buffers nor decoder,
+/// only a pointer's worth of room for them (nginx frees its buffers on idle
+/// connections for the same reason).
+pub struct Active {
+    /// Bytes read and not yet decoded.
+    pub rbuf: BytesMut,
+    /// Encoded responses not yet written.
+    pub wbuf: BytesMut,
+    /// The request decoder (idle whenever the state is pooled).
+    pub decoder: Decoder,
 }
 
-impl BufPool {
-    /// A pair of buffers with at least `BUF_SIZE` bytes of room each.
-    #[inline]
-    pub fn get(&self) -> (BytesMut, BytesMut) {
-        match self.free.borrow_mut().pop() {
-            Some(pair) => pair,
-            None => (
-                BytesMut::with_capacity(BUF_SIZE),
-                BytesMut::with_capacity(BUF_SIZE),
-            ),
+/// A per-worker free list of [`Active`] states.
+pub struct ActivePool {
+    // Boxed on purpose: connections hold the box (one pointer), so taking
+    // and returning a state moves a pointer, not ~190 bytes.
+    #[expect(clippy::vec_box, reason = "connections own the boxes")]
+    free: RefCell<Vec<Box<Active>>>,
+    limits: Limits,
+}
+
+impl ActivePool {
+    /// A pool whose decoders apply `limits`.
+    pub fn new(limits: Limits) -> ActivePool {
+        ActivePool {
+            free: RefCell::new(Vec::new()),
+            limits,
         }
     }
 
-    /// Returns a pair (emptied) for reuse. Their room is restored lazily,
-    /// by the `reserve` before the next read, which reclaims the whole
-    /// allocation once nothing shares it.
+    /// A state with empty buffers and an idle decoder.
     #[inline]
-    pub fn put(&self, mut r: BytesMut, mut w: BytesMut) {
-        if r.capacity() == 0 || w.capacity() == 0 {
-            return; // given back already, or wholly split off: not worth keeping
+    pub fn get(&self) -> Box<Active> {
+        match self.free.borrow_mut().pop() {
+            Some(active) => active,
+            None => Box::new(Active {
+                rbuf: BytesMut::with_capacity(BUF_SIZE),
+                wbuf: BytesMut::with_capacity(BUF_SIZE),
+                decoder: Decoder::new(self.limits),
+            }),
         }
-        r.clear();
-        w.clear();
+    }
+
+    /// Takes a state back for reuse, emptied. Buffers that grew large are
+    /// swapped for small ones (a burst must not pin memory); their room is
+    /// otherwise restored lazily, by the `reserve` before the next read.
+    #[inline]
+    pub fn put(&self, mut active: Box<Active>) {
+        active.rbuf.clear();
+        active.wbuf.clear();
+        if !active.decoder.is_idle() {
+            active.decoder = Decoder::new(self.limits); // closed mid-request
+        }
+        if active.rbuf.capacity() > 64 * BUF_SIZE || active.wbuf.capacity() > 64 * BUF_SIZE {
+            return;
+        }
         let mut free = self.free.borrow_mut();
-        if free.len() < POOL_MAX && r.capacity() <= 64 * BUF_SIZE && w.capacity() <= 64 * BUF_SIZE {
-            free.push((r, w));
+        if free.len() < POOL_MAX {
+            free.push(active);
         }
     }
 }
@@ -172,12 +200,13 @@ pub fn run(
     });
     http1::refresh_date();
     let closer = port.closer();
+    let limits = config.limits;
     let ctx = Rc::new(WorkerCtx {
         app,
         config,
         stats,
         reactor: rt.reactor().clone(),
-        pool: BufPool::default(),
+        pool: ActivePool::new(limits),
         shutdown: ShutdownFlag::default(),
         access_log,
         closer,
