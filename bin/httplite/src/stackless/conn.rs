@@ -6,11 +6,16 @@
 //! ```text
 //!   read(2) → decode → route → encode into wbuf → (more complete requests? loop)
 //!   write(2) wbuf once for the whole batch (pipelined responses leave together)
-//!   read(2) → EAGAIN → buffers back to the worker's pool → wait for readability
+//!   short read (socket drained) → buffers and decoder back to the worker's
+//!   pool → wait for readability → take them again → read(2)
 //! ```
 //!
-//! An idle connection holds no buffer: nginx's trick for cheap idle
-//! keep-alive connections. Timeouts use one timer per connection that is
+//! An idle connection holds no buffer and no decoder (nginx's trick for
+//! cheap idle keep-alive connections, taken one step further): everything
+//! request-sized lives in a pooled [`Active`] state while a request is in
+//! hand, so an idle connection costs its task, its socket's registry slot
+//! and its timer. Reads after a wake and first writes are optimistic (no
+//! readiness check first). Timeouts use one timer per connection that is
 //! only re-armed when a deadline moves *earlier*; a later deadline is picked up
 //! when the timer fires early, so the hot path never touches the timer heap.
 
