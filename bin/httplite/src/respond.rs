@@ -13,7 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use http1::{BodyEncoder, Framing, HeaderValue, ReplyTo, Request, Status};
+use http1::{BodyEncoder, Framing, HeaderValue, ReplyTo, Request, StaticResponse, Status};
 
 use crate::routes::{Action, App};
 use crate::static_files::StaticReply;
@@ -73,6 +73,14 @@ pub fn handle(
     if shutting_down {
         to.keep_alive = false;
     }
+    // The constant endpoints first: no `Action` to build and move, and no
+    // panic to catch.
+    if !req.has_body()
+        && let Some(response) = app.canned(&req)
+    {
+        http1::encode_static(wbuf, to, response);
+        return answered(stats, &req, to, response, log);
+    }
     let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req))) {
         Ok(a) => a,
         Err(_) => {
@@ -103,23 +111,31 @@ pub fn handle(
         }
     };
     match action {
-        Action::Static {
-            status,
-            content_type,
-            body,
-        } if !req.has_body() => {
-            http1::encode_response(wbuf, to, status, Some(content_type), body);
-            stats.response(status.code());
-            let outcome = Outcome {
-                status,
-                bytes: body.len() as u64,
-                keep_alive: to.keep_alive,
-            };
-            log(&req, outcome);
-            Handled::Done(to.keep_alive)
+        Action::Static(response) if !req.has_body() => {
+            http1::encode_static(wbuf, to, response);
+            answered(stats, &req, to, response, log)
         }
         action => Handled::Slow(Slow { req, to, action }),
     }
+}
+
+/// Counts and logs a small answer [`handle`] has encoded.
+#[inline(always)]
+fn answered(
+    stats: &WorkerStats,
+    req: &Request,
+    to: ReplyTo,
+    response: &StaticResponse,
+    log: impl FnOnce(&Request, Outcome),
+) -> Handled<Slow> {
+    stats.response(response.status.code());
+    let outcome = Outcome {
+        status: response.status,
+        bytes: response.body.len() as u64,
+        keep_alive: to.keep_alive,
+    };
+    log(req, outcome);
+    Handled::Done(to.keep_alive)
 }
 
 /// Whether the request's body must be read and dropped before answering.
@@ -227,15 +243,11 @@ pub fn complete(
     action: &Action,
 ) -> Option<Outcome> {
     match action {
-        Action::Static {
-            status,
-            content_type,
-            body,
-        } => {
-            http1::encode_response(wbuf, to, *status, Some(*content_type), body);
+        Action::Static(response) => {
+            http1::encode_static(wbuf, to, response);
             Some(Outcome {
-                status: *status,
-                bytes: body.len() as u64,
+                status: response.status,
+                bytes: response.body.len() as u64,
                 keep_alive: to.keep_alive,
             })
         }

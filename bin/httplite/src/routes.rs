@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http1::{HeaderValue, Method, Request, Status};
+use http1::{HeaderValue, Method, Request, StaticResponse, Status};
 
 use crate::jobs::{JobKind, Jobs};
 use crate::static_files::{StaticReply, StaticRoot};
@@ -22,6 +22,25 @@ const HELLO_JSON: &[u8] = b"{\"message\":\"Hello, World!\"}";
 const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
 const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");
 const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
+
+/// `/_httplite/plaintext`.
+static PLAINTEXT: StaticResponse = StaticResponse {
+    status: Status::OK,
+    content_type: Some(http1::TEXT_PLAIN),
+    body: HELLO,
+};
+/// `/_httplite/json`.
+static HELLO_JSON_RESPONSE: StaticResponse = StaticResponse {
+    status: Status::OK,
+    content_type: Some(JSON),
+    body: HELLO_JSON,
+};
+/// `/` without `--root`.
+static INDEX: StaticResponse = StaticResponse {
+    status: Status::OK,
+    content_type: Some(HTML),
+    body: INDEX_HTML.as_bytes(),
+};
 
 /// Appends extra fields for worker `i` to the stats JSON object being built.
 pub type WorkerExtra = Box<dyn Fn(usize, &mut String) + Send + Sync>;
@@ -53,15 +72,9 @@ impl std::fmt::Debug for App {
 /// What the connection should do next.
 #[derive(Debug)]
 pub enum Action {
-    /// A complete small response (the hot path: no allocation).
-    Static {
-        /// Status.
-        status: Status,
-        /// Content-Type.
-        content_type: HeaderValue<'static>,
-        /// Body.
-        body: &'static [u8],
-    },
+    /// A complete response fixed at compile time (the hot path: no
+    /// allocation).
+    Static(&'static StaticResponse),
     /// A complete response with an owned body and extra headers.
     Owned {
         /// Status.
@@ -105,6 +118,27 @@ impl Action {
 }
 
 impl App {
+    /// The answer to a `GET` or `HEAD` of a constant built-in endpoint
+    /// (`plaintext`, `json`), the benchmarks' hot path; `None` for anything
+    /// else. [`route`](App::route) gives the same answers, as an [`Action`];
+    /// this decides them with two compares, builds nothing and cannot panic.
+    #[inline]
+    pub fn canned(&self, req: &Request) -> Option<&'static StaticResponse> {
+        if !matches!(req.method(), Method::Get | Method::Head) {
+            return None;
+        }
+        // `==` on slices becomes a length check and a few word compares; a
+        // `match` on byte strings would compare byte by byte.
+        let path = req.path().as_bytes();
+        if path == b"/_httplite/plaintext" {
+            Some(&PLAINTEXT)
+        } else if path == b"/_httplite/json" {
+            Some(&HELLO_JSON_RESPONSE)
+        } else {
+            None
+        }
+    }
+
     /// Decides how to answer `req`. Pure: no I/O except the static file's
     /// open/stat, so the same routing serves every runtime.
     pub fn route(&self, req: &Request) -> Action {
@@ -117,11 +151,7 @@ impl App {
         match &self.root {
             Some(root) if get_or_head => Action::File(root.serve(req)),
             Some(_) => Action::not_allowed("GET, HEAD"),
-            None if path == "/" && get_or_head => Action::Static {
-                status: Status::OK,
-                content_type: HTML,
-                body: INDEX_HTML.as_bytes(),
-            },
+            None if path == "/" && get_or_head => Action::Static(&INDEX),
             None if path == "/" => Action::not_allowed("GET, HEAD"),
             None => Action::error(Status::NOT_FOUND),
         }
@@ -129,16 +159,9 @@ impl App {
 
     fn builtin(&self, endpoint: &str, req: &Request, get_or_head: bool) -> Action {
         match endpoint {
-            "plaintext" if get_or_head => Action::Static {
-                status: Status::OK,
-                content_type: http1::TEXT_PLAIN,
-                body: HELLO,
-            },
-            "json" if get_or_head => Action::Static {
-                status: Status::OK,
-                content_type: JSON,
-                body: HELLO_JSON,
-            },
+            // `canned` answers these two the same way.
+            "plaintext" if get_or_head => Action::Static(&PLAINTEXT),
+            "json" if get_or_head => Action::Static(&HELLO_JSON_RESPONSE),
             "stats" if get_or_head => Action::Owned {
                 status: Status::OK,
                 content_type: Some(JSON),
@@ -211,6 +234,73 @@ pub const INDEX_HTML: &str = "<!doctype html>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use bytes::BytesMut;
+    use http1::{Decoder, Limits, Message};
+
+    use crate::jobs::Retention;
+
+    fn app(root: Option<StaticRoot>) -> App {
+        let pool = pool::Pool::builder().max_threads(1).build();
+        let retention = Retention {
+            max_count: 16,
+            max_age: Duration::from_secs(60),
+        };
+        App {
+            root,
+            stats: Arc::new(Stats::new(1)),
+            worker_extra: Box::new(|_, _| {}),
+            test_endpoints: false,
+            jobs: Jobs::new(pool, retention, false),
+        }
+    }
+
+    fn request(head: &str) -> Request {
+        let mut buf = BytesMut::from(head.as_bytes());
+        match Decoder::new(Limits::default()).decode(&mut buf) {
+            Ok(Some(Message::Head(req))) => req,
+            other => panic!("{head:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn canned_answers_are_the_routed_ones() {
+        let dir = std::env::temp_dir();
+        let root = StaticRoot::new(&dir, false).expect("the temporary directory");
+        for app in [app(None), app(Some(root))] {
+            for method in ["GET", "HEAD", "POST", "PUT", "get"] {
+                for path in [
+                    "/_httplite/plaintext",
+                    "/_httplite/json",
+                    "/_httplite/plaintext?x=1",
+                    "/_httplite/plaintex",
+                    "/_httplite/jsonx",
+                    "/_httplite/stats",
+                    "/",
+                ] {
+                    let req = request(&format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"));
+                    let routed = match app.route(&req) {
+                        Action::Static(r) => Some(r),
+                        _ => None,
+                    };
+                    match app.canned(&req) {
+                        // The very same response, not just an equal one.
+                        Some(canned) => assert!(
+                            routed.is_some_and(|r| std::ptr::eq(r, canned)),
+                            "{method} {path}"
+                        ),
+                        // Only the index page is static without being canned.
+                        None => assert!(
+                            routed.is_none_or(|r| std::ptr::eq(r, &INDEX)),
+                            "{method} {path}"
+                        ),
+                    }
+                }
+            }
+        }
+        let req = request("GET /_httplite/plaintext HTTP/1.1\r\n\r\n");
+        assert!(app(None).canned(&req).is_some_and(|r| r.body == HELLO));
+    }
 
     #[test]
     fn sleep_query() {

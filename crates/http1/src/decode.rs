@@ -147,7 +147,10 @@ impl Decoder {
             None
         };
         if let Some(head) = ordinary {
-            self.state = after_head(head.body_kind());
+            // The state is `Head` already (idle); it changes only for a body.
+            if !matches!(head.body_kind(), BodyKind::None | BodyKind::Length(0)) {
+                self.state = after_head(head.body_kind());
+            }
             // Built in the return slot, not moved there through layers.
             return Ok(Some(Message::Head(head.split_off(buf))));
         }

@@ -2,13 +2,17 @@
 //! `BytesMut` that the connection reuses, so a response costs no allocation
 //! once the buffer has grown to its working size.
 //!
-//! There are two ways in:
-//! - [`encode_response`], the fast path for a complete, small response (the
-//!   benchmark's plaintext endpoint): one call, no validation at run time
-//!   (the content type is a [`HeaderValue`] checked when it was made). The
-//!   head up to `Content-Length: ` comes from a per-thread cache of ready
-//!   prefixes (see `prefix`), the rest (length, `Connection`, empty line,
-//!   a short body) is assembled in a small block: two copies in all.
+//! There are three ways in:
+//! - [`encode_response`], the fast path for a complete, small response: one
+//!   call, no validation at run time (the content type is a [`HeaderValue`]
+//!   checked when it was made). A response identical to the last one (but
+//!   for `Date`) is copied whole from a per-thread cache (see `hot`).
+//!   Otherwise the head up to `Content-Length: ` comes from a per-thread
+//!   cache of ready prefixes (see `prefix`), and the rest (length,
+//!   `Connection`, empty line, a short body) is assembled in a small block:
+//!   two copies in all.
+//! - [`encode_static`], the same for a [`StaticResponse`] (the benchmark's
+//!   plaintext endpoint), which is told from the last one by its address.
 //! - [`encode_head`] for everything else: any headers (validated, so a
 //!   handler cannot inject a header or a second response), a declared length
 //!   or chunked streaming, and a [`BodyEncoder`] that frames the body.
@@ -21,7 +25,11 @@ use crate::date::server_and_date_lines;
 use crate::request::Verb;
 use crate::{Error, Request, Status, Version};
 
+mod hot;
 mod prefix;
+mod small;
+
+pub use small::{StaticResponse, encode_response, encode_static};
 
 const CRLF: &[u8] = b"\r\n";
 
@@ -143,91 +151,6 @@ pub enum Framing {
     /// and the connection closes to mark its end.
     Chunked,
 }
-
-/// Encodes a complete response with a small in-memory body: the hot path.
-///
-/// Writes the status line, `Server`, `Date`, `Content-Type` (if given),
-/// `Content-Length`, `Connection` as needed, then the body — unless
-/// `to.head_only` or the status has no body (1xx, 204, 304, which also get
-/// no `Content-Length`).
-pub fn encode_response(
-    buf: &mut BytesMut,
-    to: ReplyTo,
-    status: Status,
-    content_type: Option<HeaderValue<'_>>,
-    body: &[u8],
-) {
-    let framed = status.allows_body();
-    let sent = if framed && !to.head_only { body } else { &[] };
-    // One reservation up front so the appends below never reallocate.
-    let ct_len = content_type.map_or(0, |ct| ct.bytes.len());
-    buf.reserve(HEAD_RESERVE + ct_len + sent.len());
-    // The common case: status line to `Content-Length: ` in one copy.
-    if !prefix::put(buf, status, content_type) {
-        put_common(buf, status);
-        if let Some(ct) = content_type {
-            buf.extend_from_slice(b"Content-Type: ");
-            buf.extend_from_slice(ct.bytes);
-            buf.extend_from_slice(CRLF);
-        }
-        if framed {
-            buf.extend_from_slice(b"Content-Length: ");
-        }
-    }
-    // The length, `Connection` as needed, the empty line and a short body,
-    // also in one copy.
-    let mut tail = [0u8; TAIL_CAP];
-    let mut len = 0;
-    if framed {
-        len = write_decimal(&mut tail, body.len() as u64);
-        tail[len..len + 2].copy_from_slice(CRLF);
-        len += 2;
-    }
-    if let Some(line) = connection_line(to.version, to.keep_alive) {
-        tail[len..len + line.len()].copy_from_slice(line);
-        len += line.len();
-    }
-    tail[len..len + 2].copy_from_slice(CRLF);
-    len += 2;
-    if sent.len() <= SHORT_BODY {
-        copy_short(&mut tail[len..], sent);
-        put_padded(buf, &tail, len + sent.len());
-    } else {
-        put_padded(buf, &tail, len);
-        buf.extend_from_slice(sent);
-    }
-}
-
-/// Bodies up to this long are copied along with the end of the head.
-const SHORT_BODY: usize = 16;
-/// Room for a length (20 digits), CRLF, the longest `Connection` line (24),
-/// the empty line and a short body.
-const TAIL_CAP: usize = 64;
-const _: () = assert!(TAIL_CAP >= 20 + 2 + 24 + 2 + SHORT_BODY);
-
-/// Copies `src`, at most [`SHORT_BODY`] bytes, to the start of `dst`, which
-/// has room for [`SHORT_BODY`]: with two overlapping fixed-size copies rather
-/// than a `memcpy` call.
-#[inline]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    if n >= 8 {
-        dst[..8].copy_from_slice(&src[..8]);
-        dst[n - 8..n].copy_from_slice(&src[n - 8..]);
-    } else if n >= 4 {
-        dst[..4].copy_from_slice(&src[..4]);
-        dst[n - 4..n].copy_from_slice(&src[n - 4..]);
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = *s;
-        }
-    }
-}
-
-/// Room for everything `encode_response` writes besides the content type and
-/// the body, rounded up.
-const HEAD_RESERVE: usize = 256;
-const _: () = assert!(HEAD_RESERVE >= prefix::PREFIX_CAP + TAIL_CAP);
 
 /// Encodes a response head with arbitrary headers and returns the
 /// [`BodyEncoder`] that frames the body.

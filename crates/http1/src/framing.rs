@@ -30,6 +30,18 @@ pub(crate) struct Semantics {
     hosts: u8,
 }
 
+/// What a header means to [`Semantics`], by its name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Relevance {
+    /// Nothing: its value does not matter either.
+    None,
+    /// A `Host` line, which is counted.
+    Host,
+    /// Maybe one of the headers whose values decide framing, persistence
+    /// and `100-continue`: [`Semantics::value`] must see it.
+    Value,
+}
+
 /// What the head decides about the message.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Decision {
@@ -39,24 +51,67 @@ pub(crate) struct Decision {
 }
 
 impl Semantics {
-    /// Takes one header into account. Inlined: most headers are none of the
-    /// four that matter, which one length compare tells. `value` may still
-    /// carry trailing spaces and tabs: every rule below trims.
+    /// Takes one header into account. `value` may still carry spaces and
+    /// tabs around it: every rule below trims.
     #[inline]
     pub(crate) fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
-        match name.len() {
-            14 | 17 | 10 | 6 => {
-                self.any = true;
-                self.framing_header(name, value)
-            }
-            4 if name.eq_ignore_ascii_case(b"host") => {
-                self.hosts = self.hosts.saturating_add(1);
+        match Semantics::relevance(name) {
+            Relevance::Value => self.value(name, value),
+            Relevance::Host => {
+                self.add_hosts(1);
                 Ok(())
             }
-            _ => Ok(()),
+            Relevance::None => Ok(()),
         }
     }
 
+    /// What the header called `name` means to the decisions, told from the
+    /// name alone: for the fast parser's header loop, which looks at values
+    /// only when they matter. Sorted by length and first letter: that sorts
+    /// out nearly all other headers (`Accept`, `User-Agent`, `Cookie`,
+    /// `Sec-Fetch-Mode` have the lengths) without comparing names; the few
+    /// left are compared in [`value`](Semantics::value).
+    #[inline(always)]
+    pub(crate) fn relevance(name: &[u8]) -> Relevance {
+        // Setting bit 5 lowercases an ASCII letter, and the only bytes it
+        // maps to a lowercase letter are that letter and its uppercase
+        // form. (Called only for names of six bytes or more.)
+        let first_is = |letter| name[0] | 0x20 == letter;
+        let value = match name.len() {
+            // `Content-Length`, `Connection`
+            14 | 10 => first_is(b'c'),
+            // `Transfer-Encoding`
+            17 => first_is(b't'),
+            // `Expect`
+            6 => first_is(b'e'),
+            _ => false,
+        };
+        if value {
+            Relevance::Value
+        } else if is_host(name) {
+            Relevance::Host
+        } else {
+            Relevance::None
+        }
+    }
+
+    /// Counts `n` more `Host` lines.
+    #[inline]
+    pub(crate) fn add_hosts(&mut self, n: u8) {
+        self.hosts = self.hosts.saturating_add(n);
+    }
+
+    /// Takes into account a header whose [`relevance`](Semantics::relevance)
+    /// is [`Relevance::Value`].
+    #[inline]
+    pub(crate) fn value(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
+        self.any = true;
+        self.framing_header(name, value)
+    }
+
+    // Out of line, so that the parsers' loops keep their registers for
+    // the common case.
+    #[inline(never)]
     fn framing_header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
             14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length(value),
@@ -181,6 +236,17 @@ impl Semantics {
             expects_continue: self.expect_continue && version == Version::Http11 && has_body,
         })
     }
+}
+
+/// `name.eq_ignore_ascii_case(b"host")` as one word compare: setting bit 5
+/// of each byte lowercases an ASCII letter, and the only bytes it maps to a
+/// lowercase letter are that letter and its uppercase form.
+#[inline(always)]
+fn is_host(name: &[u8]) -> bool {
+    let Ok(word) = <[u8; 4]>::try_from(name) else {
+        return false;
+    };
+    u32::from_le_bytes(word) | 0x2020_2020 == u32::from_le_bytes(*b"host")
 }
 
 /// `1*DIGIT` into a `u64`; signs, spaces, hex and overflow are all errors.
@@ -358,6 +424,53 @@ mod tests {
             ("Expect", "100-continue"),
             ("Transfer-Encoding", "chunked")
         ]));
+    }
+
+    #[test]
+    fn relevance_picks_the_headers_that_matter() {
+        for name in [
+            "Content-Length",
+            "content-length",
+            "CONTENT-LENGTH",
+            "Transfer-Encoding",
+            "transfer-encoding",
+            "Connection",
+            "CONNECTION",
+            "Expect",
+            "expect",
+        ] {
+            assert_eq!(
+                Semantics::relevance(name.as_bytes()),
+                Relevance::Value,
+                "{name}"
+            );
+        }
+        for name in ["Host", "host", "HOST", "hOsT"] {
+            assert_eq!(Semantics::relevance(name.as_bytes()), Relevance::Host);
+        }
+        for name in [
+            "",
+            "H",
+            "Hos",
+            "Hosts",
+            "Ho5t",
+            "Accept",
+            "Cookie",
+            "User-Agent",
+            "X",
+            "Sec-Fetch-Mode",
+            "Content-Type",
+            "Content-Lengt",
+            "\x03ontent-Length",
+            "#ost",
+            "Hos\x14",
+        ] {
+            assert_eq!(
+                Semantics::relevance(name.as_bytes()),
+                Relevance::None,
+                "{name:?}"
+            );
+        }
     }
 
     #[test]

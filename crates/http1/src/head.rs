@@ -179,7 +179,10 @@ fn line_content_len(line: &[u8]) -> usize {
 /// handled": a partial or unusual head, for [`decode_head`] to take over.
 #[inline(always)]
 pub(crate) fn scan_fast(buf: &mut BytesMut, limits: &Limits) -> Option<fast::Ordinary> {
-    skip_empty_lines(buf);
+    // One compare in the common case, where there is nothing to skip.
+    if matches!(buf.first(), Some(b'\r' | b'\n')) {
+        skip_empty_lines(buf);
+    }
     fast::scan(buf, limits)
 }
 

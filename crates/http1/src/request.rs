@@ -155,6 +155,22 @@ impl HeaderIndex {
         }
     }
 
+    /// An index of `count` lines, the first of which start at `starts`,
+    /// followed by the empty line at `end`. Callers guarantee what
+    /// [`push`](HeaderIndex::push) and [`set_end`](HeaderIndex::set_end) do.
+    #[inline(always)]
+    pub(crate) fn from_parts(
+        count: usize,
+        starts: [u16; INLINE_HEADERS],
+        end: usize,
+    ) -> HeaderIndex {
+        HeaderIndex {
+            count: count as u16,
+            end: end as u16,
+            starts,
+        }
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         usize::from(self.count)

@@ -131,10 +131,10 @@ thread_local! {
 #[inline(always)]
 pub(super) fn put(
     buf: &mut BytesMut,
+    secs: u64,
     status: Status,
     content_type: Option<HeaderValue<'_>>,
 ) -> bool {
-    let secs = date::current_secs();
     let key = HotKey::of(secs, status, content_type);
     // A server sends the same response head over and over: the one used
     // last is the only one on the hot path.
@@ -238,7 +238,7 @@ fn build(entry: &mut Entry, secs: u64, status: Status, ct_len: usize, ct: &[u8])
 
 /// `a == b` for short slices, a word at a time and without a `memcmp` call.
 #[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
@@ -287,15 +287,16 @@ mod tests {
             crate::refresh_date();
             let mut buf = BytesMut::with_capacity(4 * PREFIX_CAP);
             let plain = Some(crate::TEXT_PLAIN);
-            assert!(put(&mut buf, Status::OK, plain));
+            assert!(put(&mut buf, date::current_secs(), Status::OK, plain));
             let first = buf.split().freeze();
             // A hit writes the same bytes; so does an equal value that is not
             // static (found by content).
-            assert!(put(&mut buf, Status::OK, plain));
+            assert!(put(&mut buf, date::current_secs(), Status::OK, plain));
             assert_eq!(buf.split().freeze(), first);
             let owned = b"text/plain".to_vec();
             assert!(put(
                 &mut buf,
+                date::current_secs(),
                 Status::OK,
                 Some(HeaderValue::new(&owned).unwrap())
             ));
@@ -325,7 +326,7 @@ mod tests {
                 ] {
                     for _ in 0..2 {
                         buf.reserve(PREFIX_CAP);
-                        assert!(put(&mut buf, status, ct));
+                        assert!(put(&mut buf, date::current_secs(), status, ct));
                         let got = buf.split();
                         let line = format!("HTTP/1.1 {status}\r\n");
                         assert!(got.starts_with(line.as_bytes()), "{got:?}");
@@ -347,10 +348,16 @@ mod tests {
             let long = [b'x'; CT_CAP + 1];
             assert!(!put(
                 &mut buf,
+                date::current_secs(),
                 Status::OK,
                 Some(HeaderValue::new(&long).unwrap())
             ));
-            assert!(!put(&mut buf, Status::from_code(299).unwrap(), None));
+            assert!(!put(
+                &mut buf,
+                date::current_secs(),
+                Status::from_code(299).unwrap(),
+                None
+            ));
             assert!(buf.is_empty());
         })
         .join()

@@ -367,3 +367,110 @@ fn every_shape_matches_the_reference() {
         }
     }
 }
+
+/// The shapes `every_shape_matches_the_reference` runs through.
+const STATUSES: [Status; 5] = [
+    Status::OK,
+    Status::NOT_FOUND,
+    Status::NO_CONTENT,
+    Status::NOT_MODIFIED,
+    Status::REQUEST_HEADER_FIELDS_TOO_LARGE,
+];
+const REPLIES: [ReplyTo; 4] = [
+    KEEP_11,
+    ReplyTo::closing(),
+    ReplyTo {
+        version: Version::Http10,
+        keep_alive: true,
+        head_only: false,
+    },
+    ReplyTo {
+        version: Version::Http11,
+        keep_alive: true,
+        head_only: true,
+    },
+];
+
+#[test]
+fn static_content_types_and_reused_bodies_are_not_mistaken() {
+    // Static content types are told apart by address, bodies by content:
+    // each response must match the reference although the previous one
+    // had the same key but for one of them.
+    let cts: [Option<HeaderValue<'static>>; 4] = [
+        None,
+        Some(TEXT_PLAIN),
+        Some(HeaderValue::from_static("text/plain; charset=utf-8")),
+        Some(HeaderValue::from_static("application/json")),
+    ];
+    let mut body = *b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut buf = BytesMut::new();
+    for round in 0..3u8 {
+        for len in [0, 1, 3, 4, 7, 8, 13, 16, 17, 31, 32, 33, 36] {
+            for ct in cts {
+                for to in REPLIES {
+                    for status in STATUSES {
+                        // Twice (a hit), then with one byte changed in the
+                        // same buffer (not a hit).
+                        for change in [false, false, true] {
+                            if change && len > 0 {
+                                body[len / 2] ^= 1 << round;
+                            }
+                            buf.clear();
+                            encode_response(&mut buf, to, status, ct, &body[..len]);
+                            let want =
+                                reference(to, status, ct.map(|c| c.as_bytes()), &body[..len]);
+                            assert_eq!(without_date(&buf), want, "{to:?} {status} {len}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn static_responses_match_encode_response() {
+    static BODY: [u8; 300] = [b'x'; 300];
+    let cts: [Option<HeaderValue<'static>>; 3] = [
+        None,
+        Some(TEXT_PLAIN),
+        Some(HeaderValue::from_static("text/html; charset=utf-8")),
+    ];
+    let mut responses = Vec::new();
+    for status in STATUSES {
+        for ct in cts {
+            for len in [0, 13, 27, 60, 300] {
+                let response: &'static StaticResponse = Box::leak(Box::new(StaticResponse {
+                    status,
+                    content_type: ct,
+                    body: &BODY[..len],
+                }));
+                responses.push(response);
+            }
+        }
+    }
+    let mut buf = BytesMut::new();
+    let mut other = BytesMut::new();
+    // Each response twice in a row (the second from the cache), then all of
+    // them again interleaved with another (misses).
+    for interleave in [false, true] {
+        for &response in &responses {
+            for to in REPLIES {
+                for _ in 0..2 {
+                    if interleave {
+                        encode_static(&mut other, to, responses[0]);
+                    }
+                    buf.clear();
+                    encode_static(&mut buf, to, response);
+                    let want = reference(
+                        to,
+                        response.status,
+                        response.content_type.map(|c| c.as_bytes()),
+                        response.body,
+                    );
+                    assert_eq!(without_date(&buf), want, "{to:?} {response:?}");
+                }
+            }
+        }
+    }
+}

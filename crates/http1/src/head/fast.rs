@@ -4,8 +4,9 @@
 //! The fast path accepts only the common shape: a method token, one space,
 //! an origin-form target (`/…`, visible ASCII), one space, `HTTP/1.1` or
 //! `HTTP/1.0`, CRLF, then `Name: value` lines ending in CRLF, then CRLF. In
-//! the same pass it finds the query, checks the limits and feeds each header
-//! to [`Semantics`], so nothing is scanned twice.
+//! the same pass it finds the query, checks the limits and shows each
+//! header's name to [`Semantics`]; only the few headers whose values decide
+//! framing and persistence are read again, after the loop.
 //!
 //! It never rejects anything: on any byte it is not sure about (a bare LF,
 //! obs-fold, absolute-form, non-ASCII in the target, a control character),
@@ -16,8 +17,8 @@
 
 use bytes::BytesMut;
 
-use crate::framing::{Decision, Semantics};
-use crate::request::{HeaderIndex, Span, Verb};
+use crate::framing::{Decision, Relevance, Semantics};
+use crate::request::{HeaderIndex, INLINE_HEADERS, Span, Verb};
 use crate::{BodyKind, Error, Limits, Message, Request, Version};
 
 /// `tchar` (RFC 9110 §5.6.2): what method tokens and header names are made
@@ -87,11 +88,11 @@ fn is_value_stop(b: u8) -> bool {
 /// for; `None` if the buffer ends first.
 ///
 /// Sixteen bytes at a time, written so that the compiler vectorizes it: the
-/// test of each byte becomes a few vector compares, which set the bytes of
-/// a 128-bit mask, whose trailing zeros count to the first stop. No
-/// branch per byte, no `unsafe`, no intrinsics (other targets get the
-/// same answer from scalar code). All `stop` tests are true for 0, so the
-/// zero padding of the last, partial block marks the buffer's end.
+/// test of each byte becomes a few vector compares that set each byte of a
+/// 16-byte mask to `0xff` or `0`, and [`first_set`] finds the first `0xff`.
+/// No branch per byte. The last, partial block goes byte by byte: padding it
+/// to 16 would take a `memcpy` call, and any call in the header loop makes
+/// it reload all its vector constants on every line.
 #[inline(always)]
 fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8)> {
     let mut at = from;
@@ -103,11 +104,13 @@ fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8
         }
         at += 16;
     }
-    let rest = buf.get(at..)?;
-    let mut block = [0; 16];
-    block[..rest.len()].copy_from_slice(rest);
-    let i = first_stop(&block, &stop);
-    (i < rest.len()).then(|| (at + i, block[i]))
+    while let Some(&b) = buf.get(at) {
+        if stop(b) {
+            return Some((at, b));
+        }
+        at += 1;
+    }
+    None
 }
 
 /// Index of the first byte of `block` that `stop` is true for; 16 if none.
@@ -117,7 +120,43 @@ fn first_stop(block: &[u8; 16], stop: impl Fn(u8) -> bool) -> usize {
     for (m, &b) in mask.iter_mut().zip(block) {
         *m = 0u8.wrapping_sub(u8::from(stop(b)));
     }
-    (u128::from_le_bytes(mask).trailing_zeros() / 8) as usize
+    first_set(mask)
+}
+
+/// Index of the first byte of `mask` (each byte `0` or `0xff`) that is set;
+/// 16 if none.
+#[inline(always)]
+fn first_set(mask: [u8; 16]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    let bits = movemask_sse2(mask);
+    #[cfg(not(target_arch = "x86_64"))]
+    let bits = movemask_portable(mask);
+    // Bit 16 stands for "none": the count stops there.
+    (bits | 1 << 16).trailing_zeros() as usize
+}
+
+/// The top bit of each byte of `mask`, gathered into the low 16 bits: SSE2's
+/// `pmovmskb`, which keeps the mask in the vector register it was computed
+/// in. (Without it, the mask is stored, reloaded as a `u128` and counted in
+/// two halves: a dozen more instructions for every 16 bytes scanned.) SSE2
+/// is part of the x86_64 baseline, so no feature detection is needed.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn movemask_sse2(mask: [u8; 16]) -> u32 {
+    use std::arch::x86_64::{__m128i, _mm_movemask_epi8};
+    // SAFETY: `[u8; 16]` and `__m128i` are both 16 bytes of plain data,
+    // valid for any bit pattern, so the transmute is a reinterpretation
+    // (which the compiler leaves in the register the mask is in). The
+    // intrinsic needs SSE2, which every x86_64 target has.
+    unsafe { _mm_movemask_epi8(std::mem::transmute::<[u8; 16], __m128i>(mask)) as u32 }
+}
+
+/// [`movemask_sse2`] for other targets, and for tests to compare with.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn movemask_portable(mask: [u8; 16]) -> u32 {
+    mask.iter()
+        .enumerate()
+        .fold(0, |bits, (i, &m)| bits | u32::from(m >> 7) << i)
 }
 
 /// `HTTP/1.1` and `HTTP/1.0` as little-endian words.
@@ -234,13 +273,23 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     let line_end = line_len + 2;
 
     // Header lines. Every check that could fail hands the head to httparse.
-    let mut headers = HeaderIndex::new();
-    let mut semantics = Semantics::default();
+    // The count and the line starts are plain locals, so that the count
+    // stays in a register; they become a `HeaderIndex` at the end.
+    let mut count = 0;
+    let mut starts = [0u16; INLINE_HEADERS];
+    // `Host` lines, counted here rather than in a `Semantics`, which would
+    // be in memory (its address is taken below).
+    let mut hosts = 0u8;
+    // Bit `i` set: line `i` is a header whose value `Semantics` must see.
+    // Those are fed to it after the loop, so that the loop makes no calls
+    // (a call would make it reload its vector constants on every line).
+    let mut with_value = 0u16;
+    // Where the first such line past the first `INLINE_HEADERS` starts, if
+    // any (0 if none).
+    let mut late = 0;
     let mut at = line_end;
     let len = loop {
-        let line = b.get(at..)?;
-        if line.starts_with(b"\r\n") {
-            headers.set_end(at);
+        if b.get(at..at + 2)? == b"\r\n" {
             break at + 2;
         }
         // Names are nearly always letters, digits and `-`; other token
@@ -257,11 +306,14 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
             return None;
         }
         let name = (at, colon);
-        let ows = b[colon + 1..]
-            .iter()
-            .position(|&c| c != b' ' && c != b'\t')?;
-        let value_start = colon + 1 + ows;
-        let mut cr = value_start;
+        // The value, from after the colon and the one space nearly every
+        // client puts there. Other spaces are no stops, and tabs are
+        // stepped over, so other leading whitespace needs no loop of its
+        // own (`Semantics` trims the values it reads).
+        let mut cr = colon + 1;
+        if b.get(cr) == Some(&b' ') {
+            cr += 1;
+        }
         loop {
             let stop;
             (cr, stop) = find(b, cr, is_value_stop)?;
@@ -274,14 +326,26 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         if b.get(cr + 1) != Some(&b'\n') {
             return None;
         }
-        if headers.len() >= limits.max_headers {
+        if count >= limits.max_headers {
             return None;
         }
-        // Trailing spaces are still on the value; `Semantics` trims.
-        semantics
-            .header(&b[name.0..name.1], &b[value_start..cr])
-            .ok()?;
-        headers.push(name.0);
+        match Semantics::relevance(&b[name.0..name.1]) {
+            Relevance::Value => match u32::try_from(count).ok().and_then(|n| 1u16.checked_shl(n)) {
+                Some(bit) => with_value |= bit,
+                // Past the indexed lines (rare): from here on, every line
+                // is looked at again after the loop.
+                None if late == 0 => late = at,
+                None => {}
+            },
+            Relevance::Host => hosts = hosts.saturating_add(1),
+            Relevance::None => {}
+        }
+        // Offsets past `u16` are cut short here, but then the head is too
+        // large and the check after the loop declines it.
+        if let Some(start) = starts.get_mut(count) {
+            *start = at as u16;
+        }
+        count += 1;
         at = cr + 2;
         if at - line_end > limits.max_head {
             return None;
@@ -290,7 +354,13 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     if len - line_end > limits.max_head || len > usize::from(u16::MAX) {
         return None;
     }
+    let mut semantics = Semantics::default();
+    semantics.add_hosts(hosts);
+    if with_value != 0 || late != 0 {
+        header_values(b, &starts, with_value, late, &mut semantics)?;
+    }
     let decision = semantics.finish(version, limits).ok()?;
+    let headers = HeaderIndex::from_parts(count, starts, len - 2);
     Some(Ordinary {
         len,
         verb,
@@ -302,6 +372,45 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         headers,
         decision,
     })
+}
+
+/// Feeds to `semantics`, in order, the header lines marked in `lines` (bit
+/// `i` for the line that starts at `starts[i]`), then, from `late` on (if
+/// not 0), every line whose [`Semantics::relevance`] is its value; `None`
+/// if it objects. The lines were checked by [`scan`]: a token name, a
+/// colon, a value with no CR in it, then CRLF; the header section ends
+/// with an empty line.
+#[inline(never)]
+fn header_values(
+    b: &[u8],
+    starts: &[u16; INLINE_HEADERS],
+    mut lines: u16,
+    late: usize,
+    semantics: &mut Semantics,
+) -> Option<()> {
+    // The line at `start`: its name, its value, and where the next starts.
+    let split = |start: usize| {
+        let (colon, _) = find(b, start, |c| c == b':')?;
+        let (cr, _) = find(b, colon, |c| c == b'\r')?;
+        // Surrounding spaces and tabs are still on the value; `Semantics`
+        // trims.
+        Some((b.get(start..colon)?, b.get(colon + 1..cr)?, cr + 2))
+    };
+    while lines != 0 {
+        let i = lines.trailing_zeros() as usize;
+        lines &= lines - 1;
+        let (name, value, _) = split(usize::from(*starts.get(i)?))?;
+        semantics.value(name, value).ok()?;
+    }
+    let mut at = late;
+    while at != 0 && b.get(at..at + 2)? != b"\r\n" {
+        let (name, value, next) = split(at)?;
+        if matches!(Semantics::relevance(name), Relevance::Value) {
+            semantics.value(name, value).ok()?;
+        }
+        at = next;
+    }
+    Some(())
 }
 
 #[cfg(test)]
