@@ -14,11 +14,14 @@
 # drift on the shared machine spreads over all of them.
 #
 # Usage: scripts/bench.sh [--rounds N] [--duration D] [--quick]
-#                         [--no-memory] [--no-instructions]
+#                         [--no-memory] [--no-instructions] [--no-micro]
 #   --quick   fewer configurations (1 worker acceptor for each runtime, plus
 #             stackless reuseport/2 workers, plus the peers) and smaller
-#             memory / instruction runs
-# Output: target/bench/results.csv, memory.csv, instructions.csv, report.md, *.svg
+#             memory / instruction runs, shorter micro-benchmarks
+#   --no-micro  skip the criterion micro-benchmarks (switch, spawn, wake,
+#             timers) and the memory per suspended coroutine / pending task
+# Output: target/bench/results.csv, memory.csv, instructions.csv, micro-rss.txt,
+#         report.md, *.svg (criterion's own results stay in target/criterion)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=3
@@ -26,6 +29,7 @@ DURATION=3s
 QUICK=0
 MEMORY=1
 INSTR=1
+MICRO=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1; shift ;;
         --no-memory) MEMORY=0; shift ;;
         --no-instructions) INSTR=0; shift ;;
+        --no-micro) MICRO=0; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -265,6 +270,25 @@ if [ "$INSTR" = 1 ]; then
         case $p in hyper) name=tokio-hyper ;; may) name=may_minihttp ;; *) name=$p ;; esac
         echo "$name,$v" >> "$OUT/instructions.csv"
     done
+fi
+
+# Micro costs, for the report's explanation of the designs' gap: criterion
+# (switch, spawn, wake, timers; ours and the peers in the same run), pinned to
+# one core, and the memory per suspended coroutine / pending task.
+if [ "$MICRO" = 1 ]; then
+    CRIT=()
+    [ "$QUICK" = 1 ] && CRIT=(--warm-up-time 1 --measurement-time 2)
+    echo "micro: coroutine switch and spawn" >&2
+    taskset -c 0 cargo bench -q -p httplite-benches --bench coroutine -- "switch/|create/" "${CRIT[@]}" \
+        > "$OUT/micro-criterion.log" 2>&1 || echo "micro: coroutine bench failed" >&2
+    # Both cores: wake_remote needs a second thread (on one core it measures
+    # the two threads taking turns, not a wake).
+    echo "micro: runtime (ours vs tokio)" >&2
+    taskset -c 0,1 cargo bench -q -p httplite-benches --bench runtime -- "${CRIT[@]}" \
+        >> "$OUT/micro-criterion.log" 2>&1 || echo "micro: runtime bench failed" >&2
+    echo "micro: memory per suspended coroutine / pending task" >&2
+    cargo bench -q -p httplite-benches --bench coroutine_rss > "$OUT/micro-rss.txt" 2>&1 \
+        || echo "micro: coroutine_rss failed" >&2
 fi
 
 python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK"

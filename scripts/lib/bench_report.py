@@ -3,8 +3,9 @@
 
 Usage: bench_report.py OUT DURATION ROUNDS QUICK
 Reads OUT/results.csv (one row per wrk run), OUT/memory.csv and
-OUT/instructions.csv if present, and target/criterion/{switch,create}/*
-for the coroutine micro-benchmarks if present."""
+OUT/instructions.csv and OUT/micro-rss.txt if present, and
+target/criterion/{switch,create,spawn_complete,wake_local,wake_remote,
+timer_insert_cancel}/* for the micro-benchmarks if present."""
 import csv
 import glob
 import html
@@ -271,6 +272,55 @@ if found:
 else:
     md.append("## Switch cost\n\nNo criterion results in target/criterion; run "
               "`taskset -c 0 cargo bench -p httplite-benches --bench coroutine` first.\n")
+
+# The runtime against tokio's current_thread runtime (the `runtime` bench):
+# every group has an `httplite` and a `tokio` result from the same run.
+rt_groups = [("spawn_complete", "spawn + complete an empty task"),
+             ("wake_local", "wake → poll, same thread"),
+             ("wake_remote", "wake → poll, from another thread"),
+             ("timer_insert_cancel", "timer insert + cancel")]
+rt_rows = []
+for group, what in rt_groups:
+    got = {}
+    for who in ("httplite", "tokio"):
+        for est in glob.glob(os.path.join(crit, group, who, "**", "new", "estimates.json"), recursive=True):
+            try:
+                got.setdefault(who, []).append(json.load(open(est))["median"]["point_estimate"])
+            except (OSError, KeyError, ValueError):
+                pass
+    if got.get("httplite") and got.get("tokio"):
+        h, t = min(got["httplite"]), min(got["tokio"])
+        rt_rows.append((what, h, t))
+if rt_rows:
+    md.append("## The executor against tokio (criterion, from target/criterion)\n")
+    md.append("`cargo bench -p httplite-benches --bench runtime`: the same operation on httplite's "
+              "executor and on tokio's `current_thread` runtime, in one run. Where a group has "
+              "several sizes, the smallest median of each side is shown.\n")
+    md.append("| operation | httplite | tokio | ratio |\n|---|---|---|---|")
+    for what, h, t in rt_rows:
+        md.append(f"| {what} | {h:.1f} ns | {t:.1f} ns | {h / t:.2f} |")
+    md.append("")
+
+# Memory per suspended coroutine / pending task (the `coroutine_rss` bench).
+rss_path = os.path.join(out, "micro-rss.txt")
+rss_rows = []
+if os.path.exists(rss_path):
+    for line in open(rss_path):
+        if "bytes each" in line and ":" in line:
+            what, rest = line.split(":", 1)
+            try:
+                each = float(rest.split("(")[1].split("bytes")[0])
+            except (IndexError, ValueError):
+                continue
+            rss_rows.append((what.strip(), each))
+if rss_rows:
+    md.append("## Memory per suspended coroutine and per pending task\n")
+    md.append("`cargo bench -p httplite-benches --bench coroutine_rss`: 100,000 of each, parked on a "
+              "long sleep, each kind in a fresh process; growth of `VmRSS` / 100,000.\n")
+    md.append("| what | bytes each |\n|---|---|")
+    for what, each in rss_rows:
+        md.append(f"| {what} | {each:,.0f} |")
+    md.append("")
 
 # ------------------------------------------------------------ the designs' gap
 def csv_rows(name):
