@@ -59,6 +59,8 @@ PEER_MAY=target/peers/release/peer-may
 
 OUT=target/bench
 mkdir -p "$OUT"
+# A report never mixes runs: what this run skips is left out, not kept from the last.
+rm -f "$OUT"/*.svg "$OUT"/memory.csv "$OUT"/instructions.csv "$OUT"/micro-rss.txt "$OUT"/micro-criterion.log
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"

@@ -259,7 +259,7 @@ for group in ("switch", "create"):
 if found:
     md.append("## Switch and spawn cost (criterion, from target/criterion)\n")
     md.append("Medians of the last `cargo bench -p httplite-benches --bench coroutine` run found in "
-              "target/criterion (not re-run by this script).\n")
+              "target/criterion (`scripts/bench.sh` runs it first unless `--no-micro`).\n")
     md.append("| benchmark | median |\n|---|---|")
     for n, ns in found:
         md.append(f"| {n} | {ns / 1000:.2f} µs |" if ns >= 1000 else f"| {n} | {ns:.1f} ns |")
