@@ -148,6 +148,9 @@ pub(crate) struct Core {
     on_turn: Option<TurnHook>,
     /// `shared.remote_wakes` when we last went idle (see `spin_for_remote_wake`).
     remote_seen: Cell<u64>,
+    /// Whether spinning can help at all: not when this thread may use only
+    /// one CPU, where the waking thread needs the very core we would spin on.
+    may_spin: bool,
     next_id: Cell<u64>,
 }
 
@@ -310,11 +313,13 @@ impl Core {
     /// (request/response with another thread), and a thread that is still
     /// awake answers in well under a microsecond, where waking one from
     /// `epoll_wait` costs several. Purely local workloads (a server's
-    /// connections) never spin. Returns true if work arrived.
+    /// connections) never spin, nor does a thread limited to one CPU
+    /// (affinity or a cgroup quota): there the spin would only delay the
+    /// thread it waits for. Returns true if work arrived.
     #[inline(always)]
     fn spin_for_remote_wake(&self, main_woken: &AtomicBool) -> bool {
         let remote = self.shared.remote_wakes.load(Ordering::Relaxed);
-        if remote == self.remote_seen.get() {
+        if remote == self.remote_seen.get() || !self.may_spin {
             return false;
         }
         self.remote_seen.set(remote);
@@ -443,6 +448,7 @@ impl Builder {
                 budget: self.budget,
                 on_turn: self.on_turn,
                 remote_seen: Cell::new(0),
+                may_spin: std::thread::available_parallelism().is_ok_and(|n| n.get() > 1),
                 next_id: Cell::new(1),
             }),
         })
