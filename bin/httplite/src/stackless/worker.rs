@@ -273,3 +273,51 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
     let _ = executor::timeout(remaining, all_closed).await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http1::Message;
+
+    /// A state given back by a connection that closed mid-request (half a
+    /// head decoded, a body half read) must come out of the pool as good as
+    /// new: empty buffers and a decoder that reads the next request from
+    /// its first byte.
+    #[test]
+    fn states_come_back_clean_after_a_connection_dies_mid_request() {
+        let pool = ActivePool::new(Limits::default());
+        let mut a = pool.get();
+        a.rbuf
+            .extend_from_slice(b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc");
+        assert!(matches!(
+            a.decoder.decode(&mut a.rbuf),
+            Ok(Some(Message::Head(_)))
+        ));
+        assert!(a.decoder.in_body(), "the body is still being read");
+        a.wbuf.extend_from_slice(b"an answer never sent");
+        pool.put(a);
+
+        let mut b = pool.get();
+        assert!(b.rbuf.is_empty() && b.wbuf.is_empty());
+        assert!(b.decoder.is_idle());
+        b.rbuf
+            .extend_from_slice(b"GET /next HTTP/1.1\r\nHost: h\r\n\r\n");
+        match b.decoder.decode(&mut b.rbuf) {
+            Ok(Some(Message::Head(req))) => assert_eq!(req.target(), "/next"),
+            other => panic!("expected the next request's head, got {other:?}"),
+        }
+    }
+
+    /// Buffers that grew for one big request are not kept: a burst must not
+    /// pin memory in the pool.
+    #[test]
+    fn grown_states_are_not_pooled() {
+        let pool = ActivePool::new(Limits::default());
+        let mut a = pool.get();
+        a.wbuf.reserve(128 * BUF_SIZE);
+        pool.put(a);
+        assert!(pool.free.borrow().is_empty());
+        pool.put(pool.get());
+        assert_eq!(pool.free.borrow().len(), 1);
+    }
+}
