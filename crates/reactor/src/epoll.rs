@@ -173,24 +173,7 @@ impl Event {
 
 /// Renders `EPOLL*` flags for humans (`IN|OUT|RDHUP`), for traces and tests.
 pub fn flags_to_string(flags: u32) -> String {
-    const NAMES: [(i32, &str); 6] = [
-        (libc::EPOLLIN, "IN"),
-        (libc::EPOLLOUT, "OUT"),
-        (libc::EPOLLRDHUP, "RDHUP"),
-        (libc::EPOLLHUP, "HUP"),
-        (libc::EPOLLERR, "ERR"),
-        (libc::EPOLLPRI, "PRI"),
-    ];
-    let parts: Vec<&str> = NAMES
-        .iter()
-        .filter(|(bit, _)| flags & *bit as u32 != 0)
-        .map(|(_, name)| *name)
-        .collect();
-    if parts.is_empty() {
-        "-".to_string()
-    } else {
-        parts.join("|")
-    }
+    crate::trace::EpollFlags(flags).to_string()
 }
 
 #[cfg(test)]
