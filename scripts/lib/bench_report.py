@@ -215,9 +215,13 @@ if errs:
     md.append("")
 
 # ------------------------------------------------------------ memory / instructions
-mem_path = os.path.join(out, "memory.csv")
-if os.path.exists(mem_path):
-    mem = list(csv.DictReader(open(mem_path)))
+def csv_rows(name):
+    path = os.path.join(out, name)
+    return list(csv.DictReader(open(path))) if os.path.exists(path) else []
+
+
+mem = csv_rows("memory.csv")
+if mem:
     md.append("## Memory per idle keep-alive connection\n")
     md.append("`scripts/idle-memory.sh` (httplite, nginx) and `scripts/lib/peer-metrics.sh memory` "
               "(Rust peers): 10,000 connections, one request each, then idle; "
@@ -233,29 +237,35 @@ if os.path.exists(mem_path):
             "B")
     md.append("![bytes per idle connection](memory.svg)\n")
 
-ins_path = os.path.join(out, "instructions.csv")
-if os.path.exists(ins_path):
-    ins = list(csv.DictReader(open(ins_path)))
+ins_rows = csv_rows("instructions.csv")
+if ins_rows:
     md.append("## User-space instructions per request\n")
     md.append("`scripts/instructions-per-request.sh` (httplite) and `scripts/lib/peer-metrics.sh "
               "instructions` (nginx with `master_process off`, and the Rust peers): callgrind, "
               "(Ir(K2) − Ir(K1)) / (K2 − K1) over one keep-alive connection.\n")
     md.append("| server | one at a time | 16 pipelined |\n|---|---|---|")
-    for m in ins:
+    for m in ins_rows:
         md.append(f"| {m['server']} | {m['one_at_a_time'] or 'failed'} | {m['pipelined16'] or 'failed'} |")
     md.append("")
 
 # ------------------------------------------------------------ switch cost (criterion)
 crit = os.path.join(os.path.dirname(os.path.abspath(out)), "criterion")
+
+
+def crit_median(est):
+    """A criterion estimates.json's median in ns, or None if unreadable."""
+    try:
+        return json.load(open(est))["median"]["point_estimate"]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 found = []
 for group in ("switch", "create"):
     for est in sorted(glob.glob(os.path.join(crit, group, "*", "new", "estimates.json"))):
-        name = est.split(os.sep)[-3]
-        try:
-            ns = json.load(open(est))["median"]["point_estimate"]
-        except (OSError, KeyError, ValueError):
-            continue
-        found.append((f"{group}/{name}", ns))
+        ns = crit_median(est)
+        if ns is not None:
+            found.append((f"{group}/{est.split(os.sep)[-3]}", ns))
 if found:
     md.append("## Switch and spawn cost (criterion, from target/criterion)\n")
     md.append("Medians of the last `cargo bench -p httplite-benches --bench coroutine` run found in "
@@ -284,10 +294,9 @@ for group, what in rt_groups:
     got = {}
     for who in ("httplite", "tokio"):
         for est in glob.glob(os.path.join(crit, group, who, "**", "new", "estimates.json"), recursive=True):
-            try:
-                got.setdefault(who, []).append(json.load(open(est))["median"]["point_estimate"])
-            except (OSError, KeyError, ValueError):
-                pass
+            ns = crit_median(est)
+            if ns is not None:
+                got.setdefault(who, []).append(ns)
     if got.get("httplite") and got.get("tokio"):
         h, t = min(got["httplite"]), min(got["tokio"])
         rt_rows.append((what, h, t))
@@ -323,11 +332,6 @@ if rss_rows:
     md.append("")
 
 # ------------------------------------------------------------ the designs' gap
-def csv_rows(name):
-    path = os.path.join(out, name)
-    return list(csv.DictReader(open(path))) if os.path.exists(path) else []
-
-
 def num(x):
     try:
         return float(x)
@@ -335,8 +339,8 @@ def num(x):
         return None
 
 
-ins_by = {r["server"]: r for r in csv_rows("instructions.csv")}
-mem_by = {r["server"]: num(r["bytes_per_idle_connection"]) for r in csv_rows("memory.csv")}
+ins_by = {r["server"]: r for r in ins_rows}
+mem_by = {r["server"]: num(r["bytes_per_idle_connection"]) for r in mem}
 crit_by = dict(found)
 designs = [("stackless", "executor_task"), ("stackful", "coroutine"), ("threads", "std_thread")]
 
