@@ -120,15 +120,17 @@ impl TcpStream {
         let res = self.reg.poll_io(cx, Interest::Readable, || {
             sys::read(self.fd.as_raw_fd(), buf)
         });
-        self.after_read(&res, len);
+        if let Poll::Ready(r) = &res {
+            self.after_read(r, len);
+        }
         res
     }
 
     /// A short read from a stream socket means its receive queue is empty:
     /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
     /// raises a new edge, so clearing readiness here loses nothing.
-    fn after_read(&self, res: &Poll<io::Result<usize>>, requested: usize) {
-        if let Poll::Ready(Ok(n)) = res
+    fn after_read(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
             && *n > 0
             && *n < requested
         {
@@ -137,8 +139,8 @@ impl TcpStream {
     }
 
     /// A short write means the send buffer is full: the same reasoning.
-    fn after_write(&self, res: &Poll<io::Result<usize>>, requested: usize) {
-        if let Poll::Ready(Ok(n)) = res
+    fn after_write(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
             && *n < requested
         {
             self.reg.clear_readiness(Interest::Writable);
@@ -156,7 +158,9 @@ impl TcpStream {
         let res = self.reg.poll_io(cx, Interest::Readable, || {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
-        self.after_read(&res, len);
+        if let Poll::Ready(r) = &res {
+            self.after_read(r, len);
+        }
         res
     }
 
@@ -184,7 +188,9 @@ impl TcpStream {
         let res = self.reg.poll_io(cx, Interest::Writable, || {
             sys::send(self.fd.as_raw_fd(), buf)
         });
-        self.after_write(&res, buf.len());
+        if let Poll::Ready(r) = &res {
+            self.after_write(r, buf.len());
+        }
         res
     }
 
@@ -257,12 +263,7 @@ impl TcpStream {
         let res = self.reg.try_io(Interest::Readable, || {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
-        if let Ok(n) = res
-            && n > 0
-            && n < len
-        {
-            self.reg.clear_readiness(Interest::Readable);
-        }
+        self.after_read(&res, len);
         res
     }
 
@@ -273,11 +274,7 @@ impl TcpStream {
         let res = self
             .reg
             .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
-        if let Ok(n) = res
-            && n < buf.len()
-        {
-            self.reg.clear_readiness(Interest::Writable);
-        }
+        self.after_write(&res, buf.len());
         res
     }
 
