@@ -120,7 +120,7 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
             Stop::Io(e) if is_disconnect(&e) => {}
             Stop::Io(_) => stats.error(ErrorKind::Io),
         }
-        conn.release_buffers();
+        conn.release_active();
         drop(guard);
     }
 }
@@ -222,7 +222,7 @@ impl Conn {
                     None => {}
                 }
             }
-            self.release_buffers();
+            self.release_active();
             self.wait_readable_idle().await?;
             self.active = Some(self.ctx.pool.get());
             self.head_started = Some(self.ctx.reactor.now());
@@ -235,13 +235,9 @@ impl Conn {
                 None => {} // a stale edge: wait below, under the header timeout
             }
         }
-        let io = self.io();
-        if io.rbuf.capacity() - io.rbuf.len() < MIN_READ {
-            io.rbuf.reserve(MIN_READ.max(io.rbuf.len()));
-        }
         // A partial head (not a body) is bound by the header timeout however
         // slowly it trickles in: a slowloris gains nothing per byte.
-        let in_body = io.decoder.in_body();
+        let in_body = self.io().decoder.in_body();
         let head_started = self.head_started.filter(|_| !in_body);
         loop {
             if self.stream.is_read_ready() {
@@ -280,9 +276,10 @@ impl Conn {
             stream,
             ..
         } = self;
-        let rbuf = &mut active.get_or_insert_with(|| ctx.pool.get()).rbuf;
+        let rbuf = &mut ctx.pool.ensure(active).rbuf;
         if rbuf.capacity() - rbuf.len() < MIN_READ {
-            rbuf.reserve(MIN_READ);
+            // Doubling for a head that keeps growing; MIN_READ otherwise.
+            rbuf.reserve(MIN_READ.max(rbuf.len()));
         }
         let spare = rbuf.spare_capacity_mut();
         let room = spare.len();
@@ -355,12 +352,11 @@ impl Conn {
     /// idle again).
     #[inline]
     fn io(&mut self) -> &mut Active {
-        let Conn { active, ctx, .. } = self;
-        active.get_or_insert_with(|| ctx.pool.get())
+        self.ctx.pool.ensure(&mut self.active)
     }
 
     /// Gives the request-time state back to the pool (going idle, or done).
-    fn release_buffers(&mut self) {
+    fn release_active(&mut self) {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
@@ -405,8 +401,7 @@ impl Conn {
     /// Encodes the answer to a protocol error; the caller flushes and closes.
     fn reject(&mut self, e: &http1::Error) {
         let Conn { active, ctx, .. } = self;
-        let io = active.get_or_insert_with(|| ctx.pool.get());
-        respond::reject(&mut io.wbuf, &ctx.stats, e);
+        respond::reject(&mut ctx.pool.ensure(active).wbuf, &ctx.stats, e);
     }
 
     /// Half-closes, then drains what the client still sends (bounded), so
@@ -455,7 +450,7 @@ impl Conn {
             stream,
             ..
         } = self;
-        let wbuf = &mut active.get_or_insert_with(|| ctx.pool.get()).wbuf;
+        let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.is_set();
         respond::handle(
             &ctx.app,
@@ -504,8 +499,9 @@ impl Conn {
                         Err(stop) => return Err(stop),
                     }
                 }
-                let app = self.ctx.app.clone();
-                respond::job_submitted(&mut self.io().wbuf, &app, &stats, to, kind, input)
+                let Conn { active, ctx, .. } = self;
+                let wbuf = &mut ctx.pool.ensure(active).wbuf;
+                respond::job_submitted(wbuf, &ctx.app, &stats, to, kind, input)
             }
             Action::File(reply) => {
                 let reply = match respond::pool_work(reply) {
@@ -562,8 +558,9 @@ impl Conn {
                 }
                 Err(e) => {
                     // Answered with the error; the caller flushes and closes.
-                    let stats = self.ctx.stats.clone();
-                    respond::reject_reply(&mut self.io().wbuf, &stats, &e, head_only);
+                    let Conn { active, ctx, .. } = self;
+                    let wbuf = &mut ctx.pool.ensure(active).wbuf;
+                    respond::reject_reply(wbuf, &ctx.stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }

@@ -129,6 +129,12 @@ impl ActivePool {
         }
     }
 
+    /// The state in `slot`, taken from the pool first if it is empty.
+    #[inline]
+    pub fn ensure<'a>(&self, slot: &'a mut Option<Box<Active>>) -> &'a mut Active {
+        slot.get_or_insert_with(|| self.get())
+    }
+
     /// Takes a state back for reuse, emptied. Buffers that grew large are
     /// swapped for small ones (a burst must not pin memory); their room is
     /// otherwise restored lazily, by the `reserve` before the next read.
