@@ -13,6 +13,7 @@ pub mod console;
 pub mod date_clock;
 pub mod httpdate;
 pub mod jobs;
+pub mod lazy_timer;
 pub mod mime;
 pub mod respond;
 pub mod routes;

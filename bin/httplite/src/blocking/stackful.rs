@@ -17,23 +17,22 @@ use std::time::{Duration, Instant};
 
 use dispatch::{Batch, Closer, WorkerPort};
 use executor::net::TcpStream;
-use reactor::{Interest, Reactor, TimerKey};
+use reactor::{Interest, Reactor};
 
 use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
 use crate::date_clock::DateClock;
+use crate::lazy_timer::LazyTimer;
 use crate::stats::RuntimeProbe;
 
 /// A reactor-registered socket whose calls park the running coroutine.
 struct Stackful {
     stream: TcpStream,
     reactor: Reactor,
-    /// One timer per connection, and the deadline it is armed for in the
-    /// reactor's heap. It is moved only when a wait needs an *earlier*
-    /// deadline; a later one is picked up when the timer fires early (the
-    /// stackless connection's trick), so waiting between requests, whose
-    /// idle deadline only ever moves later, never touches the heap.
-    timer: Option<(TimerKey, Instant)>,
+    /// One timer per connection, created when a wait first needs one (see
+    /// [`LazyTimer`]: waiting between requests, whose idle deadline only
+    /// moves later, never touches the heap).
+    timer: Option<LazyTimer>,
     /// Set when a wait for readability ended: the next read goes straight
     /// to the socket instead of asking the registry again.
     woken_readable: bool,
@@ -64,32 +63,17 @@ impl Stackful {
                 return Poll::Ready(r);
             }
             let due = *due.get_or_insert_with(|| deadline.at(|| reactor.now()));
-            let key = match timer {
-                Some((key, armed)) => {
-                    if due < *armed {
-                        reactor.reset_timer(*key, due);
-                        *armed = due;
-                    }
-                    *key
+            let timer = match timer {
+                Some(t) => {
+                    t.arm(reactor, due);
+                    t
                 }
-                None => {
-                    let key = reactor.insert_timer(due);
-                    *timer = Some((key, due));
-                    key
-                }
+                None => timer.insert(LazyTimer::new(reactor, due)),
             };
-            loop {
-                if reactor.poll_timer(key, cx).is_pending() {
-                    return Poll::Pending;
-                }
-                if reactor.now() >= due {
-                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
-                }
-                // Fired for an earlier deadline: re-arm for this one.
-                reactor.reset_timer(key, due);
-                if let Some((_, armed)) = timer {
-                    *armed = due;
-                }
+            if timer.poll_expired(reactor, cx, due) {
+                Poll::Ready(Err(io::ErrorKind::TimedOut.into()))
+            } else {
+                Poll::Pending
             }
         })
         .map_err(|_| cancelled())?
@@ -98,8 +82,8 @@ impl Stackful {
 
 impl Drop for Stackful {
     fn drop(&mut self) {
-        if let Some((key, _)) = self.timer.take() {
-            self.reactor.remove_timer(key);
+        if let Some(timer) = self.timer.take() {
+            timer.remove(&self.reactor);
         }
     }
 }

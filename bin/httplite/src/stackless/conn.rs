@@ -127,7 +127,7 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> 
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.ctx.reactor.remove_timer(self.timer.key);
+        self.timer.lazy.remove(&self.ctx.reactor);
     }
 }
 

@@ -4,20 +4,17 @@ use std::io;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use reactor::{Reactor, TimerKey};
+use reactor::Reactor;
 
 use super::{Res, Stop};
+use crate::lazy_timer::LazyTimer;
 use crate::stats::TimeoutKind;
 
-/// A connection timer whose deadline can move without touching the heap
-/// on the hot path (see the connection module's docs). It is a key into the
-/// reactor's timer heap, not a boxed `Sleep`: one allocation less per
-/// connection. The connection removes it when it drops.
+/// The connection's one timer (a [`LazyTimer`]: its deadline moves later
+/// without touching the heap), with the deadline that counts now and what
+/// kind of timeout passing it is. The connection removes it when it drops.
 pub(super) struct Timer {
-    pub(super) key: TimerKey,
-    /// The deadline the reactor's heap holds for `key` (it fires then, or
-    /// has fired, which `poll_expired` notices).
-    armed: Instant,
+    pub(super) lazy: LazyTimer,
     /// The deadline that counts.
     pub(super) deadline: Instant,
     pub(super) kind: TimeoutKind,
@@ -27,38 +24,23 @@ impl Timer {
     /// A timer armed for `deadline`.
     pub(super) fn new(reactor: &Reactor, deadline: Instant, kind: TimeoutKind) -> Timer {
         Timer {
-            key: reactor.insert_timer(deadline),
-            armed: deadline,
+            lazy: LazyTimer::new(reactor, deadline),
             deadline,
             kind,
         }
     }
 
-    /// Sets the deadline. The heap is touched only if it moves earlier; a
-    /// later one is picked up when the timer fires early.
+    /// Sets the deadline.
     pub(super) fn arm(&mut self, reactor: &Reactor, deadline: Instant, kind: TimeoutKind) {
         self.kind = kind;
         self.deadline = deadline;
-        if deadline < self.armed {
-            reactor.reset_timer(self.key, deadline);
-            self.armed = deadline;
-        }
+        self.lazy.arm(reactor, deadline);
     }
 
     /// True once the real deadline has passed; otherwise `cx` is woken when
     /// the timer fires.
     pub(super) fn poll_expired(&mut self, reactor: &Reactor, cx: &mut Context<'_>) -> bool {
-        loop {
-            if reactor.poll_timer(self.key, cx).is_pending() {
-                return false;
-            }
-            if self.armed >= self.deadline {
-                return true;
-            }
-            // Fired for an older, earlier deadline: re-arm for the real one.
-            reactor.reset_timer(self.key, self.deadline);
-            self.armed = self.deadline;
-        }
+        self.lazy.poll_expired(reactor, cx, self.deadline)
     }
 }
 
