@@ -65,7 +65,13 @@ impl Epoll {
     /// *up* to whole milliseconds so that a timer due in 0.3 ms never turns
     /// into a 0 ms busy loop, and never fires early. `EINTR` returns 0 events.
     pub fn wait(&self, events: &mut Events, timeout: Option<Duration>) -> io::Result<usize> {
-        let ms = timeout_ms(timeout);
+        self.wait_ms(events, timeout_ms(timeout))
+    }
+
+    /// [`Epoll::wait`] with the timeout already in epoll's milliseconds (`-1`:
+    /// none).
+    #[inline]
+    pub fn wait_ms(&self, events: &mut Events, ms: i32) -> io::Result<usize> {
         events.len = 0;
         let cap = events.buf.capacity() as i32;
         // SAFETY: the buffer is valid for `cap` writes of epoll_event; the
@@ -89,6 +95,7 @@ impl AsRawFd for Epoll {
 }
 
 /// Converts an optional timeout to epoll's milliseconds, rounding up.
+#[inline]
 pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,

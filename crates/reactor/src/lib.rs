@@ -84,6 +84,7 @@
 //! through a thread-local ([`Reactor::current`]) once [`Reactor::enter`]ed.
 #![deny(missing_docs)]
 
+mod clock;
 mod counter;
 pub mod epoll;
 mod interest;

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use crate::clock::{self, Clock, Nanos};
 use crate::counter::Counter;
-use crate::epoll::{ALL_EDGE, Epoll, Events};
+use crate::epoll::{self, ALL_EDGE, Epoll, Events};
 use crate::interest::{Interest, Readiness};
 use crate::notify::Notifier;
 use crate::registry::{NOTIFY_TOKEN, Registry, SlotKey};
@@ -19,7 +20,7 @@ use crate::timer::{TimerHeap, TimerKey};
 use crate::trace::{self, EpollFlags, Short};
 
 /// Timers further off than this are waited for with the cached clock.
-const COARSE_HORIZON: Duration = Duration::from_millis(250);
+const COARSE_HORIZON: Nanos = 250_000_000;
 
 /// How many events one `epoll_wait` can return.
 const EVENTS_PER_WAIT: usize = 1024;
@@ -39,9 +40,12 @@ struct Inner {
     events: RefCell<Events>,
     /// Wakers collected during a turn, woken after all borrows are released.
     wake_buf: Cell<Vec<Waker>>,
+    clock: Clock,
     /// The time after the last `epoll_wait`: a clock for coarse deadlines
     /// that costs no `clock_gettime` per request.
     now: Cell<Instant>,
+    /// The same time on the reactor's clock.
+    now_ns: Cell<Nanos>,
     stats: Arc<Counters>,
 }
 
@@ -131,6 +135,8 @@ impl Reactor {
         // would read as a notification.
         let notify_flags = (libc::EPOLLIN | libc::EPOLLET) as u32;
         epoll.add(notifier.raw_fd(), notify_flags, NOTIFY_TOKEN)?;
+        let clock = Clock::new();
+        let now_ns = clock::read();
         Ok(Reactor {
             inner: Rc::new(Inner {
                 epoll,
@@ -139,7 +145,9 @@ impl Reactor {
                 notifier,
                 events: RefCell::new(Events::with_capacity(EVENTS_PER_WAIT)),
                 wake_buf: Cell::new(Vec::new()),
-                now: Cell::new(Instant::now()),
+                now: Cell::new(clock.instant(now_ns)),
+                now_ns: Cell::new(now_ns),
+                clock,
                 stats: Arc::default(),
             }),
         })
@@ -194,18 +202,20 @@ impl Reactor {
     /// how many wakers were woken.
     pub fn turn(&self, timeout: Option<Duration>) -> io::Result<usize> {
         let inner = &*self.inner;
-        let timeout = match (timeout, inner.timers.borrow().next_deadline()) {
-            (t, None) => t,
+        let timeout_ms = match (timeout, inner.timers.borrow().next_deadline()) {
+            (t, None) => epoll::timeout_ms(t),
+            // A busy runtime only peeking: no clock read needed.
+            (Some(Duration::ZERO), Some(_)) => 0,
             // A blocking wait whose nearest timer is far off (a connection's
             // idle timeout): the cached clock is good enough and saves a
             // clock read per turn. It can only lag, so the wait is at most
             // one loop iteration too long, never too short.
-            (None, Some(deadline)) if deadline >= inner.now.get() + COARSE_HORIZON => {
-                Some(deadline - inner.now.get())
+            (None, Some(deadline)) if deadline >= inner.now_ns.get() + COARSE_HORIZON => {
+                clock::ms_until(deadline, inner.now_ns.get())
             }
             (t, Some(deadline)) => {
-                let until = deadline.saturating_duration_since(Instant::now());
-                Some(t.map_or(until, |t| t.min(until)))
+                let until = clock::ms_until(deadline, clock::read());
+                until.min(epoll::timeout_ms(t.or(Some(Duration::MAX))))
             }
         };
 
@@ -213,12 +223,12 @@ impl Reactor {
         let slept_from = trace::active().then(Instant::now);
         {
             let mut events = inner.events.borrow_mut();
-            let n = inner.epoll.wait(&mut events, timeout)?;
+            let n = inner.epoll.wait_ms(&mut events, timeout_ms)?;
             inner.stats.waits.bump();
             inner.stats.events.add(n as u64);
             let mut registry = inner.registry.borrow_mut();
             if let Some(from) = slept_from {
-                trace_wait(&events, &registry, from.elapsed(), timeout);
+                trace_wait(&events, &registry, from.elapsed(), timeout_ms);
             }
             for ev in events.iter() {
                 if ev.token == NOTIFY_TOKEN {
@@ -239,8 +249,9 @@ impl Reactor {
                 }
             }
         }
-        let now = Instant::now();
-        inner.now.set(now);
+        let now = clock::read();
+        inner.now_ns.set(now);
+        inner.now.set(inner.clock.instant(now));
         let before = wakers.len();
         let fired = inner.timers.borrow_mut().fire_expired(now, &mut wakers);
         inner.stats.timers_fired.add(fired as u64);
@@ -295,11 +306,13 @@ impl Reactor {
 
     /// The earliest pending timer deadline.
     pub fn next_timer(&self) -> Option<Instant> {
-        self.inner.timers.borrow().next_deadline()
+        let next = self.inner.timers.borrow().next_deadline();
+        next.map(|ns| self.inner.clock.instant(ns))
     }
 
     /// Arms a timer. Drop it with [`Reactor::remove_timer`].
     pub fn insert_timer(&self, deadline: Instant) -> TimerKey {
+        let deadline = self.inner.clock.nanos(deadline);
         let key = self.inner.timers.borrow_mut().insert(deadline);
         self.sync_timers();
         key
@@ -312,6 +325,7 @@ impl Reactor {
 
     /// Moves a timer to a new deadline (re-arming it if it had fired).
     pub fn reset_timer(&self, key: TimerKey, deadline: Instant) {
+        let deadline = self.inner.clock.nanos(deadline);
         self.inner.timers.borrow_mut().reset(key, deadline);
         self.sync_timers();
     }
@@ -340,7 +354,7 @@ impl fmt::Debug for Reactor {
 
 /// The `epoll` trace line: how many events, for which fds, and how long the
 /// thread slept (the timeout it asked for in brackets).
-fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout: Option<Duration>) {
+fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout_ms: i32) {
     use std::fmt::Write as _;
     let mut fds = String::new();
     for (i, ev) in events.iter().enumerate() {
@@ -363,9 +377,9 @@ fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout: Op
             },
         }
     }
-    let timeout = match timeout {
-        None => "none".to_owned(),
-        Some(t) => Short(t).to_string(),
+    let timeout = match u64::try_from(timeout_ms) {
+        Err(_) => "none".to_owned(),
+        Ok(ms) => Short(Duration::from_millis(ms)).to_string(),
     };
     trace::emit(
         "epoll",

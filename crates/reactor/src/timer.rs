@@ -11,7 +11,8 @@
 //! timers behave FIFO like the run queue.
 
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+
+use crate::clock::Nanos;
 
 const NOT_IN_HEAP: u32 = u32::MAX;
 
@@ -33,7 +34,7 @@ struct Slot {
 
 #[derive(Debug, Clone, Copy)]
 struct HeapEntry {
-    deadline: Instant,
+    deadline: Nanos,
     seq: u64,
     slot: u32,
 }
@@ -56,7 +57,7 @@ pub(crate) struct TimerHeap {
 
 impl TimerHeap {
     /// Arms a new timer.
-    pub fn insert(&mut self, deadline: Instant) -> TimerKey {
+    pub fn insert(&mut self, deadline: Nanos) -> TimerKey {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -105,7 +106,7 @@ impl TimerHeap {
     }
 
     /// Moves a timer to a new deadline, re-arming it if it had fired.
-    pub fn reset(&mut self, key: TimerKey, deadline: Instant) {
+    pub fn reset(&mut self, key: TimerKey, deadline: Nanos) {
         let Some(slot) = self.slot_mut(key) else {
             return;
         };
@@ -147,13 +148,13 @@ impl TimerHeap {
     }
 
     /// The earliest pending deadline.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub fn next_deadline(&self) -> Option<Nanos> {
         self.heap.first().map(|e| e.deadline)
     }
 
     /// Fires every timer due at `now`, in deadline order, pushing their wakers
     /// onto `out`. Returns how many fired.
-    pub fn fire_expired(&mut self, now: Instant, out: &mut Vec<Waker>) -> usize {
+    pub fn fire_expired(&mut self, now: Nanos, out: &mut Vec<Waker>) -> usize {
         let mut fired = 0;
         while let Some(top) = self.heap.first() {
             if top.deadline > now {
@@ -188,7 +189,7 @@ impl TimerHeap {
         }
     }
 
-    fn push_heap(&mut self, slot: u32, deadline: Instant) {
+    fn push_heap(&mut self, slot: u32, deadline: Nanos) {
         self.next_seq += 1;
         let pos = self.heap.len();
         self.heap.push(HeapEntry {
@@ -271,7 +272,9 @@ impl TimerHeap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
 
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed
@@ -283,11 +286,11 @@ mod tests {
     #[test]
     fn fires_in_deadline_order_with_fifo_ties() {
         let mut h = TimerHeap::default();
-        let t0 = Instant::now();
+        let t0: Nanos = 1_000 * S;
         let mut seed = 42;
         let mut keys = Vec::new();
         for _ in 0..2000 {
-            let d = t0 + Duration::from_micros(lcg(&mut seed) % 500);
+            let d = t0 + (lcg(&mut seed) % 500) * 1_000;
             keys.push((h.insert(d), d));
         }
         h.check_invariants();
@@ -315,17 +318,17 @@ mod tests {
     #[test]
     fn reset_moves_both_ways_and_rearms() {
         let mut h = TimerHeap::default();
-        let t0 = Instant::now();
-        let a = h.insert(t0 + Duration::from_secs(5));
-        let b = h.insert(t0 + Duration::from_secs(10));
-        h.reset(b, t0 + Duration::from_secs(1));
-        assert_eq!(h.next_deadline(), Some(t0 + Duration::from_secs(1)));
-        h.reset(b, t0 + Duration::from_secs(20));
-        assert_eq!(h.next_deadline(), Some(t0 + Duration::from_secs(5)));
+        let t0: Nanos = 1_000 * S;
+        let a = h.insert(t0 + 5 * S);
+        let b = h.insert(t0 + 10 * S);
+        h.reset(b, t0 + S);
+        assert_eq!(h.next_deadline(), Some(t0 + S));
+        h.reset(b, t0 + 20 * S);
+        assert_eq!(h.next_deadline(), Some(t0 + 5 * S));
         h.check_invariants();
-        h.fire_expired(t0 + Duration::from_secs(30), &mut Vec::new());
+        h.fire_expired(t0 + 30 * S, &mut Vec::new());
         assert!(h.has_fired(a) && h.has_fired(b));
-        h.reset(a, t0 + Duration::from_secs(40));
+        h.reset(a, t0 + 40 * S);
         assert!(!h.has_fired(a));
         assert_eq!(h.pending(), 1);
     }
@@ -333,7 +336,7 @@ mod tests {
     #[test]
     fn removal_frees_and_stale_keys_are_inert() {
         let mut h = TimerHeap::default();
-        let t = Instant::now();
+        let t: Nanos = 1_000 * S;
         let a = h.insert(t);
         h.remove(a);
         assert_eq!(h.len(), 0);
@@ -348,10 +351,10 @@ mod tests {
     #[test]
     fn a_hundred_thousand_timers_stay_consistent() {
         let mut h = TimerHeap::default();
-        let t0 = Instant::now();
+        let t0: Nanos = 1_000 * S;
         let mut seed = 7;
         let keys: Vec<_> = (0..100_000)
-            .map(|_| h.insert(t0 + Duration::from_millis(lcg(&mut seed) % 100_000)))
+            .map(|_| h.insert(t0 + (lcg(&mut seed) % 100_000) * MS))
             .collect();
         for k in keys.iter().step_by(2) {
             h.remove(*k);
@@ -359,10 +362,7 @@ mod tests {
         h.check_invariants();
         assert_eq!(h.pending(), 50_000);
         let mut out = Vec::new();
-        assert_eq!(
-            h.fire_expired(t0 + Duration::from_secs(1000), &mut out),
-            50_000
-        );
+        assert_eq!(h.fire_expired(t0 + 1000 * S, &mut out), 50_000);
         for k in keys.iter().skip(1).step_by(2) {
             h.remove(*k);
         }

@@ -10,6 +10,20 @@
 //!   pool → wait for readability → take them again → read(2)
 //! ```
 //!
+//! The task's future is written in two halves:
+//!
+//! - **the fast path** ([`fast`]), a hand-written `poll`, runs that loop
+//!   for requests answered without waiting (the constant endpoints, errors,
+//!   cached responses) whose answers leave in one write. It is what nearly
+//!   every request of a busy server takes, and it costs no `async`
+//!   machinery: no nested state machines to resume, no futures to build.
+//! - **the general path** ([`general`]), ordinary `async fn`s, handles
+//!   everything that waits: a body, a file, a sleep, a partial head under
+//!   the header timeout, a write the socket cannot take at once, a close.
+//!   The fast path hands it the connection (moved into a boxed future, so
+//!   an idle connection never pays for its states) and takes the connection
+//!   back once it is idle between requests again.
+//!
 //! An idle connection holds no buffer and no decoder (nginx's trick for
 //! cheap idle keep-alive connections, taken one step further): everything
 //! request-sized lives in a pooled [`Active`] state while a request is in
@@ -19,33 +33,30 @@
 //! only re-armed when a deadline moves *earlier*; a later deadline is picked up
 //! when the timer fires early, so the hot path never touches the timer heap.
 
-use std::fs::File;
 use std::io;
-use std::net::Shutdown;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use executor::net::TcpStream;
-use http1::{Message, ReplyTo, Request, Status};
-use reactor::Interest;
+use http1::Request;
 
-use super::worker::{Active, WorkerCtx};
+use super::worker::{Active, ConnGuard, WorkerCtx};
 use crate::access_log::Entry;
-use crate::respond::{self, FileStep, Handled, Outcome, Slow};
-use crate::routes::Action;
+use crate::respond::{self, Handled, Outcome, Slow};
 use crate::stats::{ErrorKind, TimeoutKind};
 
-/// Flush the write buffer once it holds this much, even mid-batch.
-const FLUSH_AT: usize = 64 * 1024;
+mod fast;
+mod general;
+mod timer;
+
+use timer::Timer;
+
 /// Keep at least this much spare room in the read buffer before a read.
 const MIN_READ: usize = 1024;
-/// How long a closing connection waits for the client's FIN.
-const LINGER: Duration = Duration::from_secs(1);
-/// How much a closing connection reads and discards at most.
-const LINGER_BYTES: usize = 64 * 1024;
+/// Flush the write buffer once it holds this much, even mid-batch.
+const FLUSH_AT: usize = 64 * 1024;
 
 /// Why a connection stopped.
 #[derive(Debug)]
@@ -62,11 +73,34 @@ enum Stop {
 
 type Res<T = ()> = Result<T, Stop>;
 
-mod timer;
-use timer::{Timer, with_deadline};
+/// Where the general path picks up from the fast path.
+enum Resume {
+    /// The top of the loop: answer what is buffered, write, read on (a
+    /// partial head, or a write the socket did not take at once).
+    Top,
+    /// A request whose answer waits (a body, a file, a sleep).
+    Slow(Slow),
+    /// The last answer is encoded (`Connection: close`, or a protocol
+    /// error): write it and close.
+    Close,
+}
 
-/// The boxed slow path of one request.
-type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
+/// The general path's boxed future. It owns the connection while it runs
+/// and gives it back: with `None` when the connection is idle between
+/// requests again (the fast path takes over), with the reason otherwise.
+type General = Pin<Box<dyn Future<Output = (Conn, Option<Stop>)>>>;
+
+/// The connection's task: the fast path's state inline, the general path's
+/// boxed while it runs.
+pub struct Connection {
+    state: State,
+}
+
+enum State {
+    Fast(Conn),
+    General(General),
+    Finished,
+}
 
 struct Conn {
     ctx: Rc<WorkerCtx>,
@@ -83,51 +117,88 @@ struct Conn {
     /// next wait can skip asking whether more arrived (a hint only; the
     /// registry's readiness still decides when the wait ends).
     drained: bool,
+    /// Counts the connection open; declared last so that it drops after
+    /// the socket is closed.
+    _guard: ConnGuard,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
 /// errors are answered and the connection closed.
-///
-/// Not an `async fn`: the connection is built here and moved into an
-/// `async move` block, which holds it once. (An `async fn` keeps its
-/// arguments in the future next to the locals they are moved into, and
-/// every connection, idle or not, pays for the future's size.)
-pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
+pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Connection {
     let guard = ctx.open_connection();
     let _ = stream.set_nodelay(true);
     let now = ctx.reactor.now();
-    let header_timeout = ctx.config.header_timeout;
-    let timer = Timer::new(&ctx.reactor, now + header_timeout, TimeoutKind::Header);
-    let mut conn = Conn {
-        // Nothing until the first bytes arrive (`fill` takes it): a batch of
-        // new connections must not each take buffers at once, and a client
-        // that connects and sends nothing holds none.
-        active: None,
-        timer,
-        head_started: Some(now),
-        served: 0,
-        drained: false,
-        ctx,
-        stream,
-    };
-    // Captured variables of an `async move` block live in the future once.
-    async move {
-        let stop = conn.run().await;
-        let stats = &conn.ctx.stats;
-        match stop {
-            Stop::Done | Stop::Shutdown => {}
-            Stop::Timeout(kind) => stats.timeout(kind),
-            Stop::Io(e) if is_disconnect(&e) => {}
-            Stop::Io(_) => stats.error(ErrorKind::Io),
+    let timer = Timer::new(
+        &ctx.reactor,
+        now + ctx.config.header_timeout,
+        TimeoutKind::Header,
+    );
+    Connection {
+        state: State::Fast(Conn {
+            // Nothing until the first bytes arrive: a batch of new
+            // connections must not each take buffers at once, and a client
+            // that connects and sends nothing holds none.
+            active: None,
+            timer,
+            head_started: Some(now),
+            served: 0,
+            drained: false,
+            ctx,
+            stream,
+            _guard: guard,
+        }),
+    }
+}
+
+impl Future for Connection {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // `Connection` is `Unpin`: the connection moves between the states.
+        let this = self.get_mut();
+        loop {
+            let stop = match &mut this.state {
+                State::Fast(conn) => match conn.poll_fast(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(fast::Exit::Stop(stop)) => stop,
+                    Poll::Ready(fast::Exit::Resume(resume)) => {
+                        let State::Fast(mut conn) =
+                            std::mem::replace(&mut this.state, State::Finished)
+                        else {
+                            unreachable!("matched above")
+                        };
+                        this.state = State::General(Box::pin(async move {
+                            let stop = conn.run(resume).await;
+                            (conn, stop)
+                        }));
+                        continue;
+                    }
+                },
+                State::General(general) => match general.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready((conn, None)) => {
+                        this.state = State::Fast(conn);
+                        continue;
+                    }
+                    Poll::Ready((conn, Some(stop))) => {
+                        this.state = State::Fast(conn);
+                        stop
+                    }
+                },
+                State::Finished => return Poll::Ready(()),
+            };
+            if let State::Fast(conn) = std::mem::replace(&mut this.state, State::Finished) {
+                conn.finish(stop);
+            }
+            return Poll::Ready(());
         }
-        conn.release_active();
-        drop(guard);
     }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
         self.timer.lazy.remove(&self.ctx.reactor);
+        self.release_active();
     }
 }
 
@@ -139,131 +210,14 @@ fn is_disconnect(e: &io::Error) -> bool {
 }
 
 impl Conn {
-    async fn run(&mut self) -> Stop {
-        loop {
-            // Answer every complete request already buffered (pipelining).
-            loop {
-                // Nothing request-sized may be held across an await here:
-                // temporaries of a `match` live to its end, so decoding and
-                // the fast path finish in a block, and only a boxed future
-                // (one pointer) crosses the await.
-                let keep = {
-                    let next: Handled<SlowFuture<'_>> = {
-                        let io = self.io();
-                        let step = match io.decoder.decode(&mut io.rbuf) {
-                            Ok(Some(Message::Head(req))) => {
-                                self.head_started = None;
-                                self.handle(req)
-                            }
-                            // Bodies are consumed by the handlers.
-                            Ok(Some(_)) => continue,
-                            Ok(None) => break,
-                            Err(e) => {
-                                self.reject(&e);
-                                Handled::Done(false)
-                            }
-                        };
-                        match step {
-                            Handled::Done(keep) => Handled::Done(keep),
-                            Handled::Slow(slow) => Handled::Slow(Box::pin(self.handle_slow(slow))),
-                        }
-                    };
-                    match next {
-                        Handled::Done(keep) => keep,
-                        Handled::Slow(fut) => match fut.await {
-                            Ok(keep) => keep,
-                            Err(stop) => return stop,
-                        },
-                    }
-                };
-                if !keep {
-                    if let Err(stop) = self.flush().await {
-                        return stop;
-                    }
-                    self.linger_close().await;
-                    return Stop::Done;
-                }
-                if self.io().wbuf.len() >= FLUSH_AT
-                    && let Err(stop) = self.flush().await
-                {
-                    return stop;
-                }
-            }
-            if let Err(stop) = self.flush().await {
-                return stop;
-            }
-            if let Err(stop) = self.fill().await {
-                return stop;
-            }
-        }
-    }
-
-    /// Reads more bytes into `rbuf`. Between requests it waits without
-    /// holding buffers; within a request head the header timeout applies.
-    async fn fill(&mut self) -> Res {
-        let between_requests = self
-            .active
-            .as_ref()
-            .is_none_or(|a| a.rbuf.is_empty() && a.decoder.is_idle());
-        if between_requests {
-            if self.ctx.shutdown.is_set() {
-                return Err(Stop::Shutdown);
-            }
-            // Try once with the buffers we hold: a pipelining or fast client
-            // has already sent the next request.
-            if !self.drained && self.active.is_some() && self.stream.is_read_ready() {
-                match self.read_now() {
-                    Some(Ok(0)) => return Err(Stop::Done),
-                    Some(Ok(_)) => {
-                        self.head_started = Some(self.ctx.reactor.now());
-                        return Ok(());
-                    }
-                    Some(Err(e)) => return Err(Stop::Io(e)),
-                    None => {}
-                }
-            }
-            self.release_active();
-            self.wait_readable_idle().await?;
-            self.active = Some(self.ctx.pool.get());
-            self.head_started = Some(self.ctx.reactor.now());
-            // Woken because the socket is readable: read without asking the
-            // registry again.
-            match self.read_now() {
-                Some(Ok(0)) => return Err(Stop::Done),
-                Some(Ok(_)) => return Ok(()),
-                Some(Err(e)) => return Err(Stop::Io(e)),
-                None => {} // a stale edge: wait below, under the header timeout
-            }
-        }
-        // A partial head (not a body) is bound by the header timeout however
-        // slowly it trickles in: a slowloris gains nothing per byte.
-        let in_body = self.io().decoder.in_body();
-        let head_started = self.head_started.filter(|_| !in_body);
-        loop {
-            if self.stream.is_read_ready() {
-                match self.read_now() {
-                    Some(Ok(0)) => {
-                        let io = self.io();
-                        return Err(if io.decoder.is_idle() && io.rbuf.is_empty() {
-                            Stop::Done
-                        } else {
-                            Stop::Io(io::ErrorKind::UnexpectedEof.into())
-                        });
-                    }
-                    Some(Ok(_)) => return Ok(()),
-                    Some(Err(e)) => return Err(Stop::Io(e)),
-                    None => {}
-                }
-            }
-            let config = &self.ctx.config;
-            let (at, kind) = match head_started {
-                Some(t) => (t + config.header_timeout, TimeoutKind::Header),
-                None => (
-                    self.ctx.reactor.now() + config.idle_timeout,
-                    TimeoutKind::Idle,
-                ),
-            };
-            self.wait_ready(Interest::Readable, at, kind).await?;
+    /// Counts why the connection stopped; dropping it closes the socket.
+    fn finish(self, stop: Stop) {
+        let stats = &self.ctx.stats;
+        match stop {
+            Stop::Done | Stop::Shutdown => {}
+            Stop::Timeout(kind) => stats.timeout(kind),
+            Stop::Io(e) if is_disconnect(&e) => {}
+            Stop::Io(_) => stats.error(ErrorKind::Io),
         }
     }
 
@@ -296,57 +250,6 @@ impl Conn {
         }
     }
 
-    /// Waits for the next request's first bytes, the idle (or, before the
-    /// first request, header) timeout, or shutdown (which wakes every task,
-    /// so nothing registers for it here).
-    async fn wait_readable_idle(&mut self) -> Res {
-        let (timeout, kind) = if self.served == 0 {
-            (self.ctx.config.header_timeout, TimeoutKind::Header)
-        } else {
-            (self.ctx.config.idle_timeout, TimeoutKind::Idle)
-        };
-        let reactor = &self.ctx.reactor;
-        self.timer.arm(reactor, reactor.now() + timeout, kind);
-        let Conn {
-            stream, timer, ctx, ..
-        } = self;
-        std::future::poll_fn(|cx| {
-            if stream.poll_readable(cx).is_ready() {
-                return Poll::Ready(Ok(()));
-            }
-            if ctx.shutdown.is_set() {
-                return Poll::Ready(Err(Stop::Shutdown));
-            }
-            if timer.poll_expired(&ctx.reactor, cx) {
-                return Poll::Ready(Err(Stop::Timeout(timer.kind)));
-            }
-            Poll::Pending
-        })
-        .await
-    }
-
-    /// Waits until the socket is ready in `interest`'s direction, or fails
-    /// with a timeout of `kind` at `at`. Every wait of the connection goes
-    /// through this one small future (a few words in the connection's
-    /// state), so the future's size, which every idle connection pays for,
-    /// does not grow with each operation that may wait.
-    async fn wait_ready(&mut self, interest: Interest, at: Instant, kind: TimeoutKind) -> Res {
-        self.timer.arm(&self.ctx.reactor, at, kind);
-        let Conn {
-            stream, timer, ctx, ..
-        } = self;
-        std::future::poll_fn(|cx| {
-            if stream.poll_ready(cx, interest).is_ready() {
-                return Poll::Ready(Ok(()));
-            }
-            if timer.poll_expired(&ctx.reactor, cx) {
-                return Poll::Ready(Err(Stop::Timeout(timer.kind)));
-            }
-            Poll::Pending
-        })
-        .await
-    }
-
     /// The request-time state, taken from the pool if the connection has
     /// none (it has one from the first bytes of a request until it goes
     /// idle again).
@@ -356,46 +259,19 @@ impl Conn {
     }
 
     /// Gives the request-time state back to the pool (going idle, or done).
+    #[inline]
     fn release_active(&mut self) {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
     }
 
-    /// Writes out `wbuf` (one `send` for all pipelined responses).
-    async fn flush(&mut self) -> Res {
-        let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
-        if len == 0 {
-            return Ok(());
-        }
-        // Optimistic: a socket's send buffer nearly always has room, so try
-        // before asking about readiness. A short write or `WouldBlock`
-        // clears writable readiness, so the wait below lasts until the
-        // kernel has room again.
-        let mut off = 0;
-        while off < len {
-            // The error is dropped before the await: nothing but what the
-            // wait needs is kept in the future.
-            let Conn { active, stream, .. } = self;
-            let wbuf = active.as_ref().map_or(&[][..], |a| &a.wbuf[..]);
-            let blocked = match stream.try_write(&wbuf[off..]) {
-                Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
-                Ok(n) => {
-                    off += n;
-                    false
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
-                Err(e) => return Err(Stop::Io(e)),
-            };
-            if blocked {
-                let at = self.ctx.reactor.now() + self.ctx.config.write_timeout;
-                self.wait_ready(Interest::Writable, at, TimeoutKind::Write)
-                    .await?;
-            }
-        }
-        self.io().wbuf.clear();
-        Ok(())
+    /// Whether nothing of a next request has arrived: no buffered bytes, and
+    /// the decoder between messages.
+    fn between_requests(&self) -> bool {
+        self.active
+            .as_ref()
+            .is_none_or(|a| a.rbuf.is_empty() && a.decoder.is_idle())
     }
 
     /// Encodes the answer to a protocol error; the caller flushes and closes.
@@ -404,44 +280,10 @@ impl Conn {
         respond::reject(&mut ctx.pool.ensure(active).wbuf, &ctx.stats, e);
     }
 
-    /// Half-closes, then drains what the client still sends (bounded), so
-    /// that closing with unread input does not turn into a reset that could
-    /// destroy the response before the client reads it.
-    async fn linger_close(&mut self) {
-        if self.stream.shutdown(Shutdown::Write).is_err() {
-            return;
-        }
-        let deadline = self.ctx.reactor.now() + LINGER;
-        let mut drained = 0;
-        // The read buffer serves as scratch: a stack array here would make
-        // every connection's future (and so every idle connection) 4 KiB larger.
-        while drained < LINGER_BYTES {
-            self.io().rbuf.clear();
-            if self.stream.is_read_ready() {
-                match self.read_now() {
-                    Some(Ok(n)) if n > 0 => {
-                        drained += n;
-                        continue;
-                    }
-                    Some(_) => break, // end of stream or an error
-                    None => {}
-                }
-            }
-            if self
-                .wait_ready(Interest::Readable, deadline, TimeoutKind::Write)
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    }
-
     /// Handles one request without waiting, if it can (see
-    /// [`respond::handle`]). What must wait comes back as `Slow`, which the
-    /// caller runs boxed: a future's size is the largest of all its states
-    /// and every connection, idle or not, pays for it, so the heavy states
-    /// live in their own allocation only while they run.
+    /// [`respond::handle`]). What must wait comes back as `Slow`, for the
+    /// general path.
+    #[inline]
     fn handle(&mut self, req: Request) -> Handled<Slow> {
         self.served += 1;
         let Conn {
@@ -461,186 +303,11 @@ impl Conn {
             |req, out| log(ctx, stream, req, out),
         )
     }
-
-    /// The answers that wait for something (see [`Conn::handle`]).
-    async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
-        if respond::body_policy(&mut slow) {
-            match self.read_body(None, slow.to.head_only).await {
-                Ok(()) => {}
-                Err(Stop::Done) => return Ok(false), // answered with an error
-                Err(stop) => return Err(stop),
-            }
-        }
-        let Slow {
-            req,
-            mut to,
-            action,
-        } = slow;
-        let stats = self.ctx.stats.clone();
-        let outcome = match action {
-            Action::Sleep(d) => {
-                // Earlier pipelined answers should not wait for this one.
-                self.flush().await?;
-                executor::sleep(d).await;
-                if self.ctx.shutdown.is_set() {
-                    to.keep_alive = false; // shutdown began while we slept
-                }
-                respond::slept(&mut self.io().wbuf, &stats, to, d)
-            }
-            Action::Echo => self.echo(&req, to).await?,
-            Action::Job(kind) => {
-                respond::job_head(&mut self.io().wbuf, &req);
-                self.flush().await?;
-                let mut input = Vec::new();
-                if req.has_body() {
-                    match self.read_body(Some(&mut input), to.head_only).await {
-                        Ok(()) => {}
-                        Err(Stop::Done) => return Ok(false), // answered with an error
-                        Err(stop) => return Err(stop),
-                    }
-                }
-                let Conn { active, ctx, .. } = self;
-                let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                respond::job_submitted(wbuf, &ctx.app, &stats, to, kind, input)
-            }
-            Action::File(reply) => {
-                let reply = match respond::pool_work(reply) {
-                    Ok(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
-                        Ok(listed) => respond::pool_done(&stats, Ok(listed.await)),
-                        Err(full) => respond::pool_done(&stats, Err(full)),
-                    },
-                    Err(reply) => reply,
-                };
-                match respond::file_head(&mut self.io().wbuf, &stats, reply, to) {
-                    FileStep::Done(outcome) => outcome,
-                    FileStep::Fail => return Ok(false),
-                    FileStep::Send {
-                        file,
-                        offset,
-                        len,
-                        outcome,
-                    } => {
-                        self.flush().await?;
-                        self.send_file(&file, offset, len).await?;
-                        outcome
-                    }
-                }
-            }
-            action => match respond::complete(&mut self.io().wbuf, &stats, to, &action) {
-                Some(outcome) => outcome,
-                None => unreachable!("every waiting action is handled above"),
-            },
-        };
-        stats.response(outcome.status.code());
-        log(&self.ctx, &self.stream, &req, outcome);
-        Ok(outcome.keep_alive)
-    }
-
-    /// Reads the rest of the current request's body into `keep`, or drops
-    /// it; a bad body is answered (without a body if `head_only`).
-    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
-        loop {
-            let io = self.io();
-            match io.decoder.decode(&mut io.rbuf) {
-                Ok(Some(Message::End)) => return Ok(()),
-                Ok(Some(Message::Body(b))) => {
-                    if let Some(keep) = keep.as_deref_mut() {
-                        keep.extend_from_slice(&b);
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    // Answers to earlier pipelined requests go out before
-                    // waiting: the rest of this body may be slow, or never
-                    // come (found by the `connection` fuzz target).
-                    self.flush().await?;
-                    self.fill().await?;
-                }
-                Err(e) => {
-                    // Answered with the error; the caller flushes and closes.
-                    let Conn { active, ctx, .. } = self;
-                    let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                    respond::reject_reply(wbuf, &ctx.stats, &e, head_only);
-                    return Err(Stop::Done);
-                }
-            }
-        }
-    }
-
-    /// Streams the request body back as it arrives.
-    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
-        let Some(mut enc) = respond::echo_head(&mut self.io().wbuf, req, to) else {
-            return Err(Stop::Done);
-        };
-        if req.expects_continue() {
-            self.flush().await?; // the client waits for the 100 first
-        }
-        let mut sent = 0u64;
-        if req.has_body() {
-            loop {
-                let io = self.io();
-                match io.decoder.decode(&mut io.rbuf) {
-                    Ok(Some(Message::Body(b))) => {
-                        sent += b.len() as u64;
-                        enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
-                        if io.wbuf.len() >= FLUSH_AT {
-                            self.flush().await?;
-                        }
-                    }
-                    Ok(Some(Message::End)) => break,
-                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
-                    Ok(None) => {
-                        // Stream what we have before waiting for more.
-                        self.flush().await?;
-                        self.fill().await?;
-                    }
-                    Err(_) => {
-                        // The head is already out: all we can do is close.
-                        self.ctx.stats.error(ErrorKind::BadRequest);
-                        self.flush().await?;
-                        return Err(Stop::Done);
-                    }
-                }
-            }
-        }
-        let keep_alive = enc.keep_alive();
-        enc.finish(&mut self.io().wbuf).map_err(|_| Stop::Done)?;
-        Ok(Outcome {
-            status: Status::OK,
-            bytes: sent,
-            keep_alive,
-        })
-    }
-
-    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
-    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
-        let mut off = offset;
-        let end = offset + len;
-        while off < end {
-            let Conn {
-                stream, timer, ctx, ..
-            } = self;
-            let deadline = || {
-                let at = ctx.reactor.now() + ctx.config.write_timeout;
-                (at, TimeoutKind::Write)
-            };
-            let chunk = (end - off).min(1 << 20) as usize;
-            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
-                stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
-            })
-            .await?;
-            if n == 0 {
-                // The file shrank under us: the length is a lie now.
-                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Writes the access-log line, if logging is on.
 fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
-    respond::trace_outcome(stream.as_raw_fd(), req, out);
+    respond::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry {
             peer: stream.peer_addr().ok(),

@@ -1,0 +1,183 @@
+//! The fast path: a hand-written `poll` for the loop nearly every request
+//! takes (wait for bytes, read, answer every complete request at once,
+//! write the answers in one go, wait again).
+//!
+//! Written by hand rather than as an `async fn` because this loop runs once
+//! per request: resuming nested `async` state machines, building a future
+//! for each wait and moving the results through them cost more here than
+//! the work itself. Anything that has to wait mid-request leaves this file
+//! as an [`Exit::Resume`] for the general path, which is ordinary `async`
+//! code (see the module above).
+
+use std::io;
+use std::task::{Context, Poll};
+
+use bytes::Buf;
+use http1::Message;
+
+use super::{Conn, FLUSH_AT, Resume, Stop, log};
+use crate::respond::{self, Handled};
+use crate::stats::TimeoutKind;
+
+/// Why the fast path returned.
+pub(super) enum Exit {
+    /// The connection is over.
+    Stop(Stop),
+    /// Something must wait: the general path takes over from here.
+    Resume(Resume),
+}
+
+/// What a write attempt did.
+enum Flushed {
+    /// Everything went.
+    All,
+    /// The socket took part or none of it: the rest must wait.
+    Blocked,
+}
+
+impl Conn {
+    /// Waits for the next request, answers it and everything else
+    /// buffered, and writes the answers, for as long as nothing has to wait
+    /// mid-request.
+    pub(super) fn poll_fast(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
+        loop {
+            // Idle between requests, holding no buffers. Readiness first: on
+            // the poll after a wake it is set, and nothing else is asked.
+            if self.stream.poll_readable(cx).is_pending() {
+                if self.ctx.shutdown.is_set() {
+                    return Poll::Ready(Exit::Stop(Stop::Shutdown));
+                }
+                if self.timer.poll_expired(&self.ctx.reactor, cx) {
+                    return Poll::Ready(Exit::Stop(Stop::Timeout(self.timer.kind)));
+                }
+                return Poll::Pending;
+            }
+            self.head_started = Some(self.ctx.reactor.now());
+            // Woken because the socket is readable: read without asking the
+            // registry again.
+            match self.read_now() {
+                Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
+                None => {
+                    // A stale edge (readiness is cleared now): wait again.
+                    self.release_active();
+                    continue;
+                }
+            }
+            loop {
+                if let Some(resume) = self.answer_buffered() {
+                    return Poll::Ready(Exit::Resume(resume));
+                }
+                match self.try_flush() {
+                    Ok(Flushed::All) => {}
+                    Ok(Flushed::Blocked) => return Poll::Ready(Exit::Resume(Resume::Top)),
+                    Err(stop) => return Poll::Ready(Exit::Stop(stop)),
+                }
+                if self.ctx.shutdown.is_set() {
+                    return Poll::Ready(Exit::Stop(Stop::Shutdown));
+                }
+                // A pipelining or fast client may have sent the next request
+                // already: try once with the buffers in hand.
+                if self.drained || !self.stream.is_read_ready() {
+                    break;
+                }
+                match self.read_now() {
+                    Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
+                    Some(Ok(_)) => self.head_started = Some(self.ctx.reactor.now()),
+                    Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
+                    None => break,
+                }
+            }
+            self.go_idle();
+        }
+    }
+
+    /// Gives the buffers back and arms the timer for the wait for the next
+    /// request: the idle timeout, or the header timeout before the first.
+    pub(super) fn go_idle(&mut self) {
+        self.release_active();
+        let config = &self.ctx.config;
+        let (timeout, kind) = if self.served == 0 {
+            (config.header_timeout, TimeoutKind::Header)
+        } else {
+            (config.idle_timeout, TimeoutKind::Idle)
+        };
+        let reactor = &self.ctx.reactor;
+        self.timer.arm(reactor, reactor.now() + timeout, kind);
+    }
+
+    /// Answers every complete request in the read buffer. `None` when all
+    /// were answered and nothing of another has arrived; otherwise where the
+    /// general path must take over.
+    fn answer_buffered(&mut self) -> Option<Resume> {
+        // Fields apart, and the state looked up once: this loop runs per
+        // request, pipelined ones included.
+        let Conn {
+            ctx,
+            stream,
+            active,
+            head_started,
+            served,
+            ..
+        } = self;
+        let io = ctx.pool.ensure(active);
+        loop {
+            match io.decoder.decode(&mut io.rbuf) {
+                Ok(Some(Message::Head(req))) => {
+                    *head_started = None;
+                    *served += 1;
+                    let handled = respond::handle(
+                        &ctx.app,
+                        &ctx.stats,
+                        &mut io.wbuf,
+                        req,
+                        ctx.shutdown.is_set(),
+                        |req, out| log(ctx, stream, req, out),
+                    );
+                    match handled {
+                        Handled::Done(true) => {}
+                        Handled::Done(false) => return Some(Resume::Close),
+                        Handled::Slow(slow) => return Some(Resume::Slow(slow)),
+                    }
+                    if io.wbuf.len() >= FLUSH_AT {
+                        return Some(Resume::Top);
+                    }
+                }
+                // Bodies are consumed by the handlers.
+                Ok(Some(_)) => {}
+                Ok(None) if io.rbuf.is_empty() && io.decoder.is_idle() => return None,
+                // Part of a head: the rest comes under the header timeout.
+                Ok(None) => return Some(Resume::Top),
+                Err(e) => {
+                    respond::reject(&mut io.wbuf, &ctx.stats, &e);
+                    return Some(Resume::Close);
+                }
+            }
+        }
+    }
+
+    /// Writes the write buffer without waiting; what the socket does not
+    /// take stays in the buffer for the general path's flush.
+    fn try_flush(&mut self) -> Result<Flushed, Stop> {
+        let Conn { active, stream, .. } = self;
+        let Some(wbuf) = active.as_mut().map(|a| &mut a.wbuf) else {
+            return Ok(Flushed::All);
+        };
+        while !wbuf.is_empty() {
+            match stream.try_write(wbuf) {
+                Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) if n == wbuf.len() => break,
+                Ok(n) => {
+                    wbuf.advance(n);
+                    return Ok(Flushed::Blocked);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flushed::Blocked),
+                Err(e) => return Err(Stop::Io(e)),
+            }
+        }
+        wbuf.clear();
+        Ok(Flushed::All)
+    }
+}

@@ -1,0 +1,431 @@
+//! The general path: ordinary `async` code for everything that waits in
+//! the middle of a request (a body, a file, a sleep, the rest of a head, a
+//! write the socket cannot take at once) and for closing. The fast path
+//! hands the connection over with a [`Resume`] and takes it back once the
+//! connection is idle between requests.
+
+use std::fs::File;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use http1::{Message, ReplyTo, Request, Status};
+use reactor::Interest;
+
+use super::timer::with_deadline;
+use super::{Conn, FLUSH_AT, Res, Resume, Stop, log};
+use crate::respond::{self, FileStep, Handled, Outcome, Slow};
+use crate::routes::Action;
+use crate::stats::{ErrorKind, TimeoutKind};
+
+/// How long a closing connection waits for the client's FIN.
+const LINGER: Duration = Duration::from_secs(1);
+/// How much a closing connection reads and discards at most.
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// The boxed slow path of one request.
+type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
+
+impl Conn {
+    /// Runs the connection from where the fast path stopped until it is
+    /// idle between requests again (`None`: the fast path takes over) or
+    /// it ends (why).
+    pub(super) async fn run(&mut self, resume: Resume) -> Option<Stop> {
+        match resume {
+            Resume::Top => {}
+            Resume::Slow(slow) => match self.handle_slow(slow).await {
+                Ok(true) => {}
+                Ok(false) => return Some(self.close().await),
+                Err(stop) => return Some(stop),
+            },
+            Resume::Close => return Some(self.close().await),
+        }
+        loop {
+            // Answer every complete request already buffered (pipelining).
+            loop {
+                // Nothing request-sized may be held across an await here:
+                // temporaries of a `match` live to its end, so decoding and
+                // the fast path finish in a block, and only a boxed future
+                // (one pointer) crosses the await.
+                let keep = {
+                    let next: Handled<SlowFuture<'_>> = {
+                        let io = self.io();
+                        let step = match io.decoder.decode(&mut io.rbuf) {
+                            Ok(Some(Message::Head(req))) => {
+                                self.head_started = None;
+                                self.handle(req)
+                            }
+                            // Bodies are consumed by the handlers.
+                            Ok(Some(_)) => continue,
+                            Ok(None) => break,
+                            Err(e) => {
+                                self.reject(&e);
+                                Handled::Done(false)
+                            }
+                        };
+                        match step {
+                            Handled::Done(keep) => Handled::Done(keep),
+                            Handled::Slow(slow) => Handled::Slow(Box::pin(self.handle_slow(slow))),
+                        }
+                    };
+                    match next {
+                        Handled::Done(keep) => keep,
+                        Handled::Slow(fut) => match fut.await {
+                            Ok(keep) => keep,
+                            Err(stop) => return Some(stop),
+                        },
+                    }
+                };
+                if !keep {
+                    return Some(self.close().await);
+                }
+                if self.io().wbuf.len() >= FLUSH_AT
+                    && let Err(stop) = self.flush().await
+                {
+                    return Some(stop);
+                }
+            }
+            if let Err(stop) = self.flush().await {
+                return Some(stop);
+            }
+            if self.between_requests() {
+                if self.ctx.shutdown.is_set() {
+                    return Some(Stop::Shutdown);
+                }
+                // A pipelining or fast client may have sent the next request
+                // already: try once with the buffers in hand.
+                if !self.drained && self.active.is_some() && self.stream.is_read_ready() {
+                    match self.read_now() {
+                        Some(Ok(0)) => return Some(Stop::Done),
+                        Some(Ok(_)) => {
+                            self.head_started = Some(self.ctx.reactor.now());
+                            continue;
+                        }
+                        Some(Err(e)) => return Some(Stop::Io(e)),
+                        None => {}
+                    }
+                }
+                // Idle: the fast path waits for the next request.
+                self.go_idle();
+                return None;
+            }
+            if let Err(stop) = self.fill().await {
+                return Some(stop);
+            }
+        }
+    }
+
+    /// Writes what is buffered, then half-closes and lingers (see
+    /// [`Conn::linger_close`]).
+    async fn close(&mut self) -> Stop {
+        if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        self.linger_close().await;
+        Stop::Done
+    }
+
+    /// Reads more bytes into `rbuf` within a request (a partial head or a
+    /// body), under the header timeout while in a head.
+    async fn fill(&mut self) -> Res {
+        // A partial head (not a body) is bound by the header timeout however
+        // slowly it trickles in: a slowloris gains nothing per byte.
+        let in_body = self.io().decoder.in_body();
+        let head_started = self.head_started.filter(|_| !in_body);
+        loop {
+            if self.stream.is_read_ready() {
+                match self.read_now() {
+                    Some(Ok(0)) => {
+                        let io = self.io();
+                        return Err(if io.decoder.is_idle() && io.rbuf.is_empty() {
+                            Stop::Done
+                        } else {
+                            Stop::Io(io::ErrorKind::UnexpectedEof.into())
+                        });
+                    }
+                    Some(Ok(_)) => return Ok(()),
+                    Some(Err(e)) => return Err(Stop::Io(e)),
+                    None => {}
+                }
+            }
+            let config = &self.ctx.config;
+            let (at, kind) = match head_started {
+                Some(t) => (t + config.header_timeout, TimeoutKind::Header),
+                None => (
+                    self.ctx.reactor.now() + config.idle_timeout,
+                    TimeoutKind::Idle,
+                ),
+            };
+            self.wait_ready(Interest::Readable, at, kind).await?;
+        }
+    }
+
+    /// Waits until the socket is ready in `interest`'s direction, or fails
+    /// with a timeout of `kind` at `at`. Every wait of the connection goes
+    /// through this one small future (a few words in the connection's
+    /// state), so the future's size, which every idle connection pays for,
+    /// does not grow with each operation that may wait.
+    async fn wait_ready(&mut self, interest: Interest, at: Instant, kind: TimeoutKind) -> Res {
+        self.timer.arm(&self.ctx.reactor, at, kind);
+        let Conn {
+            stream, timer, ctx, ..
+        } = self;
+        std::future::poll_fn(|cx| {
+            if stream.poll_ready(cx, interest).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            if timer.poll_expired(&ctx.reactor, cx) {
+                return Poll::Ready(Err(Stop::Timeout(timer.kind)));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Writes out `wbuf` (one `send` for all pipelined responses).
+    async fn flush(&mut self) -> Res {
+        let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
+        if len == 0 {
+            return Ok(());
+        }
+        // Optimistic: a socket's send buffer nearly always has room, so try
+        // before asking about readiness. A short write or `WouldBlock`
+        // clears writable readiness, so the wait below lasts until the
+        // kernel has room again.
+        let mut off = 0;
+        while off < len {
+            // The error is dropped before the await: nothing but what the
+            // wait needs is kept in the future.
+            let Conn { active, stream, .. } = self;
+            let wbuf = active.as_ref().map_or(&[][..], |a| &a.wbuf[..]);
+            let blocked = match stream.try_write(&wbuf[off..]) {
+                Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    off += n;
+                    false
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+                Err(e) => return Err(Stop::Io(e)),
+            };
+            if blocked {
+                let at = self.ctx.reactor.now() + self.ctx.config.write_timeout;
+                self.wait_ready(Interest::Writable, at, TimeoutKind::Write)
+                    .await?;
+            }
+        }
+        self.io().wbuf.clear();
+        Ok(())
+    }
+
+    /// Half-closes, then drains what the client still sends (bounded), so
+    /// that closing with unread input does not turn into a reset that could
+    /// destroy the response before the client reads it.
+    async fn linger_close(&mut self) {
+        if self.stream.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        let deadline = self.ctx.reactor.now() + LINGER;
+        let mut drained = 0;
+        // The read buffer serves as scratch: a stack array here would make
+        // every connection's future (and so every idle connection) 4 KiB larger.
+        while drained < LINGER_BYTES {
+            self.io().rbuf.clear();
+            if self.stream.is_read_ready() {
+                match self.read_now() {
+                    Some(Ok(n)) if n > 0 => {
+                        drained += n;
+                        continue;
+                    }
+                    Some(_) => break, // end of stream or an error
+                    None => {}
+                }
+            }
+            if self
+                .wait_ready(Interest::Readable, deadline, TimeoutKind::Write)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+
+    /// The answers that wait for something (see [`Conn::handle`]).
+    async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
+        if respond::body_policy(&mut slow) {
+            match self.read_body(None, slow.to.head_only).await {
+                Ok(()) => {}
+                Err(Stop::Done) => return Ok(false), // answered with an error
+                Err(stop) => return Err(stop),
+            }
+        }
+        let Slow {
+            req,
+            mut to,
+            action,
+        } = slow;
+        let stats = self.ctx.stats.clone();
+        let outcome = match action {
+            Action::Sleep(d) => {
+                // Earlier pipelined answers should not wait for this one.
+                self.flush().await?;
+                executor::sleep(d).await;
+                if self.ctx.shutdown.is_set() {
+                    to.keep_alive = false; // shutdown began while we slept
+                }
+                respond::slept(&mut self.io().wbuf, &stats, to, d)
+            }
+            Action::Echo => self.echo(&req, to).await?,
+            Action::Job(kind) => {
+                respond::job_head(&mut self.io().wbuf, &req);
+                self.flush().await?;
+                let mut input = Vec::new();
+                if req.has_body() {
+                    match self.read_body(Some(&mut input), to.head_only).await {
+                        Ok(()) => {}
+                        Err(Stop::Done) => return Ok(false), // answered with an error
+                        Err(stop) => return Err(stop),
+                    }
+                }
+                let Conn { active, ctx, .. } = self;
+                let wbuf = &mut ctx.pool.ensure(active).wbuf;
+                respond::job_submitted(wbuf, &ctx.app, &stats, to, kind, input)
+            }
+            Action::File(reply) => {
+                let reply = match respond::pool_work(reply) {
+                    Ok(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
+                        Ok(listed) => respond::pool_done(&stats, Ok(listed.await)),
+                        Err(full) => respond::pool_done(&stats, Err(full)),
+                    },
+                    Err(reply) => reply,
+                };
+                match respond::file_head(&mut self.io().wbuf, &stats, reply, to) {
+                    FileStep::Done(outcome) => outcome,
+                    FileStep::Fail => return Ok(false),
+                    FileStep::Send {
+                        file,
+                        offset,
+                        len,
+                        outcome,
+                    } => {
+                        self.flush().await?;
+                        self.send_file(&file, offset, len).await?;
+                        outcome
+                    }
+                }
+            }
+            action => match respond::complete(&mut self.io().wbuf, &stats, to, &action) {
+                Some(outcome) => outcome,
+                None => unreachable!("every waiting action is handled above"),
+            },
+        };
+        stats.response(outcome.status.code());
+        log(&self.ctx, &self.stream, &req, outcome);
+        Ok(outcome.keep_alive)
+    }
+
+    /// Reads the rest of the current request's body into `keep`, or drops
+    /// it; a bad body is answered (without a body if `head_only`).
+    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
+        loop {
+            let io = self.io();
+            match io.decoder.decode(&mut io.rbuf) {
+                Ok(Some(Message::End)) => return Ok(()),
+                Ok(Some(Message::Body(b))) => {
+                    if let Some(keep) = keep.as_deref_mut() {
+                        keep.extend_from_slice(&b);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    // Answers to earlier pipelined requests go out before
+                    // waiting: the rest of this body may be slow, or never
+                    // come (found by the `connection` fuzz target).
+                    self.flush().await?;
+                    self.fill().await?;
+                }
+                Err(e) => {
+                    // Answered with the error; the caller flushes and closes.
+                    let Conn { active, ctx, .. } = self;
+                    let wbuf = &mut ctx.pool.ensure(active).wbuf;
+                    respond::reject_reply(wbuf, &ctx.stats, &e, head_only);
+                    return Err(Stop::Done);
+                }
+            }
+        }
+    }
+
+    /// Streams the request body back as it arrives.
+    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
+        let Some(mut enc) = respond::echo_head(&mut self.io().wbuf, req, to) else {
+            return Err(Stop::Done);
+        };
+        if req.expects_continue() {
+            self.flush().await?; // the client waits for the 100 first
+        }
+        let mut sent = 0u64;
+        if req.has_body() {
+            loop {
+                let io = self.io();
+                match io.decoder.decode(&mut io.rbuf) {
+                    Ok(Some(Message::Body(b))) => {
+                        sent += b.len() as u64;
+                        enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
+                        if io.wbuf.len() >= FLUSH_AT {
+                            self.flush().await?;
+                        }
+                    }
+                    Ok(Some(Message::End)) => break,
+                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
+                    Ok(None) => {
+                        // Stream what we have before waiting for more.
+                        self.flush().await?;
+                        self.fill().await?;
+                    }
+                    Err(_) => {
+                        // The head is already out: all we can do is close.
+                        self.ctx.stats.error(ErrorKind::BadRequest);
+                        self.flush().await?;
+                        return Err(Stop::Done);
+                    }
+                }
+            }
+        }
+        let keep_alive = enc.keep_alive();
+        enc.finish(&mut self.io().wbuf).map_err(|_| Stop::Done)?;
+        Ok(Outcome {
+            status: Status::OK,
+            bytes: sent,
+            keep_alive,
+        })
+    }
+
+    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let Conn {
+                stream, timer, ctx, ..
+            } = self;
+            let deadline = || {
+                let at = ctx.reactor.now() + ctx.config.write_timeout;
+                (at, TimeoutKind::Write)
+            };
+            let chunk = (end - off).min(1 << 20) as usize;
+            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
+                stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+            })
+            .await?;
+            if n == 0 {
+                // The file shrank under us: the length is a lie now.
+                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(())
+    }
+}
