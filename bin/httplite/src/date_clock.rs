@@ -14,10 +14,17 @@ pub struct DateClock {
 
 impl DateClock {
     /// Call after every reactor turn with the time it woke up.
+    #[inline]
     pub fn tick(&self, now: Instant) {
-        if self.next.get().is_some_and(|next| now < next) {
-            return;
+        if self.next.get().is_none_or(|next| now >= next) {
+            self.refresh();
         }
+    }
+
+    /// Once a second: out of line, so the per-turn check stays a compare.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self) {
         http1::refresh_date();
         let subsec = SystemTime::now()
             .duration_since(UNIX_EPOCH)

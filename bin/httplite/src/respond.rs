@@ -191,6 +191,7 @@ pub fn respond_owned(
 }
 
 /// The `http` trace line of one answered request.
+#[inline]
 pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
     reactor::trace!(
         "http",

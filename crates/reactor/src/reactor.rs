@@ -38,7 +38,7 @@ struct Inner {
     timers: RefCell<TimerHeap>,
     notifier: Notifier,
     events: RefCell<Events>,
-    /// Wakers collected during a turn, woken after all borrows are released.
+    /// Wakers of fired timers, woken after the heap's borrow is released.
     wake_buf: Cell<Vec<Waker>>,
     clock: Clock,
     /// The time after the last `epoll_wait`: a clock for coarse deadlines
@@ -219,16 +219,20 @@ impl Reactor {
             }
         };
 
-        let mut wakers = inner.wake_buf.take();
         let slept_from = trace::active().then(Instant::now);
+        let mut woken = 0;
         {
             let mut events = inner.events.borrow_mut();
             let n = inner.epoll.wait_ms(&mut events, timeout_ms)?;
             inner.stats.waits.bump();
             inner.stats.events.add(n as u64);
-            let mut registry = inner.registry.borrow_mut();
             if let Some(from) = slept_from {
-                trace_wait(&events, &registry, from.elapsed(), timeout_ms);
+                trace_wait(
+                    &events,
+                    &inner.registry.borrow(),
+                    from.elapsed(),
+                    timeout_ms,
+                );
             }
             for ev in events.iter() {
                 if ev.token == NOTIFY_TOKEN {
@@ -236,43 +240,61 @@ impl Reactor {
                     inner.stats.notifies.bump();
                     continue;
                 }
-                match registry.dispatch(ev.token, ev.flags) {
-                    Some(woken) => {
-                        if let Some(w) = woken.reader {
-                            wakers.push(w);
-                        }
-                        if let Some(w) = woken.writer {
-                            wakers.push(w);
-                        }
-                    }
-                    None => inner.stats.stale_events.bump(),
+                // The registry's borrow ends before the wakes: a waker may
+                // register, drop or re-arm freely. (Only `events` stays
+                // borrowed: a waker must not turn this reactor itself.)
+                let dispatched = inner.registry.borrow_mut().dispatch(ev.token, ev.flags);
+                let Some(ready) = dispatched else {
+                    inner.stats.stale_events.bump();
+                    continue;
+                };
+                if let Some(w) = ready.reader {
+                    w.wake();
+                    woken += 1;
+                }
+                if let Some(w) = ready.writer {
+                    w.wake();
+                    woken += 1;
                 }
             }
         }
         let now = clock::read();
         inner.now_ns.set(now);
         inner.now.set(inner.clock.instant(now));
-        let before = wakers.len();
+        if inner
+            .timers
+            .borrow()
+            .next_deadline()
+            .is_some_and(|d| d <= now)
+        {
+            woken += self.fire_timers(now);
+        }
+        inner.stats.wakes.add(woken as u64);
+        Ok(woken)
+    }
+
+    /// Fires the timers due at `now` and wakes their tasks; returns how many
+    /// wakers were woken.
+    #[cold]
+    fn fire_timers(&self, now: Nanos) -> usize {
+        let inner = &*self.inner;
+        let mut wakers = inner.wake_buf.take();
         let fired = inner.timers.borrow_mut().fire_expired(now, &mut wakers);
         inner.stats.timers_fired.add(fired as u64);
-        if fired > 0 {
-            self.sync_timers();
-            crate::trace!(
-                "timer",
-                "fired={fired} wakers={} pending={}",
-                wakers.len() - before,
-                inner.stats.timers_pending.get()
-            );
-        }
-
+        self.sync_timers();
+        crate::trace!(
+            "timer",
+            "fired={fired} wakers={} pending={}",
+            wakers.len(),
+            inner.stats.timers_pending.get()
+        );
         let woken = wakers.len();
-        inner.stats.wakes.add(woken as u64);
         // No borrow is held here: a waker may register, drop or re-arm freely.
         for w in wakers.drain(..) {
             w.wake();
         }
         inner.wake_buf.set(wakers);
-        Ok(woken)
+        woken
     }
 
     /// A snapshot of the counters.
@@ -417,6 +439,7 @@ impl Registration {
     /// Ready when an operation in `interest`'s direction is worth trying.
     /// Ready at once while readiness is set; it stays set until
     /// [`Registration::clear_readiness`] after an `EAGAIN`.
+    #[inline]
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<Readiness> {
         self.reactor
             .inner
@@ -427,6 +450,7 @@ impl Registration {
 
     /// Forgets readiness in one direction. Call it only when the operation
     /// returned `EAGAIN`: that is what guarantees another edge will come.
+    #[inline]
     pub fn clear_readiness(&self, interest: Interest) {
         self.reactor
             .inner
@@ -436,6 +460,7 @@ impl Registration {
     }
 
     /// The current readiness bits.
+    #[inline]
     pub fn readiness(&self) -> Readiness {
         self.reactor.inner.registry.borrow().readiness(self.key)
     }

@@ -140,6 +140,7 @@ impl Registry {
 
     /// Ready at once if readiness for `interest` is set; otherwise stores the
     /// task's waker (replacing an older one) and returns `Pending`.
+    #[inline]
     pub fn poll_ready(
         &mut self,
         key: SlotKey,

@@ -306,6 +306,7 @@ impl Conn {
 }
 
 /// Writes the access-log line, if logging is on.
+#[inline]
 fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
     respond::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
     if let Some(log) = &ctx.access_log {

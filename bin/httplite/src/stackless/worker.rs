@@ -119,20 +119,31 @@ impl ActivePool {
     /// A state with empty buffers and an idle decoder.
     #[inline]
     pub fn get(&self) -> Box<Active> {
-        match self.free.borrow_mut().pop() {
+        let reused = self.free.borrow_mut().pop();
+        match reused {
             Some(active) => active,
-            None => Box::new(Active {
-                rbuf: BytesMut::with_capacity(BUF_SIZE),
-                wbuf: BytesMut::with_capacity(BUF_SIZE),
-                decoder: Decoder::new(self.limits),
-            }),
+            None => self.fresh(),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fresh(&self) -> Box<Active> {
+        Box::new(Active {
+            rbuf: BytesMut::with_capacity(BUF_SIZE),
+            wbuf: BytesMut::with_capacity(BUF_SIZE),
+            decoder: Decoder::new(self.limits),
+        })
     }
 
     /// The state in `slot`, taken from the pool first if it is empty.
     #[inline]
     pub fn ensure<'a>(&self, slot: &'a mut Option<Box<Active>>) -> &'a mut Active {
-        slot.get_or_insert_with(|| self.get())
+        if slot.is_none() {
+            *slot = Some(self.get());
+        }
+        // Just filled if it was empty.
+        slot.as_deref_mut().unwrap_or_else(|| unreachable!())
     }
 
     /// Takes a state back for reuse, emptied. Buffers that grew large are

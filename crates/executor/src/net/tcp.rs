@@ -129,6 +129,7 @@ impl TcpStream {
     /// A short read from a stream socket means its receive queue is empty:
     /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
     /// raises a new edge, so clearing readiness here loses nothing.
+    #[inline]
     fn after_read(&self, res: &io::Result<usize>, requested: usize) {
         if let Ok(n) = res
             && *n > 0
@@ -139,6 +140,7 @@ impl TcpStream {
     }
 
     /// A short write means the send buffer is full: the same reasoning.
+    #[inline]
     fn after_write(&self, res: &io::Result<usize>, requested: usize) {
         if let Ok(n) = res
             && *n < requested
@@ -230,6 +232,7 @@ impl TcpStream {
     }
 
     /// Poll form of [`TcpStream::readable`].
+    #[inline]
     pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.reg.poll_ready(cx, Interest::Readable).map(|_| ())
     }
@@ -243,6 +246,7 @@ impl TcpStream {
     /// Whether the reactor believes a read would not block (readiness set
     /// and not yet cleared by an `EAGAIN` or short read). Costs no syscall
     /// and registers no waker.
+    #[inline]
     pub fn is_read_ready(&self) -> bool {
         self.reg.readiness().is_ready_for(Interest::Readable)
     }
@@ -258,6 +262,7 @@ impl TcpStream {
     /// readiness first: for callers that know the socket is readable (they
     /// were just woken for it). `WouldBlock` and short reads clear readiness,
     /// as in [`TcpStream::poll_read_uninit`].
+    #[inline]
     pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let len = buf.len();
         let res = self.reg.try_io(Interest::Readable, || {
@@ -270,6 +275,7 @@ impl TcpStream {
     /// One non-blocking write attempt, without consulting readiness first.
     /// `WouldBlock` and short writes (the send buffer filled) clear
     /// readiness, as in [`TcpStream::poll_write`].
+    #[inline]
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         let res = self
             .reg
