@@ -52,15 +52,18 @@ pub fn cvt<T: MinusOne>(res: T) -> io::Result<T> {
     }
 }
 
-/// The hot syscalls (read, send, epoll_wait) made directly with `syscall(2)`.
+/// The hot syscalls (read, send, epoll_wait) made directly.
 ///
 /// glibc's `read`, `send` and `epoll_wait` are pthread cancellation points:
 /// each call switches asynchronous cancellation on and off around the
 /// syscall, about 60 instructions per call that a Rust program, which never
-/// uses `pthread_cancel`, pays for nothing. These wrappers have the same
-/// contracts as the libc functions they replace.
+/// uses `pthread_cancel`, pays for nothing. Even glibc's generic `syscall(2)`
+/// shuffles every argument one register over and back. So on x86_64 and
+/// aarch64 these wrappers execute the trap instruction themselves (see
+/// [`trap`]); elsewhere they call `syscall(2)`. They keep the contracts of the
+/// libc functions they replace, `-1` and `errno` on failure included.
 pub mod raw {
-    use libc::{c_int, c_long, c_void, size_t, ssize_t};
+    use libc::{c_int, c_void, size_t, ssize_t};
 
     /// `read(2)` without the cancellation-point wrapper.
     ///
@@ -69,7 +72,7 @@ pub mod raw {
     #[inline]
     pub unsafe fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
         // SAFETY: forwarded to the caller's contract.
-        unsafe { libc::syscall(libc::SYS_read, fd as c_long, buf, count) as ssize_t }
+        unsafe { trap::call(libc::SYS_read, [fd as usize, buf as usize, count, 0, 0, 0]) }
     }
 
     /// `send(2)` (as `sendto` with no address) without the wrapper.
@@ -81,15 +84,10 @@ pub mod raw {
         // SAFETY: forwarded to the caller's contract; a null address with
         // length 0 makes sendto behave as send.
         unsafe {
-            libc::syscall(
+            trap::call(
                 libc::SYS_sendto,
-                fd as c_long,
-                buf,
-                len,
-                flags as c_long,
-                std::ptr::null::<libc::sockaddr>(),
-                0 as c_long,
-            ) as ssize_t
+                [fd as usize, buf as usize, len, flags as usize, 0, 0],
+            )
         }
     }
 
@@ -105,18 +103,111 @@ pub mod raw {
         maxevents: c_int,
         timeout: c_int,
     ) -> c_int {
-        // SAFETY: forwarded to the caller's contract; a null sigmask makes
-        // epoll_pwait identical to epoll_wait.
-        unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait,
-                epfd as c_long,
-                events,
-                maxevents as c_long,
-                timeout as c_long,
-                std::ptr::null::<libc::sigset_t>(),
-                8 as c_long,
-            ) as c_int
+        // Sign-extended: the kernel reads the low 32 bits of an int argument.
+        let args = [
+            epfd as usize,
+            events as usize,
+            maxevents as usize,
+            timeout as isize as usize,
+            0, // no signal mask: epoll_pwait is then epoll_wait
+            8, // sizeof(sigset_t) as the kernel counts it
+        ];
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { trap::call(libc::SYS_epoll_pwait, args) as c_int }
+    }
+
+    /// The system call itself.
+    ///
+    /// Linux returns `-errno` in the result register for a failed call (a
+    /// value in `-4095..=-1`); the C convention these wrappers keep is `-1`
+    /// with `errno` set, so a failure stores the code where `errno` lives.
+    pub mod trap {
+        use libc::c_long;
+
+        /// Calls system call `nr` with six arguments (unused ones are
+        /// ignored by the kernel) and returns its result the C way.
+        ///
+        /// # Safety
+        /// The arguments must satisfy system call `nr`'s contract (valid
+        /// pointers for what it reads and writes).
+        #[inline(always)]
+        pub unsafe fn call(nr: c_long, args: [usize; 6]) -> isize {
+            // SAFETY: forwarded to the caller's contract.
+            let ret = unsafe { raw_call(nr, args) };
+            if (-4095..0).contains(&ret) {
+                // SAFETY: `__errno_location` returns this thread's errno.
+                unsafe { *libc::__errno_location() = -ret as i32 };
+                return -1;
+            }
+            ret
+        }
+
+        /// x86_64: number in `rax`, arguments in `rdi rsi rdx r10 r8 r9`
+        /// (`r10`, not `rcx`: the `syscall` instruction overwrites `rcx`
+        /// with the return address and `r11` with the flags), result in
+        /// `rax`.
+        #[cfg(target_arch = "x86_64")]
+        #[inline(always)]
+        unsafe fn raw_call(nr: c_long, a: [usize; 6]) -> isize {
+            let ret: isize;
+            // SAFETY: the caller upholds the call's contract. No `nomem`:
+            // the kernel reads and writes memory through the arguments, so
+            // the compiler must not keep values in registers across it.
+            unsafe {
+                std::arch::asm!(
+                    "syscall",
+                    inlateout("rax") nr as isize => ret,
+                    in("rdi") a[0],
+                    in("rsi") a[1],
+                    in("rdx") a[2],
+                    in("r10") a[3],
+                    in("r8") a[4],
+                    in("r9") a[5],
+                    lateout("rcx") _,
+                    lateout("r11") _,
+                    options(nostack),
+                );
+            }
+            ret
+        }
+
+        /// aarch64: number in `x8`, arguments in `x0`–`x5`, result in `x0`;
+        /// `svc #0` traps into the kernel.
+        #[cfg(target_arch = "aarch64")]
+        #[inline(always)]
+        unsafe fn raw_call(nr: c_long, a: [usize; 6]) -> isize {
+            let ret: isize;
+            // SAFETY: as on x86_64.
+            unsafe {
+                std::arch::asm!(
+                    "svc #0",
+                    in("x8") nr,
+                    inlateout("x0") a[0] as isize => ret,
+                    in("x1") a[1],
+                    in("x2") a[2],
+                    in("x3") a[3],
+                    in("x4") a[4],
+                    in("x5") a[5],
+                    options(nostack),
+                );
+            }
+            ret
+        }
+
+        /// Elsewhere: glibc's generic `syscall(2)`, already the C way (so
+        /// it is mapped back to the kernel's convention for `call`).
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        #[inline(always)]
+        unsafe fn raw_call(nr: c_long, a: [usize; 6]) -> isize {
+            // SAFETY: forwarded to the caller's contract.
+            let ret = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } as isize;
+            if ret == -1 {
+                -(std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO) as isize)
+            } else {
+                ret
+            }
         }
     }
 }
@@ -487,6 +578,38 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         assert_eq!(write(w.as_raw_fd(), b"hi").unwrap(), 2);
         assert_eq!(read(r.as_raw_fd(), &mut buf).unwrap(), 2);
+    }
+
+    /// The direct system calls follow the C convention: bytes on success,
+    /// `-1` and `errno` on failure.
+    #[test]
+    fn direct_syscalls_report_like_libc() {
+        let (r, w) = pipe().unwrap();
+        let mut buf = [0u8; 8];
+        // SAFETY: `buf` is valid for 8 writable bytes.
+        let n = unsafe { raw::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        assert_eq!(n, -1);
+        assert_eq!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EAGAIN)
+        );
+        assert_eq!(write(w.as_raw_fd(), b"abc").unwrap(), 3);
+        // SAFETY: as above.
+        let n = unsafe { raw::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        assert_eq!(n, 3);
+        assert_eq!(&buf[..3], b"abc");
+        // SAFETY: as above; the fd is not open (fds stay far below this).
+        let n = unsafe { raw::read(1 << 29, buf.as_mut_ptr().cast(), buf.len()) };
+        assert_eq!(n, -1);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));
+        // send on a pipe is not a socket operation.
+        // SAFETY: `buf` is valid for 8 readable bytes.
+        let n = unsafe { raw::send(w.as_raw_fd(), buf.as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
+        assert_eq!(n, -1);
+        assert_eq!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTSOCK)
+        );
     }
 
     #[test]
