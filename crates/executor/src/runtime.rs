@@ -211,6 +211,7 @@ impl Core {
         &self.shared.counters
     }
 
+    #[inline]
     fn push_local(&self, task: TaskRef) {
         self.counters().local_wakes.bump();
         let mut q = self.queue.borrow_mut();
@@ -270,6 +271,7 @@ impl Core {
     }
 
     /// Runs queued tasks until the queue is empty or `limit` polls are done.
+    #[inline]
     fn run_tasks(&self, limit: usize) -> usize {
         let mut polled = 0;
         while polled < limit {

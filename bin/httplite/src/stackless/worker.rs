@@ -146,6 +146,16 @@ impl ActivePool {
         slot.as_deref_mut().unwrap_or_else(|| unreachable!())
     }
 
+    /// Takes back a state whose buffers are already empty and whose decoder
+    /// is between requests (a connection going idle after answering
+    /// everything it read): nothing to clear.
+    #[inline]
+    pub fn put_drained(&self, active: Box<Active>) {
+        debug_assert!(active.rbuf.is_empty() && active.wbuf.is_empty());
+        debug_assert!(active.decoder.is_idle());
+        self.keep(active);
+    }
+
     /// Takes a state back for reuse, emptied. Buffers that grew large are
     /// swapped for small ones (a burst must not pin memory); their room is
     /// otherwise restored lazily, by the `reserve` before the next read.
@@ -156,6 +166,13 @@ impl ActivePool {
         if !active.decoder.is_idle() {
             active.decoder = Decoder::new(self.limits); // closed mid-request
         }
+        self.keep(active);
+    }
+
+    /// Keeps an emptied state unless its buffers grew large or the pool is
+    /// full.
+    #[inline]
+    fn keep(&self, active: Box<Active>) {
         if active.rbuf.capacity() > 64 * BUF_SIZE || active.wbuf.capacity() > 64 * BUF_SIZE {
             return;
         }

@@ -95,8 +95,11 @@ impl Conn {
 
     /// Gives the buffers back and arms the timer for the wait for the next
     /// request: the idle timeout, or the header timeout before the first.
+    #[inline]
     pub(super) fn go_idle(&mut self) {
-        self.release_active();
+        if let Some(active) = self.active.take() {
+            self.ctx.pool.put_drained(active);
+        }
         let config = &self.ctx.config;
         let (timeout, kind) = if self.served == 0 {
             (config.header_timeout, TimeoutKind::Header)
