@@ -271,7 +271,8 @@ impl Core {
     }
 
     /// Runs queued tasks until the queue is empty or `limit` polls are done.
-    #[inline]
+    /// Inlined into the loop of `block_on`, its only caller.
+    #[inline(always)]
     fn run_tasks(&self, limit: usize) -> usize {
         let mut polled = 0;
         while polled < limit {

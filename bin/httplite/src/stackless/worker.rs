@@ -171,7 +171,7 @@ impl ActivePool {
 
     /// Keeps an emptied state unless its buffers grew large or the pool is
     /// full.
-    #[inline]
+    #[inline(always)]
     fn keep(&self, active: Box<Active>) {
         if active.rbuf.capacity() > 64 * BUF_SIZE || active.wbuf.capacity() > 64 * BUF_SIZE {
             return;
