@@ -112,6 +112,40 @@ fn request_written_one_byte_at_a_time() {
     }
 }
 
+/// One keep-alive connection, one request at a time, moving between the
+/// kinds of answer that take different paths through a connection (answered
+/// at once; waiting on a timer; reading a body; a head in two pieces; an
+/// error that closes): every answer comes back whole and in order.
+#[test]
+fn one_connection_moves_between_quick_and_waiting_answers() {
+    for rt in RUNTIMES {
+        let server = Server::start(rt, &[]);
+        let mut c = server.connect();
+        c.stream().set_nodelay(true).unwrap();
+        for round in 0..3 {
+            c.send(&get_req("/_httplite/plaintext"));
+            assert_eq!(c.read_response().body, b"Hello, World!", "[{rt}] {round}");
+            c.send(&get_req("/_httplite/sleep?ms=20"));
+            assert_eq!(c.read_response().status, 200, "[{rt}] {round}");
+            c.send(&get_req("/_httplite/json"));
+            let r = c.read_response();
+            assert_eq!(r.body, br#"{"message":"Hello, World!"}"#, "[{rt}] {round}");
+            let body = format!("round {round}").into_bytes();
+            c.send(&echo_req(&body));
+            assert_eq!(c.read_response().body, body, "[{rt}] {round}");
+            let head = get_req("/_httplite/plaintext");
+            let (first, rest) = head.split_at(10);
+            c.send(first);
+            std::thread::sleep(Duration::from_millis(20));
+            c.send(rest);
+            assert_eq!(c.read_response().body, b"Hello, World!", "[{rt}] {round}");
+        }
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n");
+        assert_eq!(c.read_response().status, 400, "[{rt}]");
+        c.expect_closed(Duration::from_secs(2));
+    }
+}
+
 #[test]
 fn half_closed_client_is_still_answered() {
     for rt in RUNTIMES {
