@@ -156,8 +156,21 @@ fn partial_head_after_a_request_is_closed_by_the_header_timeout() {
 
 #[test]
 fn idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
-    for rt in RUNTIMES {
-        let server = Server::start(rt, &["--idle-timeout", "1s"]);
+    // With the idle timeout the longest (the defaults' shape), a connection
+    // going idle moves no timer; with a shorter one, it does. Both close.
+    let configs: [&[&str]; 2] = [
+        &["--idle-timeout", "1s"],
+        &[
+            "--idle-timeout",
+            "1s",
+            "--header-timeout",
+            "1s",
+            "--write-timeout",
+            "1s",
+        ],
+    ];
+    for (rt, flags) in RUNTIMES.iter().flat_map(|rt| configs.map(|f| (rt, f))) {
+        let server = Server::start(rt, flags);
         let mut c = server.connect();
         // Activity keeps it alive past the timeout.
         for _ in 0..3 {

@@ -65,6 +65,12 @@ impl LazyTimer {
         }
     }
 
+    /// The key into the reactor's heap.
+    #[inline]
+    pub fn key(&self) -> TimerKey {
+        self.key
+    }
+
     /// Takes the timer out of the reactor's heap.
     pub fn remove(&self, reactor: &Reactor) {
         reactor.remove_timer(self.key);

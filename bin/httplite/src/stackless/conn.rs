@@ -37,7 +37,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use executor::net::TcpStream;
 use http1::Request;
@@ -57,6 +57,8 @@ use timer::Timer;
 const MIN_READ: usize = 1024;
 /// Flush the write buffer once it holds this much, even mid-batch.
 const FLUSH_AT: usize = 64 * 1024;
+/// How long a closing connection waits for the client's FIN.
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
 /// Why a connection stopped.
 #[derive(Debug)]

@@ -43,6 +43,10 @@ pub struct WorkerCtx {
     pub pool: ActivePool,
     /// Set when shutdown begins.
     pub shutdown: ShutdownFlag,
+    /// The idle timeout is at least every other deadline a connection's
+    /// timer is set to (header, write, linger): going idle can then never
+    /// move the timer earlier, and skips it.
+    pub idle_is_longest: bool,
     /// The access log, if enabled.
     pub access_log: Option<AccessLog>,
     closer: Closer,
@@ -235,6 +239,11 @@ pub fn run(
     http1::refresh_date();
     let closer = port.closer();
     let limits = config.limits;
+    let idle_is_longest = config.idle_timeout
+        >= config
+            .header_timeout
+            .max(config.write_timeout)
+            .max(conn::LINGER);
     let ctx = Rc::new(WorkerCtx {
         app,
         config,
@@ -242,6 +251,7 @@ pub fn run(
         reactor: rt.reactor().clone(),
         pool: ActivePool::new(limits),
         shutdown: ShutdownFlag::default(),
+        idle_is_longest,
         access_log,
         closer,
         open: Cell::new(0),

@@ -275,7 +275,7 @@ impl TcpStream {
     /// One non-blocking write attempt, without consulting readiness first.
     /// `WouldBlock` and short writes (the send buffer filled) clear
     /// readiness, as in [`TcpStream::poll_write`].
-    #[inline]
+    #[inline(always)]
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         let res = self
             .reg

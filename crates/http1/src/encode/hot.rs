@@ -131,15 +131,26 @@ impl Response {
     /// Appends the response.
     #[inline(always)]
     fn put(&self, buf: &mut BytesMut) {
-        // Two fixed-size copies: one of all `CAP` bytes would be a `memcpy`
-        // call (past 128 bytes), costlier than both.
-        let (head, tail) = self.bytes.split_at(128);
         buf.reserve(CAP);
-        let end = buf.len() + self.len;
-        buf.extend_from_slice(head);
-        buf.extend_from_slice(tail);
-        buf.truncate(end);
+        let len = buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..CAP];
+        // All `CAP` bytes in two fixed-size copies (one of all of them would
+        // be a `memcpy` call, past 128 bytes, costlier than both); the bytes
+        // past the response are scratch that the length leaves out.
+        let (head, tail) = spare.split_at_mut(128);
+        head.copy_from_slice(uninit(&self.bytes[..128]));
+        tail.copy_from_slice(uninit(&self.bytes[128..]));
+        // SAFETY: the first `self.len` (<= CAP) spare bytes were just written.
+        unsafe { buf.set_len(len + self.len) };
     }
+}
+
+/// `bytes` as the type of uninitialised memory, to copy into spare capacity.
+#[inline(always)]
+fn uninit(bytes: &[u8]) -> &[std::mem::MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and every `u8` is a
+    // valid `MaybeUninit<u8>`; the slice is only read.
+    unsafe { &*(std::ptr::from_ref(bytes) as *const [std::mem::MaybeUninit<u8>]) }
 }
 
 thread_local! {

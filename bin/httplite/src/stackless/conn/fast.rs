@@ -100,14 +100,19 @@ impl Conn {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put_drained(active);
         }
-        let config = &self.ctx.config;
-        let (timeout, kind) = if self.served == 0 {
-            (config.header_timeout, TimeoutKind::Header)
+        let ctx = &*self.ctx;
+        let now = ctx.reactor.now();
+        if self.served != 0 && ctx.idle_is_longest {
+            // No deadline the heap can hold is later than this one.
+            self.timer
+                .extend(now, ctx.config.idle_timeout, TimeoutKind::Idle);
+        } else if self.served == 0 {
+            let at = now + ctx.config.header_timeout;
+            self.timer.arm(&ctx.reactor, at, TimeoutKind::Header);
         } else {
-            (config.idle_timeout, TimeoutKind::Idle)
-        };
-        let reactor = &self.ctx.reactor;
-        self.timer.arm(reactor, reactor.now() + timeout, kind);
+            let at = now + ctx.config.idle_timeout;
+            self.timer.arm(&ctx.reactor, at, TimeoutKind::Idle);
+        }
     }
 
     /// Answers every complete request in the read buffer. `None` when all

@@ -10,19 +10,17 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http1::{Message, ReplyTo, Request, Status};
 use reactor::Interest;
 
 use super::timer::with_deadline;
-use super::{Conn, FLUSH_AT, Res, Resume, Stop, log};
+use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
 use crate::respond::{self, FileStep, Handled, Outcome, Slow};
 use crate::routes::Action;
 use crate::stats::{ErrorKind, TimeoutKind};
 
-/// How long a closing connection waits for the client's FIN.
-const LINGER: Duration = Duration::from_secs(1);
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
 

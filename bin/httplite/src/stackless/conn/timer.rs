@@ -2,7 +2,7 @@
 
 use std::io;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reactor::Reactor;
 
@@ -15,8 +15,11 @@ use crate::stats::TimeoutKind;
 /// kind of timeout passing it is. The connection removes it when it drops.
 pub(super) struct Timer {
     pub(super) lazy: LazyTimer,
-    /// The deadline that counts.
-    pub(super) deadline: Instant,
+    /// The deadline that counts is `since + after`, added up only when the
+    /// heap's timer fires: going idle after a request (see [`Timer::extend`])
+    /// then costs no clock arithmetic at all.
+    since: Instant,
+    after: Duration,
     pub(super) kind: TimeoutKind,
 }
 
@@ -25,7 +28,8 @@ impl Timer {
     pub(super) fn new(reactor: &Reactor, deadline: Instant, kind: TimeoutKind) -> Timer {
         Timer {
             lazy: LazyTimer::new(reactor, deadline),
-            deadline,
+            since: deadline,
+            after: Duration::ZERO,
             kind,
         }
     }
@@ -33,14 +37,30 @@ impl Timer {
     /// Sets the deadline.
     pub(super) fn arm(&mut self, reactor: &Reactor, deadline: Instant, kind: TimeoutKind) {
         self.kind = kind;
-        self.deadline = deadline;
+        self.since = deadline;
+        self.after = Duration::ZERO;
         self.lazy.arm(reactor, deadline);
+    }
+
+    /// Sets the deadline to `after` from `since`, which the caller knows
+    /// comes no earlier than the deadline the heap holds (the longest
+    /// timeout, counted from now): nothing to re-arm, nothing to add.
+    #[inline]
+    pub(super) fn extend(&mut self, since: Instant, after: Duration, kind: TimeoutKind) {
+        self.kind = kind;
+        self.since = since;
+        self.after = after;
     }
 
     /// True once the real deadline has passed; otherwise `cx` is woken when
     /// the timer fires.
+    #[inline]
     pub(super) fn poll_expired(&mut self, reactor: &Reactor, cx: &mut Context<'_>) -> bool {
-        self.lazy.poll_expired(reactor, cx, self.deadline)
+        // The deadline is added up only once the heap's timer has fired.
+        if reactor.poll_timer(self.lazy.key(), cx).is_pending() {
+            return false;
+        }
+        self.lazy.poll_expired(reactor, cx, self.since + self.after)
     }
 }
 
