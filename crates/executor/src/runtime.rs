@@ -188,6 +188,7 @@ thread_local! {
 
 /// Queues a woken task: on its own runtime's thread straight into the local
 /// FIFO, from anywhere else through that runtime's locked inbox + eventfd.
+#[inline]
 pub(crate) fn schedule(task: TaskRef) {
     // try_with: a waker may fire while this thread's locals are torn down.
     let local = CURRENT.try_with(|c| c.get()).unwrap_or(std::ptr::null());

@@ -341,6 +341,7 @@ impl Reactor {
     }
 
     /// Ready once the timer has fired; stores the waker otherwise.
+    #[inline]
     pub fn poll_timer(&self, key: TimerKey, cx: &mut Context<'_>) -> Poll<()> {
         self.inner.timers.borrow_mut().poll(key, cx)
     }
@@ -489,6 +490,7 @@ impl Registration {
     /// One non-blocking attempt at an operation, without waiting: an
     /// `EAGAIN` clears readiness (the edge-triggered contract), anything else
     /// is returned as is. For callers that wait their own way.
+    #[inline]
     pub fn try_io<R>(
         &self,
         interest: Interest,

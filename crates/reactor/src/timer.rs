@@ -83,6 +83,7 @@ impl TimerHeap {
     }
 
     /// Ready once the timer has fired; otherwise remembers the waker.
+    #[inline]
     pub fn poll(&mut self, key: TimerKey, cx: &mut Context<'_>) -> Poll<()> {
         let Some(slot) = self.slot_mut(key) else {
             return Poll::Ready(());

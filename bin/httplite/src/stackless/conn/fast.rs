@@ -95,7 +95,7 @@ impl Conn {
 
     /// Gives the buffers back and arms the timer for the wait for the next
     /// request: the idle timeout, or the header timeout before the first.
-    #[inline]
+    #[inline(always)]
     pub(super) fn go_idle(&mut self) {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put_drained(active);

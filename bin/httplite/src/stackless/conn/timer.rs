@@ -54,7 +54,7 @@ impl Timer {
 
     /// True once the real deadline has passed; otherwise `cx` is woken when
     /// the timer fires.
-    #[inline]
+    #[inline(always)]
     pub(super) fn poll_expired(&mut self, reactor: &Reactor, cx: &mut Context<'_>) -> bool {
         // The deadline is added up only once the heap's timer has fired.
         if reactor.poll_timer(self.lazy.key(), cx).is_pending() {
