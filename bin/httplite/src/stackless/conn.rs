@@ -155,12 +155,16 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Connection {
 impl Future for Connection {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `Connection` is `Unpin`: the connection moves between the states.
         let this = self.get_mut();
+        // Whether the task was woken for this poll, rather than arriving in
+        // the fast path from the general one within it.
+        let mut woken = true;
         loop {
             let stop = match &mut this.state {
-                State::Fast(conn) => match conn.poll_fast(cx) {
+                State::Fast(conn) => match conn.poll_fast(cx, woken) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(fast::Exit::Stop(stop)) => stop,
                     Poll::Ready(fast::Exit::Resume(resume)) => {
@@ -180,6 +184,7 @@ impl Future for Connection {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready((conn, None)) => {
                         this.state = State::Fast(conn);
+                        woken = false;
                         continue;
                     }
                     Poll::Ready((conn, Some(stop))) => {
@@ -225,6 +230,7 @@ impl Conn {
 
     /// One read attempt, without waiting or consulting readiness first:
     /// `None` if it would block.
+    #[inline(always)]
     fn read_now(&mut self) -> Option<io::Result<usize>> {
         let Conn {
             active,

@@ -262,7 +262,7 @@ impl TcpStream {
     /// readiness first: for callers that know the socket is readable (they
     /// were just woken for it). `WouldBlock` and short reads clear readiness,
     /// as in [`TcpStream::poll_read_uninit`].
-    #[inline]
+    #[inline(always)]
     pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let len = buf.len();
         let res = self.reg.try_io(Interest::Readable, || {

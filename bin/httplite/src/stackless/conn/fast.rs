@@ -39,11 +39,16 @@ impl Conn {
     /// Waits for the next request, answers it and everything else
     /// buffered, and writes the answers, for as long as nothing has to wait
     /// mid-request.
-    pub(super) fn poll_fast(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
+    ///
+    /// `woken`: this poll follows a wake-up of the task. Nearly always the
+    /// socket's readability woke it, so the read is tried at once, without
+    /// asking the registry first; after the rare other wakes (the timer,
+    /// shutdown) that read finds nothing and the wait resumes.
+    pub(super) fn poll_fast(&mut self, cx: &mut Context<'_>, woken: bool) -> Poll<Exit> {
+        let mut read_first = woken;
         loop {
-            // Idle between requests, holding no buffers. Readiness first: on
-            // the poll after a wake it is set, and nothing else is asked.
-            if self.stream.poll_readable(cx).is_pending() {
+            // Idle between requests, holding no buffers.
+            if !std::mem::take(&mut read_first) && self.stream.poll_readable(cx).is_pending() {
                 if self.ctx.shutdown.is_set() {
                     return Poll::Ready(Exit::Stop(Stop::Shutdown));
                 }
@@ -52,15 +57,15 @@ impl Conn {
                 }
                 return Poll::Pending;
             }
-            self.head_started = Some(self.ctx.reactor.now());
-            // Woken because the socket is readable: read without asking the
-            // registry again.
+            // Readable (or just woken): read without asking the registry
+            // (again).
             match self.read_now() {
                 Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
-                Some(Ok(_)) => {}
+                Some(Ok(_)) => self.head_started = Some(self.ctx.reactor.now()),
                 Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
                 None => {
-                    // A stale edge (readiness is cleared now): wait again.
+                    // Nothing there (a wake for something else, or a stale
+                    // edge); readiness is cleared now: wait again.
                     self.release_active();
                     continue;
                 }
