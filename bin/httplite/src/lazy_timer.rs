@@ -71,6 +71,14 @@ impl LazyTimer {
         self.key
     }
 
+    /// True while the timer cannot have fired: the reactor's clock, which
+    /// timers fire by, has not reached the armed deadline. A waker stored
+    /// by an earlier [`LazyTimer::poll_expired`] is then still in place.
+    #[inline]
+    pub fn is_unfired(&self, reactor: &Reactor) -> bool {
+        reactor.now() < self.armed
+    }
+
     /// Takes the timer out of the reactor's heap.
     pub fn remove(&self, reactor: &Reactor) {
         reactor.remove_timer(self.key);

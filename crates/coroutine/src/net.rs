@@ -19,6 +19,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use reactor::sys::{self, ListenOptions};
@@ -201,6 +202,7 @@ impl TcpStream {
     /// A short read from a stream socket means its receive queue is empty:
     /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
     /// raises a new edge, so clearing readiness here loses nothing.
+    #[inline]
     fn after_read(&self, res: &io::Result<usize>, requested: usize) {
         if let Ok(n) = res
             && *n > 0
@@ -211,6 +213,7 @@ impl TcpStream {
     }
 
     /// A short write means the send buffer is full: the same reasoning.
+    #[inline]
     fn after_write(&self, res: &io::Result<usize>, requested: usize) {
         if let Ok(n) = res
             && *n < requested
@@ -301,21 +304,94 @@ impl TcpStream {
     }
 
     /// Whether the reactor believes a read would not block. No syscall.
+    #[inline]
     pub fn is_read_ready(&self) -> bool {
         self.reg.readiness().is_ready_for(Interest::Readable)
     }
 
     /// One non-blocking read attempt; `WouldBlock` clears readiness, as the
-    /// edge-triggered contract requires.
+    /// edge-triggered contract requires (and so does a short read).
+    #[inline]
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.reg
-            .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf))
+        let len = buf.len();
+        let res = self
+            .reg
+            .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf));
+        self.after_read(&res, len);
+        res
     }
 
-    /// One non-blocking write attempt; `WouldBlock` clears readiness.
+    /// [`TcpStream::try_read`] into uninitialised memory; returns how many
+    /// bytes at the start of `buf` are now initialised.
+    #[inline]
+    pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        let len = buf.len();
+        let res = self.reg.try_io(Interest::Readable, || {
+            sys::read_uninit(self.fd.as_raw_fd(), buf)
+        });
+        self.after_read(&res, len);
+        res
+    }
+
+    /// One non-blocking write attempt; `WouldBlock` clears readiness (and
+    /// so does a short write).
+    #[inline]
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.reg
-            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf))
+        let res = self
+            .reg
+            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
+        self.after_write(&res, buf.len());
+        res
+    }
+
+    /// Reads into `buf` if the fd is ready; otherwise stores `cx`'s waker
+    /// for the next edge. For code that waits its own way (with a timer it
+    /// keeps across calls, say) through [`crate::wait`].
+    pub fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        let res = self.reg.poll_io(cx, Interest::Readable, || {
+            sys::read_uninit(self.fd.as_raw_fd(), buf)
+        });
+        if let Poll::Ready(r) = &res {
+            self.after_read(r, len);
+        }
+        res
+    }
+
+    /// Like [`TcpStream::poll_read_uninit`] for a write of some of `buf`.
+    pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let res = self.reg.poll_io(cx, Interest::Writable, || {
+            sys::send(self.fd.as_raw_fd(), buf)
+        });
+        if let Poll::Ready(r) = &res {
+            self.after_write(r, buf.len());
+        }
+        res
+    }
+
+    /// Like [`TcpStream::poll_read_uninit`] for [`TcpStream::sendfile`] from
+    /// the open file `file`.
+    pub fn poll_sendfile(
+        &self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Interest::Writable, || {
+            sys::sendfile(self.fd.as_raw_fd(), file, offset, count)
+        })
+    }
+
+    /// Ready when the socket is readable (data, EOF or error); otherwise
+    /// stores `cx`'s waker for the next edge.
+    #[inline]
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.reg.poll_ready(cx, Interest::Readable).map(drop)
     }
 
     /// Shuts down one or both directions (`Write` sends a FIN).

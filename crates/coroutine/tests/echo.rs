@@ -217,3 +217,42 @@ fn connect_error_is_reported() {
     let err = coroutine::run(move || TcpStream::connect(addr)).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
 }
+
+#[test]
+fn poll_and_try_calls_follow_the_edge_contract() {
+    let _w = Watchdog::new(Duration::from_secs(30), "poll_and_try");
+    coroutine::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            coroutine::sleep(Duration::from_millis(20));
+            s.write_all(b"hello").unwrap();
+            let mut back = [0u8; 5];
+            s.read_exact(&mut back).unwrap();
+            back
+        });
+        let (s, _) = listener.accept().unwrap();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+        // Nothing sent yet: a try says WouldBlock and leaves readiness clear.
+        let e = s.try_read_uninit(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        assert!(!s.is_read_ready());
+        // A wait of our own: parks until the bytes come.
+        let n = coroutine::wait(|cx| s.poll_read_uninit(cx, &mut buf))
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 5);
+        // A short read emptied the queue, and says so without a syscall.
+        assert!(!s.is_read_ready());
+        let n = coroutine::wait(|cx| s.poll_write(cx, b"world"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 5);
+        assert_eq!(&client.join().unwrap(), b"world");
+        // The client is gone: readable, and the read says end of stream.
+        coroutine::wait(|cx| s.poll_readable(cx)).unwrap();
+        assert!(s.is_read_ready());
+        assert_eq!(s.try_read_uninit(&mut buf).unwrap(), 0);
+    });
+}

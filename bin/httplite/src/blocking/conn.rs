@@ -9,17 +9,19 @@
 //!   }
 //! ```
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use http1::{Decoder, Message, ReplyTo, Request, Status};
 
-use super::{BlockingIo, Deadline, IdleSet};
+use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
 use crate::access_log::{AccessLog, Entry};
 use crate::config::Config;
 use crate::respond::{self, FileStep, Handled, Outcome, Slow};
@@ -77,7 +79,8 @@ type Res<T = ()> = Result<T, Stop>;
 struct Conn<'a, I: BlockingIo> {
     ctx: &'a Ctx,
     io: I,
-    id: usize,
+    idle: IdleSlot,
+    pool: Rc<BufferPool>,
     decoder: Decoder,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -88,9 +91,12 @@ struct Conn<'a, I: BlockingIo> {
 
 /// Serves one connection to the end on the calling thread of control.
 pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
-    let (rbuf, wbuf) = get_buffers();
+    let pool = BufferPool::current();
+    let (mut rbuf, mut wbuf) = (BytesMut::new(), BytesMut::new());
+    pool.get(&mut rbuf, &mut wbuf);
     let mut conn = Conn {
-        id: ctx.idle.id(),
+        pool,
+        idle: ctx.idle.slot(),
         decoder: Decoder::new(ctx.config.limits),
         rbuf,
         wbuf,
@@ -100,11 +106,15 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
         io,
     };
     let stop = conn.run();
-    ctx.idle.release(conn.id);
-    put_buffers(
-        std::mem::take(&mut conn.rbuf),
-        std::mem::take(&mut conn.wbuf),
-    );
+    let Conn {
+        idle,
+        pool,
+        mut rbuf,
+        mut wbuf,
+        ..
+    } = conn;
+    ctx.idle.release(idle);
+    pool.put(&mut rbuf, &mut wbuf);
     match stop {
         Stop::Done => {}
         Stop::Timeout(kind) => ctx.stats.timeout(kind),
@@ -198,17 +208,14 @@ impl<I: BlockingIo> Conn<'_, I> {
             } else {
                 (self.ctx.config.idle_timeout, TimeoutKind::Idle)
             };
-            if !self.ctx.idle.enter(self.id, self.io.fd()) {
+            if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
                 return Err(Stop::Done); // shutting down
             }
-            // An idle connection holds no buffer (see `POOL`).
-            put_buffers(
-                std::mem::take(&mut self.rbuf),
-                std::mem::take(&mut self.wbuf),
-            );
+            // An idle connection holds no buffer (see `BufferPool`).
+            self.pool.put(&mut self.rbuf, &mut self.wbuf);
             let waited = self.io.wait_readable(Deadline::After(timeout));
-            self.ctx.idle.leave(self.id);
-            (self.rbuf, self.wbuf) = get_buffers();
+            self.ctx.idle.leave(&self.idle);
+            self.pool.get(&mut self.rbuf, &mut self.wbuf);
             waited.map_err(timed(kind))?;
             self.head_started = Some(self.io.now());
         }
@@ -216,7 +223,7 @@ impl<I: BlockingIo> Conn<'_, I> {
             // A partial head (not a body) is bound by the header timeout
             // however slowly it trickles in.
             Some(t) if !self.decoder.in_body() => (
-                Deadline::At(t + self.ctx.config.header_timeout),
+                Deadline::Since(t, self.ctx.config.header_timeout),
                 TimeoutKind::Header,
             ),
             _ => (
@@ -244,7 +251,9 @@ impl<I: BlockingIo> Conn<'_, I> {
         Ok(())
     }
 
-    /// Writes out `wbuf`.
+    /// Writes out `wbuf`. Inlined: once per request, and small (the
+    /// write's waiting half is out of line).
+    #[inline(always)]
     fn flush(&mut self) -> Res {
         let mut off = 0;
         while off < self.wbuf.len() {
@@ -446,58 +455,99 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 }
 
+/// Buffer pairs (read, write) of connections waiting between requests,
+/// per thread: with coroutines, the thousands of idle connections of a
+/// worker then hold none (as the stackless server's do); with a thread per
+/// connection it simply keeps the thread's own pair warm. Pairs, because
+/// they always come and go together. Each connection holds the pool of its
+/// thread, so that the two trips per request cost no thread-local lookup.
+struct BufferPool(RefCell<Vec<(BytesMut, BytesMut)>>);
+
 thread_local! {
-    /// Buffer pairs (read, write) of connections waiting between requests,
-    /// per thread: with coroutines, the thousands of idle connections of a
-    /// worker then hold none (as the stackless server's do); with a thread
-    /// per connection it simply keeps the thread's own pair warm. Pairs,
-    /// because they always come and go together: one thread-local access
-    /// each way instead of two.
-    static POOL: std::cell::RefCell<Vec<(BytesMut, BytesMut)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static POOL: Rc<BufferPool> = Rc::new(BufferPool(RefCell::new(Vec::new())));
 }
 
 /// Buffer pairs kept per thread; more are freed.
 const POOL_MAX: usize = 32;
 
-fn get_buffers() -> (BytesMut, BytesMut) {
-    POOL.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| {
-        (
-            BytesMut::with_capacity(BUF_SIZE),
-            BytesMut::with_capacity(BUF_SIZE),
-        )
-    })
-}
-
-/// Returns a pair (emptied) for reuse. Their room is restored lazily, by
-/// the `reserve` before the next read.
-fn put_buffers(mut r: BytesMut, mut w: BytesMut) {
-    if r.capacity() == 0 || w.capacity() == 0 {
-        return; // not a pair from the pool (already given back)
+impl BufferPool {
+    /// This thread's pool.
+    fn current() -> Rc<BufferPool> {
+        POOL.with(Rc::clone)
     }
-    r.clear();
-    w.clear();
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.len() < POOL_MAX && r.capacity() <= 64 * BUF_SIZE && w.capacity() <= 64 * BUF_SIZE {
-            p.push((r, w));
+
+    /// Fills `r` and `w` (empty, unallocated) with a pair from the pool, or
+    /// new. Inlined, as is [`BufferPool::put`]: both run once per request
+    /// and are mostly moves that a call would double.
+    #[inline(always)]
+    fn get(&self, r: &mut BytesMut, w: &mut BytesMut) {
+        let mut p = self.0.borrow_mut();
+        let n = p.len();
+        if n == 0 {
+            drop(p);
+            (*r, *w) = new_buffers();
+            return;
         }
-    });
+        // Moved straight into place (`pop` copies the pair through
+        // temporaries). `r` and `w` are unallocated (see `put`), so they are
+        // overwritten without the drop that would find nothing to free.
+        debug_assert!(r.capacity() == 0 && w.capacity() == 0);
+        // SAFETY: element `n - 1` is initialised; after `set_len` the vector
+        // no longer owns it, so it is read (moved out) exactly once.
+        unsafe {
+            p.set_len(n - 1);
+            let pair = p.as_ptr().add(n - 1);
+            std::ptr::write(r, std::ptr::read(&raw const (*pair).0));
+            std::ptr::write(w, std::ptr::read(&raw const (*pair).1));
+        }
+    }
+
+    /// Moves the pair into the pool for reuse (emptied; or frees it),
+    /// leaving `r` and `w` unallocated. Their room is restored lazily, by
+    /// the `reserve` before the next read.
+    #[inline(always)]
+    fn put(&self, r: &mut BytesMut, w: &mut BytesMut) {
+        let mut p = self.0.borrow_mut();
+        let keep = |b: &BytesMut| (1..=64 * BUF_SIZE).contains(&b.capacity());
+        if p.len() < POOL_MAX && keep(r) && keep(w) {
+            r.clear();
+            w.clear();
+            p.push((std::mem::take(r), std::mem::take(w)));
+        } else {
+            drop(p);
+            (*r, *w) = (BytesMut::new(), BytesMut::new()); // freed
+        }
+    }
 }
 
-/// Writes the access-log line, if logging is on.
+#[cold]
+fn new_buffers() -> (BytesMut, BytesMut) {
+    (
+        BytesMut::with_capacity(BUF_SIZE),
+        BytesMut::with_capacity(BUF_SIZE),
+    )
+}
+
+/// Writes the access-log line, if logging is on. Inlined: with logging
+/// and tracing off (the common case) it is two tests.
+#[inline(always)]
 fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
     respond::trace_outcome(io.fd(), req, out);
     if let Some(log) = &ctx.access_log {
-        log.log(&Entry {
-            peer: io.peer_addr(),
-            method: req.method().as_str(),
-            target: req.target(),
-            version: req.version().as_str(),
-            status: out.status.code(),
-            bytes: out.bytes,
-        });
+        access_log(log, io, req, out);
     }
+}
+
+#[inline(never)]
+fn access_log<I: BlockingIo>(log: &AccessLog, io: &I, req: &Request, out: Outcome) {
+    log.log(&Entry {
+        peer: io.peer_addr(),
+        method: req.method().as_str(),
+        target: req.target(),
+        version: req.version().as_str(),
+        status: out.status.code(),
+        bytes: out.bytes,
+    });
 }
 
 #[cfg(test)]

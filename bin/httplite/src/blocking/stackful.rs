@@ -15,8 +15,8 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use coroutine::net::TcpStream;
 use dispatch::{Batch, Closer, WorkerPort};
-use executor::net::TcpStream;
 use reactor::{Interest, Reactor};
 
 use super::conn::{self, Ctx};
@@ -33,6 +33,10 @@ struct Stackful {
     /// [`LazyTimer`]: waiting between requests, whose idle deadline only
     /// moves later, never touches the heap).
     timer: Option<LazyTimer>,
+    /// The timer holds this coroutine's waker (it is stored by a pending
+    /// poll and taken only when the timer fires): while the timer is
+    /// unfired, a wait need not poll it again.
+    timer_has_waker: bool,
     /// Set when a wait for readability ended: the next read goes straight
     /// to the socket instead of asking the registry again.
     woken_readable: bool,
@@ -55,6 +59,7 @@ impl Stackful {
             stream,
             reactor,
             timer,
+            timer_has_waker,
             ..
         } = self;
         let mut due: Option<Instant> = None;
@@ -70,13 +75,38 @@ impl Stackful {
                 }
                 None => timer.insert(LazyTimer::new(reactor, due)),
             };
+            // The waker is this coroutine's for the connection's whole life,
+            // so one stored earlier still serves. An unfired timer has not
+            // expired either: `due` is at or after the armed deadline.
+            if *timer_has_waker && timer.is_unfired(reactor) {
+                return Poll::Pending;
+            }
+            *timer_has_waker = false;
             if timer.poll_expired(reactor, cx, due) {
                 Poll::Ready(Err(io::ErrorKind::TimedOut.into()))
             } else {
+                *timer_has_waker = true;
                 Poll::Pending
             }
         })
         .map_err(|_| cancelled())?
+    }
+
+    /// The rest of a read that could not complete at once, kept out of line
+    /// so that the inlined fast path stays small.
+    #[inline(never)]
+    fn read_waiting(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.wait(deadline, |s, cx| s.poll_read_uninit(cx, buf))
+    }
+
+    /// The same for a write.
+    #[inline(never)]
+    fn write_waiting(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.wait(deadline, |s, cx| s.poll_write(cx, buf))
     }
 }
 
@@ -89,6 +119,9 @@ impl Drop for Stackful {
 }
 
 impl BlockingIo for Stackful {
+    // The two calls of every request are inlined into the connection loop:
+    // their fast paths are a few instructions around the syscall.
+    #[inline(always)]
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],
@@ -100,9 +133,10 @@ impl BlockingIo for Stackful {
                 res => return res,
             }
         }
-        self.wait(deadline, |s, cx| s.poll_read_uninit(cx, buf))
+        self.read_waiting(buf, deadline)
     }
 
+    #[inline(always)]
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         // Optimistic: a send buffer nearly always has room, so skip the
         // readiness check; `WouldBlock` clears readiness and we wait.
@@ -110,7 +144,7 @@ impl BlockingIo for Stackful {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             res => return res,
         }
-        self.wait(deadline, |s, cx| s.poll_write(cx, buf))
+        self.write_waiting(buf, deadline)
     }
 
     fn sendfile(
@@ -124,7 +158,15 @@ impl BlockingIo for Stackful {
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        self.wait(deadline, |s, cx| s.poll_readable(cx).map(Ok))?;
+        let mut woken = false;
+        self.wait(deadline, |s, cx| {
+            // After a wake, reading the readiness bits is enough (and
+            // cheaper than a poll): a waker is stored only if we wait again.
+            if std::mem::replace(&mut woken, true) && s.is_read_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            s.poll_readable(cx).map(Ok)
+        })?;
         self.woken_readable = true;
         Ok(())
     }
@@ -256,6 +298,7 @@ fn spawn_connection(
             stream,
             reactor,
             timer: None,
+            timer_has_waker: false,
             woken_readable: false,
         };
         conn::serve(&open.ctx, io);

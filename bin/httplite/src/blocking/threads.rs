@@ -41,6 +41,7 @@ fn remaining(deadline: Deadline) -> io::Result<Duration> {
     let left = match deadline {
         Deadline::After(d) => d,
         Deadline::At(t) => t.saturating_duration_since(Instant::now()),
+        Deadline::Since(start, d) => (start + d).saturating_duration_since(Instant::now()),
     };
     if left.is_zero() {
         return Err(io::ErrorKind::TimedOut.into());
