@@ -159,6 +159,13 @@ impl Decoder {
 
     /// Everything but ordinary heads: partial or unusual heads, bodies,
     /// errors.
+    ///
+    /// `cold`, although bodies come through here: it tells the compiler
+    /// that the fast path's many ways out to here are rare, so that it
+    /// keeps the header loop's state in registers and saves what this call
+    /// needs outside the loop instead (ten instructions per request). The
+    /// body paths measured no slower for it.
+    #[cold]
     #[inline(never)]
     fn decode_general(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
         let result = self.step(buf);

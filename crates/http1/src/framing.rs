@@ -50,6 +50,31 @@ pub(crate) struct Decision {
     pub(crate) expects_continue: bool,
 }
 
+impl Decision {
+    /// The decisions for a head with none of the headers that change them:
+    /// no body, and the version's default persistence.
+    #[inline(always)]
+    pub(crate) fn plain(version: Version) -> Decision {
+        Decision {
+            body: BodyKind::None,
+            keep_alive: version == Version::Http11,
+            expects_continue: false,
+        }
+    }
+}
+
+/// For each name length below 32, the lowercased first letter of the one
+/// header name of that length whose value [`Semantics::value`] must see,
+/// or 0: `Expect`, `Connection`, `Content-Length`, `Transfer-Encoding`.
+static RELEVANT_FIRST: [u8; 32] = {
+    let mut t = [0u8; 32];
+    t[6] = b'e';
+    t[10] = b'c';
+    t[14] = b'c';
+    t[17] = b't';
+    t
+};
+
 impl Semantics {
     /// Takes one header into account. `value` may still carry spaces and
     /// tabs around it: every rule below trims.
@@ -67,29 +92,29 @@ impl Semantics {
 
     /// What the header called `name` means to the decisions, told from the
     /// name alone: for the fast parser's header loop, which looks at values
-    /// only when they matter. Sorted by length and first letter: that sorts
-    /// out nearly all other headers (`Accept`, `User-Agent`, `Cookie`,
+    /// only when they matter. One table look-up by length and first letter
+    /// sorts out nearly all other headers (`Accept`, `User-Agent`, `Cookie`,
     /// `Sec-Fetch-Mode` have the lengths) without comparing names; the few
     /// left are compared in [`value`](Semantics::value).
     #[inline(always)]
     pub(crate) fn relevance(name: &[u8]) -> Relevance {
+        // `Host` first: every request has one.
+        if name.len() == 4 {
+            return if is_host(name) {
+                Relevance::Host
+            } else {
+                Relevance::None
+            };
+        }
+        let Some(&first) = name.first() else {
+            return Relevance::None;
+        };
         // Setting bit 5 lowercases an ASCII letter, and the only bytes it
         // maps to a lowercase letter are that letter and its uppercase
-        // form. (Called only for names of six bytes or more.)
-        let first_is = |letter| name[0] | 0x20 == letter;
-        let value = match name.len() {
-            // `Content-Length`, `Connection`
-            14 | 10 => first_is(b'c'),
-            // `Transfer-Encoding`
-            17 => first_is(b't'),
-            // `Expect`
-            6 => first_is(b'e'),
-            _ => false,
-        };
-        if value {
+        // form; no byte maps to 0. Longer names share slots (`& 31`), which
+        // only sends a few odd names on to the full comparison.
+        if RELEVANT_FIRST[name.len() & 31] == first | 0x20 {
             Relevance::Value
-        } else if is_host(name) {
-            Relevance::Host
         } else {
             Relevance::None
         }
@@ -170,20 +195,26 @@ impl Semantics {
     /// The decisions, or the error that makes the head unacceptable.
     #[inline(always)]
     pub(crate) fn finish(self, version: Version, limits: &Limits) -> Result<Decision, Error> {
-        if limits.require_host
-            && (self.hosts > 1 || (self.hosts == 0 && version == Version::Http11))
-        {
+        Semantics::check_hosts(usize::from(self.hosts), version, limits)?;
+        if !self.any {
+            return Ok(Decision::plain(version));
+        }
+        self.finish_any(version, limits.max_body)
+    }
+
+    /// The rule on `Host` lines (RFC 9112 §3.2), when the limits ask for
+    /// it: exactly one in HTTP/1.1, at most one in HTTP/1.0.
+    #[inline(always)]
+    pub(crate) fn check_hosts(
+        hosts: usize,
+        version: Version,
+        limits: &Limits,
+    ) -> Result<(), Error> {
+        // One line, the common case, passes on one compare.
+        if hosts != 1 && limits.require_host && (hosts > 1 || version == Version::Http11) {
             return Err(Error::bad_request("missing or repeated Host header"));
         }
-        let max_body = limits.max_body;
-        if !self.any {
-            return Ok(Decision {
-                body: BodyKind::None,
-                keep_alive: version == Version::Http11,
-                expects_continue: false,
-            });
-        }
-        self.finish_any(version, max_body)
+        Ok(())
     }
 
     fn finish_any(self, version: Version, max_body: u64) -> Result<Decision, Error> {
@@ -471,6 +502,22 @@ mod tests {
                 "{name:?}"
             );
         }
+    }
+
+    #[test]
+    fn long_names_that_share_a_slot_change_nothing() {
+        // 38 & 31 == 6, the slot of `Expect`: such a name is passed on to
+        // `value`, which finds it is not `Expect` and leaves the defaults.
+        let name = format!("e{}", "x".repeat(37));
+        assert_eq!(Semantics::relevance(name.as_bytes()), Relevance::Value);
+        let mut s = Semantics::default();
+        s.value(name.as_bytes(), b"100-continue").unwrap();
+        let d = s.finish(Version::Http11, &Limits::default()).unwrap();
+        assert_eq!(d.body, BodyKind::None);
+        assert!(d.keep_alive && !d.expects_continue);
+        // 36 & 31 == 4, but only four-byte names can be `Host`.
+        let name = format!("h{}", "x".repeat(35));
+        assert_eq!(Semantics::relevance(name.as_bytes()), Relevance::None);
     }
 
     #[test]

@@ -69,13 +69,18 @@ pub(crate) fn decode_head(
     // this call; no need to run it again for early validation.
     let parsed_now = !scan.active;
     if parsed_now {
-        skip_empty_lines(buf);
+        let skipped = skip_empty_lines(buf);
         // A lone CR may be the start of one more empty line.
         if buf.is_empty() || buf[..] == b"\r"[..] {
             return Ok(None);
         }
-        // The decoder has tried the fast path already.
-        let parsed = parse_slow(buf, limits);
+        // The decoder has tried the fast path already, unless empty lines
+        // were in its way.
+        let parsed = if skipped {
+            parse(buf, limits)
+        } else {
+            parse_slow(buf, limits)
+        };
         if !matches!(parsed, Ok(None)) {
             return parsed;
         }
@@ -105,8 +110,9 @@ pub(crate) fn decode_head(
 
 /// RFC 9112 §2.2: a server SHOULD ignore empty lines before a request line
 /// (some clients send an extra CRLF after a POST body).
+/// Returns whether there were any.
 #[inline]
-fn skip_empty_lines(buf: &mut BytesMut) {
+fn skip_empty_lines(buf: &mut BytesMut) -> bool {
     let mut n = 0;
     loop {
         match &buf[n..] {
@@ -118,6 +124,7 @@ fn skip_empty_lines(buf: &mut BytesMut) {
     if n > 0 {
         buf.advance(n);
     }
+    n > 0
 }
 
 impl HeadScan {
@@ -174,15 +181,12 @@ fn line_content_len(line: &[u8]) -> usize {
 }
 
 /// The fast path for a request head: checks that `buf` starts with an
-/// ordinary head (after any empty lines) and finds everything the request
-/// needs in one pass, without splitting it off yet. `None` means "not
-/// handled": a partial or unusual head, for [`decode_head`] to take over.
+/// ordinary head and finds everything the request needs in one pass,
+/// without splitting it off yet. `None` means "not handled": a partial or
+/// unusual head (empty lines before it included), for [`decode_head`] to
+/// take over.
 #[inline(always)]
-pub(crate) fn scan_fast(buf: &mut BytesMut, limits: &Limits) -> Option<fast::Ordinary> {
-    // One compare in the common case, where there is nothing to skip.
-    if matches!(buf.first(), Some(b'\r' | b'\n')) {
-        skip_empty_lines(buf);
-    }
+pub(crate) fn scan_fast(buf: &[u8], limits: &Limits) -> Option<fast::Ordinary> {
     fast::scan(buf, limits)
 }
 
@@ -352,10 +356,10 @@ mod tests {
     #[test]
     fn empty_lines_before_request_are_skipped() {
         let mut buf = BytesMut::from(&b"\r\n\n\r\nGET"[..]);
-        skip_empty_lines(&mut buf);
+        assert!(skip_empty_lines(&mut buf));
         assert_eq!(&buf[..], b"GET");
         let mut buf = BytesMut::from(&b"\r\r\n"[..]);
-        skip_empty_lines(&mut buf);
+        assert!(!skip_empty_lines(&mut buf));
         assert_eq!(&buf[..], b"\r\r\n");
     }
 

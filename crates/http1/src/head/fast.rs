@@ -57,11 +57,14 @@ pub(crate) fn is_tchar(b: u8) -> bool {
     TOKEN[usize::from(b)]
 }
 
-/// Where a header name's common run ends: anything but ASCII letters,
-/// digits and `-` (other token characters take a byte-by-byte loop).
+/// Where a header name's common run ends: anything but ASCII letters and
+/// `-`. Other token characters (digits among them) are checked one by one
+/// where they stop the run. Setting bit 5 maps exactly the letters into
+/// `a..=z`: a few vector operations and constants, which the header loop
+/// keeps in registers.
 #[inline(always)]
 fn is_name_stop(b: u8) -> bool {
-    !(b.is_ascii_alphanumeric() || b == b'-')
+    !((b | 0x20).wrapping_sub(b'a') < 26 || b == b'-')
 }
 
 /// Where the path ends: anything but visible ASCII, and `?`.
@@ -89,18 +92,19 @@ fn is_value_stop(b: u8) -> bool {
 ///
 /// Sixteen bytes at a time, written so that the compiler vectorizes it: the
 /// test of each byte becomes a few vector compares that set each byte of a
-/// 16-byte mask to `0xff` or `0`, and [`first_set`] finds the first `0xff`.
-/// No branch per byte. The last, partial block goes byte by byte: padding it
-/// to 16 would take a `memcpy` call, and any call in the header loop makes
-/// it reload all its vector constants on every line.
+/// 16-byte mask to `0xff` or `0`, and [`stop_bits`] gathers the mask into
+/// bits. No branch per byte. The last, partial block goes byte by byte:
+/// padding it to 16 would take a `memcpy` call, and any call in the header
+/// loop makes it reload all its vector constants on every line.
 #[inline(always)]
 fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8)> {
     let mut at = from;
-    while let Some(block) = buf.get(at..at + 16) {
-        let block: &[u8; 16] = block.try_into().ok()?;
-        let i = first_stop(block, &stop);
-        if i < 16 {
-            return Some((at + i, block[i]));
+    while let Some(block) = buf.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+        let bits = stop_bits(block, &stop);
+        if bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            // `& 15` keeps the index visibly in bounds: no check.
+            return Some((at + i, block[i & 15]));
         }
         at += 16;
     }
@@ -113,26 +117,17 @@ fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8
     None
 }
 
-/// Index of the first byte of `block` that `stop` is true for; 16 if none.
+/// Bit `i` set for each byte `block[i]` that `stop` is true for.
 #[inline(always)]
-fn first_stop(block: &[u8; 16], stop: impl Fn(u8) -> bool) -> usize {
+fn stop_bits(block: &[u8; 16], stop: impl Fn(u8) -> bool) -> u32 {
     let mut mask = [0u8; 16];
     for (m, &b) in mask.iter_mut().zip(block) {
         *m = 0u8.wrapping_sub(u8::from(stop(b)));
     }
-    first_set(mask)
-}
-
-/// Index of the first byte of `mask` (each byte `0` or `0xff`) that is set;
-/// 16 if none.
-#[inline(always)]
-fn first_set(mask: [u8; 16]) -> usize {
     #[cfg(target_arch = "x86_64")]
-    let bits = movemask_sse2(mask);
+    return movemask_sse2(mask);
     #[cfg(not(target_arch = "x86_64"))]
-    let bits = movemask_portable(mask);
-    // Bit 16 stands for "none": the count stops there.
-    (bits | 1 << 16).trailing_zeros() as usize
+    return movemask_portable(mask);
 }
 
 /// The top bit of each byte of `mask`, gathered into the low 16 bits: SSE2's
@@ -174,15 +169,18 @@ pub(crate) fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Messag
     }
 }
 
-/// Offsets and facts of an ordinary head, before it is split off.
+/// Offsets and facts of an ordinary head, before it is split off. Few and
+/// small fields: they are live across the header loop, where registers
+/// are short.
 pub(crate) struct Ordinary {
     len: usize,
     verb: Verb,
+    /// The method is `0..method_end`; the target starts one byte later.
     method_end: usize,
-    target_start: usize,
     target_end: usize,
-    /// Where the `?` is, if any.
-    query: Option<usize>,
+    /// Where the `?` is, or 0 if there is none (the target cannot start
+    /// there).
+    query: usize,
     version: Version,
     headers: HeaderIndex,
     decision: Decision,
@@ -198,18 +196,19 @@ impl Ordinary {
     /// Splits the head off `buf` into a [`Request`].
     #[inline(always)]
     pub(crate) fn split_off(self, buf: &mut BytesMut) -> Request {
+        let target_start = self.method_end + 1;
         let (path, query) = match self.query {
-            Some(q) => (
-                Span::new(self.target_start, q),
+            0 => (Span::new(target_start, self.target_end), None),
+            q => (
+                Span::new(target_start, q),
                 Some(Span::new(q + 1, self.target_end)),
             ),
-            None => (Span::new(self.target_start, self.target_end), None),
         };
         Request {
             head: buf.split_to(self.len).freeze(),
             verb: self.verb,
             method: Span::new(0, self.method_end),
-            target: Span::new(self.target_start, self.target_end),
+            target: Span::new(target_start, self.target_end),
             path,
             query,
             version: self.version,
@@ -221,43 +220,48 @@ impl Ordinary {
     }
 }
 
+/// The method token at the start of `b` and where it ends, if exactly one
+/// space follows it. `GET` is tested for before this is called.
+#[inline]
+fn method(b: &[u8]) -> Option<(Verb, usize)> {
+    let n = b.iter().position(|&c| !TOKEN[usize::from(c)])?;
+    if n == 0 || b[n] != b' ' {
+        return None;
+    }
+    Some((Verb::of(&b[..n]), n))
+}
+
 /// Checks that `b` starts with an ordinary head and finds everything the
 /// request needs, or returns `None`.
 #[inline(always)]
 pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
-    // Method, then exactly one space.
-    let (verb, method_end) = if b.starts_with(b"GET ") {
+    // Method, then exactly one space, then an origin-form target (`/…`).
+    let (verb, method_end) = if b.starts_with(b"GET /") {
         (Verb::Get, 3)
     } else {
-        let n = b.iter().position(|&c| !TOKEN[usize::from(c)])?;
-        if n == 0 || b[n] != b' ' {
+        let (verb, n) = method(b)?;
+        if b.get(n + 1) != Some(&b'/') {
             return None;
         }
-        (Verb::of(&b[..n]), n)
+        (verb, n)
     };
 
-    // Origin-form target, visible ASCII only, then exactly one space. The
-    // first `?` splits path from query.
+    // The target: visible ASCII only, then exactly one space. The first
+    // `?` splits path from query.
     let target_start = method_end + 1;
-    if b.get(target_start) != Some(&b'/') {
-        return None;
-    }
     let (mut target_end, mut stop) = find(b, target_start + 1, is_target_stop)?;
-    let query = if stop == b'?' {
-        let q = target_end;
+    let mut query = 0;
+    if stop == b'?' {
+        query = target_end;
         // Further `?` belong to the query.
-        (target_end, stop) = find(b, q + 1, is_query_stop)?;
-        Some(q)
-    } else {
-        None
-    };
+        (target_end, stop) = find(b, query + 1, is_query_stop)?;
+    }
     if stop != b' ' {
         return None;
     }
 
     // Version, CRLF.
-    let line_len = target_end + 9;
-    let version = match b.get(target_end + 1..line_len + 2)? {
+    let version = match b.get(target_end + 1..target_end + 11)? {
         &[v0, v1, v2, v3, v4, v5, v6, v7, b'\r', b'\n'] => {
             match u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7]) {
                 HTTP_11 => Version::Http11,
@@ -267,45 +271,62 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         }
         _ => return None,
     };
+    let line_len = target_end + 9;
     if line_len > limits.max_request_line {
         return None;
     }
     let line_end = line_len + 2;
 
     // Header lines. Every check that could fail hands the head to httparse.
-    // The count and the line starts are plain locals, so that the count
-    // stays in a register; they become a `HeaderIndex` at the end.
+    // What the loop keeps is plain locals, so that it stays in registers;
+    // limits that only bound the total are checked once, after it.
     let mut count = 0;
     let mut starts = [0u16; INLINE_HEADERS];
-    // `Host` lines, counted here rather than in a `Semantics`, which would
-    // be in memory (its address is taken below).
-    let mut hosts = 0u8;
-    // Bit `i` set: line `i` is a header whose value `Semantics` must see.
-    // Those are fed to it after the loop, so that the loop makes no calls
-    // (a call would make it reload its vector constants on every line).
-    let mut with_value = 0u16;
-    // Where the first such line past the first `INLINE_HEADERS` starts, if
-    // any (0 if none).
-    let mut late = 0;
+    // `Host` lines, counted here in a register: a `Semantics` is built
+    // only for heads with framing headers.
+    let mut hosts = 0usize;
+    // Bit `i` (below 16) set: line `i` is a header whose value `Semantics`
+    // must see; bit 16: some line past the indexed ones is. Those values
+    // are read after the loop, so that the loop makes no calls (a call
+    // would make it reload its vector constants on every line).
+    let mut with_value = 0u32;
     let mut at = line_end;
     let len = loop {
-        if b.get(at..at + 2)? == b"\r\n" {
+        let line = b.get(at..)?;
+        if line.starts_with(b"\r\n") {
             break at + 2;
         }
-        // Names are nearly always letters, digits and `-`; other token
-        // characters take the byte-by-byte loop.
-        let (mut colon, mut stop) = find(b, at, is_name_stop)?;
-        while stop != b':' {
+        // Recorded first, so that `at` is needed no further than the name
+        // (a line that turns out not ordinary declines the whole head).
+        // Offsets past `u16` are cut short here, but then the head is too
+        // large and the check after the loop declines it.
+        if let Some(start) = starts.get_mut(count) {
+            *start = at as u16;
+        }
+        let index = count;
+        count += 1;
+        // Names are nearly always letters and `-`; any other byte stops
+        // the run, and must be a token character or the colon.
+        let mut colon = at;
+        loop {
+            let stop;
+            (colon, stop) = find(b, colon, is_name_stop)?;
+            if stop == b':' {
+                break;
+            }
             if !TOKEN[usize::from(stop)] {
                 return None;
             }
             colon += 1;
-            stop = *b.get(colon)?;
         }
         if colon == at {
             return None;
         }
-        let name = (at, colon);
+        match Semantics::relevance(line.get(..colon - at)?) {
+            Relevance::Value => with_value |= 1 << index.min(INLINE_HEADERS),
+            Relevance::Host => hosts += 1,
+            Relevance::None => {}
+        }
         // The value, from after the colon and the one space nearly every
         // client puts there. Other spaces are no stops, and tabs are
         // stepped over, so other leading whitespace needs no loop of its
@@ -317,55 +338,34 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         loop {
             let stop;
             (cr, stop) = find(b, cr, is_value_stop)?;
-            match stop {
-                b'\t' => cr += 1,
-                b'\r' => break,
-                _ => return None,
+            if stop == b'\r' {
+                break;
             }
+            if stop != b'\t' {
+                return None;
+            }
+            cr += 1;
         }
         if b.get(cr + 1) != Some(&b'\n') {
             return None;
         }
-        if count >= limits.max_headers {
-            return None;
-        }
-        match Semantics::relevance(&b[name.0..name.1]) {
-            Relevance::Value => match u32::try_from(count).ok().and_then(|n| 1u16.checked_shl(n)) {
-                Some(bit) => with_value |= bit,
-                // Past the indexed lines (rare): from here on, every line
-                // is looked at again after the loop.
-                None if late == 0 => late = at,
-                None => {}
-            },
-            Relevance::Host => hosts = hosts.saturating_add(1),
-            Relevance::None => {}
-        }
-        // Offsets past `u16` are cut short here, but then the head is too
-        // large and the check after the loop declines it.
-        if let Some(start) = starts.get_mut(count) {
-            *start = at as u16;
-        }
-        count += 1;
         at = cr + 2;
-        if at - line_end > limits.max_head {
-            return None;
-        }
     };
-    if len - line_end > limits.max_head || len > usize::from(u16::MAX) {
+    if count > limits.max_headers || len - line_end > limits.max_head || len > usize::from(u16::MAX)
+    {
         return None;
     }
-    let mut semantics = Semantics::default();
-    semantics.add_hosts(hosts);
-    if with_value != 0 || late != 0 {
-        header_values(b, &starts, with_value, late, &mut semantics)?;
-    }
-    let decision = semantics.finish(version, limits).ok()?;
+    let decision = if with_value == 0 {
+        Semantics::check_hosts(hosts, version, limits).ok()?;
+        Decision::plain(version)
+    } else {
+        decide(b, &starts, with_value, hosts, version, limits)?
+    };
     let headers = HeaderIndex::from_parts(count, starts, len - 2);
     Some(Ordinary {
         len,
         verb,
         method_end,
-        target_start,
         target_end,
         query,
         version,
@@ -374,18 +374,33 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     })
 }
 
-/// Feeds to `semantics`, in order, the header lines marked in `lines` (bit
-/// `i` for the line that starts at `starts[i]`), then, from `late` on (if
-/// not 0), every line whose [`Semantics::relevance`] is its value; `None`
-/// if it objects. The lines were checked by [`scan`]: a token name, a
-/// colon, a value with no CR in it, then CRLF; the header section ends
-/// with an empty line.
+/// The decisions for a head with framing or persistence headers (`with`
+/// as built by [`scan`]), or `None` if `Semantics` objects.
 #[inline(never)]
+fn decide(
+    b: &[u8],
+    starts: &[u16; INLINE_HEADERS],
+    with: u32,
+    hosts: usize,
+    version: Version,
+    limits: &Limits,
+) -> Option<Decision> {
+    let mut semantics = Semantics::default();
+    semantics.add_hosts(u8::try_from(hosts).unwrap_or(u8::MAX));
+    header_values(b, starts, with, &mut semantics)?;
+    semantics.finish(version, limits).ok()
+}
+
+/// Feeds to `semantics`, in order, the header lines marked in `lines` (bit
+/// `i` below 16 for the line that starts at `starts[i]`), then, if bit 16
+/// is set, every line past the indexed ones whose
+/// [`Semantics::relevance`] is its value; `None` if it objects. The lines
+/// were checked by [`scan`]: a token name, a colon, a value with no CR in
+/// it, then CRLF; the header section ends with an empty line.
 fn header_values(
     b: &[u8],
     starts: &[u16; INLINE_HEADERS],
-    mut lines: u16,
-    late: usize,
+    mut lines: u32,
     semantics: &mut Semantics,
 ) -> Option<()> {
     // The line at `start`: its name, its value, and where the next starts.
@@ -396,19 +411,25 @@ fn header_values(
         // trims.
         Some((b.get(start..colon)?, b.get(colon + 1..cr)?, cr + 2))
     };
+    let late = lines & 1 << INLINE_HEADERS != 0;
+    lines &= (1 << INLINE_HEADERS) - 1;
     while lines != 0 {
         let i = lines.trailing_zeros() as usize;
         lines &= lines - 1;
         let (name, value, _) = split(usize::from(*starts.get(i)?))?;
         semantics.value(name, value).ok()?;
     }
-    let mut at = late;
-    while at != 0 && b.get(at..at + 2)? != b"\r\n" {
-        let (name, value, next) = split(at)?;
-        if matches!(Semantics::relevance(name), Relevance::Value) {
-            semantics.value(name, value).ok()?;
+    if late {
+        // The first line past the index starts where the last indexed one
+        // ends.
+        let (_, _, mut at) = split(usize::from(starts[INLINE_HEADERS - 1]))?;
+        while b.get(at..at + 2)? != b"\r\n" {
+            let (name, value, next) = split(at)?;
+            if matches!(Semantics::relevance(name), Relevance::Value) {
+                semantics.value(name, value).ok()?;
+            }
+            at = next;
         }
-        at = next;
     }
     Some(())
 }

@@ -281,13 +281,18 @@ fn odd_head() -> impl Strategy<Value = Vec<u8>> {
 fn limits() -> impl Strategy<Value = Limits> {
     prop_oneof![
         2 => Just(Limits::default()),
-        1 => (1usize..120, 1usize..300, 0usize..6, 0u64..10).prop_map(
-            |(max_request_line, max_head, max_headers, max_body)| Limits {
+        // As the server runs: the `Host` rule on.
+        1 => Just(Limits {
+            require_host: true,
+            ..Limits::default()
+        }),
+        1 => (1usize..120, 1usize..300, 0usize..6, 0u64..10, any::<bool>()).prop_map(
+            |(max_request_line, max_head, max_headers, max_body, require_host)| Limits {
                 max_request_line,
                 max_head,
                 max_headers,
                 max_body,
-                require_host: false,
+                require_host,
             }
         ),
     ]
@@ -389,6 +394,10 @@ fn ordinary_shapes_are_taken() {
         b"POST /p HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
         b"POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
         b"GET / HTTP/1.1\r\nX:\r\nY:   \r\nZ: a \t b \t\r\nW: \x80\xff\r\n\r\n",
+        // Digits and other token characters stop the letters' run, and
+        // the scan goes on past them.
+        b"GET / HTTP/1.1\r\nX-B3-TraceId: 1\r\nA!b#c$d%e&f'g*h+i.j^k_l`m|n~o: p\r\n\r\n",
+        b"GET / HTTP/1.1\r\nAbcdefghijklmnopqrstuvwxyz-0123456789-abcdefghijklmnop: x\r\n\r\n",
     ] {
         assert!(check(input, &limits).is_some(), "{input:?}");
     }
@@ -429,6 +438,39 @@ fn unusual_shapes_fall_back() {
     };
     assert!(fast(b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", &tight).is_none());
     assert!(check(b"GET / HTTP/1.1\r\nA: 1\r\n\r\n", &tight).is_some());
+}
+
+#[test]
+fn host_lines_are_counted_as_httparse_does() {
+    let strict = Limits {
+        require_host: true,
+        ..Limits::default()
+    };
+    let head = |version: &str, hosts: usize, before: usize| {
+        let mut s = format!("GET / {version}\r\n");
+        for i in 0..before {
+            s.push_str(&format!("H{i}: v\r\n"));
+        }
+        for _ in 0..hosts {
+            s.push_str("hOsT: h\r\n");
+        }
+        s.push_str("\r\n");
+        s.into_bytes()
+    };
+    // Inside and past the indexed lines.
+    for before in [0, 3, 20] {
+        assert!(check(&head("HTTP/1.1", 1, before), &strict).is_some());
+        assert!(check(&head("HTTP/1.0", 0, before), &strict).is_some());
+        assert!(check(&head("HTTP/1.1", 0, before), &Limits::default()).is_some());
+        for (version, hosts) in [("HTTP/1.1", 0), ("HTTP/1.1", 2), ("HTTP/1.0", 2)] {
+            let input = head(version, hosts, before);
+            assert!(
+                fast(&input, &strict).is_none(),
+                "{version} {hosts} {before}"
+            );
+            assert_eq!(slow(&input, &strict).unwrap_err().status().code(), 400);
+        }
+    }
 }
 
 #[test]
@@ -517,7 +559,7 @@ fn find_finds_the_first_stop() {
 }
 
 #[test]
-fn first_set_is_the_portable_answer() {
+fn stop_bits_are_the_portable_answer() {
     let mut masks = vec![[0u8; 16], [0xff; 16]];
     for i in 0..16 {
         for j in i..16 {
@@ -528,12 +570,12 @@ fn first_set_is_the_portable_answer() {
         }
     }
     for m in masks {
-        let want = m.iter().position(|&b| b != 0).unwrap_or(16);
-        assert_eq!(first_set(m), want, "{m:?}");
-        assert_eq!(
-            (movemask_portable(m) | 1 << 16).trailing_zeros() as usize,
-            want
-        );
+        let want = m
+            .iter()
+            .enumerate()
+            .fold(0u32, |bits, (i, &b)| bits | u32::from(b != 0) << i);
+        assert_eq!(stop_bits(&m, |b| b != 0), want, "{m:?}");
+        assert_eq!(movemask_portable(m), want);
     }
 }
 
