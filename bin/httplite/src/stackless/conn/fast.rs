@@ -61,7 +61,7 @@ impl Conn {
             // (again).
             match self.read_now() {
                 Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
-                Some(Ok(_)) => self.head_started = Some(self.ctx.reactor.now()),
+                Some(Ok(_)) => {}
                 Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
                 None => {
                     // Nothing there (a wake for something else, or a stale
@@ -89,7 +89,7 @@ impl Conn {
                 }
                 match self.read_now() {
                     Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
-                    Some(Ok(_)) => self.head_started = Some(self.ctx.reactor.now()),
+                    Some(Ok(_)) => {}
                     Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
                     None => break,
                 }
@@ -156,12 +156,23 @@ impl Conn {
                     if io.wbuf.len() >= FLUSH_AT {
                         return Some(Resume::Top);
                     }
+                    // Nothing more buffered (one request at a time): done,
+                    // without asking the decoder.
+                    if io.rbuf.is_empty() && io.decoder.is_idle() {
+                        return None;
+                    }
                 }
                 // Bodies are consumed by the handlers.
                 Ok(Some(_)) => {}
                 Ok(None) if io.rbuf.is_empty() && io.decoder.is_idle() => return None,
-                // Part of a head: the rest comes under the header timeout.
-                Ok(None) => return Some(Resume::Top),
+                // Part of a head: the rest comes under the header timeout,
+                // counted from now. (Its first bytes came in during this
+                // poll, and the reactor's clock has not moved since: the
+                // time is taken here rather than on every read.)
+                Ok(None) => {
+                    *head_started = Some(ctx.reactor.now());
+                    return Some(Resume::Top);
+                }
                 Err(e) => {
                     respond::reject(&mut io.wbuf, &ctx.stats, &e);
                     return Some(Resume::Close);
