@@ -234,27 +234,18 @@ impl Reactor {
                     timeout_ms,
                 );
             }
+            // Wakers are woken by reference with the registry borrowed (see
+            // `Registry::dispatch`): they only queue their tasks.
+            let mut registry = inner.registry.borrow_mut();
             for ev in events.iter() {
                 if ev.token == NOTIFY_TOKEN {
                     inner.notifier.reset();
                     inner.stats.notifies.bump();
                     continue;
                 }
-                // The registry's borrow ends before the wakes: a waker may
-                // register, drop or re-arm freely. (Only `events` stays
-                // borrowed: a waker must not turn this reactor itself.)
-                let dispatched = inner.registry.borrow_mut().dispatch(ev.token, ev.flags);
-                let Some(ready) = dispatched else {
-                    inner.stats.stale_events.bump();
-                    continue;
-                };
-                if let Some(w) = ready.reader {
-                    w.wake();
-                    woken += 1;
-                }
-                if let Some(w) = ready.writer {
-                    w.wake();
-                    woken += 1;
+                match registry.dispatch(ev.token, ev.flags) {
+                    Some(n) => woken += n,
+                    None => inner.stats.stale_events.bump(),
                 }
             }
         }

@@ -1,7 +1,8 @@
 //! The waker registry: a slab of per-fd entries, addressed by epoll tokens.
 //!
 //! Each registered fd owns one slot holding its readiness bits, the waker of
-//! the task waiting to read and the waker of the task waiting to write. The
+//! the task waiting to read and the waker of the task waiting to write (kept
+//! after a wake, for the next wait: see [`Registry::dispatch`]). The
 //! token handed to epoll packs `generation << 32 | slot`. Freeing a slot bumps
 //! its generation, so an event that was already queued for the old fd (or for
 //! a new fd that reused the number) no longer matches and is dropped.
@@ -55,13 +56,9 @@ impl Slot {
     }
 }
 
-/// Wakers taken out of a slot by an event, to be woken once the registry is
-/// no longer borrowed.
-#[derive(Debug, Default)]
-pub(crate) struct Woken {
-    pub reader: Option<Waker>,
-    pub writer: Option<Waker>,
-}
+/// The wakers a freed slot still held (reader, writer), to be dropped once
+/// the registry is no longer borrowed.
+pub(crate) type Released = [Option<Waker>; 2];
 
 /// The slab. Not thread-safe: it lives inside one thread's reactor.
 #[derive(Debug, Default)]
@@ -99,20 +96,17 @@ impl Registry {
     /// Frees a slot; its generation moves on so stale tokens stop matching.
     /// Returns the wakers still stored, for the caller to drop outside any
     /// borrow.
-    pub fn remove(&mut self, key: SlotKey) -> Woken {
+    pub fn remove(&mut self, key: SlotKey) -> Released {
         let Some(slot) = self.slot_mut(key) else {
-            return Woken::default();
+            return [None, None];
         };
         slot.in_use = false;
         slot.generation = slot.generation.wrapping_add(1);
         slot.readiness = Readiness::EMPTY;
-        let woken = Woken {
-            reader: slot.reader.take(),
-            writer: slot.writer.take(),
-        };
+        let released = [slot.reader.take(), slot.writer.take()];
         self.free.push(key.index);
         self.live -= 1;
-        woken
+        released
     }
 
     /// The fd registered under `token`, if the token is live.
@@ -122,18 +116,36 @@ impl Registry {
         slot.is_live(key).then_some(slot.fd)
     }
 
-    /// Records an epoll event. Returns `None` for a stale token, otherwise the
-    /// wakers of the directions the event made ready (both on hang-up/error).
-    pub fn dispatch(&mut self, token: u64, flags: u32) -> Option<Woken> {
+    /// Records an epoll event and wakes the waiters of the directions it made
+    /// ready (both on hang-up or error). Returns `None` for a stale token,
+    /// otherwise how many wakers it woke.
+    ///
+    /// The wakers are woken by reference and stay stored: a task waits on its
+    /// socket again after nearly every wake, and then finds its waker already
+    /// in place (`will_wake`) instead of cloning it anew. A task that has
+    /// stopped waiting may get a spurious wake from a later edge, which
+    /// futures tolerate by design. Waking happens while the registry is
+    /// borrowed, so a waker must only queue its task (as those of the
+    /// executor and the coroutine scheduler do), never poll a future or
+    /// touch this reactor's registrations on the spot: that would panic on
+    /// the borrow.
+    #[inline]
+    pub fn dispatch(&mut self, token: u64, flags: u32) -> Option<usize> {
         let slot = self.slot_mut(SlotKey::from_token(token))?;
         let ready = Readiness::from_epoll(flags);
         slot.readiness.insert(ready);
-        let mut woken = Woken::default();
-        if ready.is_ready_for(Interest::Readable) {
-            woken.reader = slot.reader.take();
+        let mut woken = 0;
+        if ready.is_ready_for(Interest::Readable)
+            && let Some(w) = &slot.reader
+        {
+            w.wake_by_ref();
+            woken += 1;
         }
-        if ready.is_ready_for(Interest::Writable) {
-            woken.writer = slot.writer.take();
+        if ready.is_ready_for(Interest::Writable)
+            && let Some(w) = &slot.writer
+        {
+            w.wake_by_ref();
+            woken += 1;
         }
         Some(woken)
     }
@@ -220,15 +232,14 @@ mod tests {
     fn ready_at_once_when_readiness_is_set() {
         let mut reg = Registry::default();
         let key = reg.insert(3);
-        let (_c, waker) = counter();
+        let (c, waker) = counter();
         let mut cx = Context::from_waker(&waker);
         assert!(
             reg.poll_ready(key, &mut cx, Interest::Readable)
                 .is_pending()
         );
-        let woken = reg.dispatch(key.token(), IN).unwrap();
-        woken.reader.unwrap().wake();
-        assert!(woken.writer.is_none());
+        assert_eq!(reg.dispatch(key.token(), IN), Some(1));
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
         assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
         // Still ready: only EAGAIN clears it.
         assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
@@ -275,9 +286,7 @@ mod tests {
             reg.poll_ready(key, &mut Context::from_waker(&ww), Interest::Writable)
                 .is_pending()
         );
-        let woken = reg.dispatch(key.token(), HUP).unwrap();
-        woken.reader.unwrap().wake();
-        woken.writer.unwrap().wake();
+        assert_eq!(reg.dispatch(key.token(), HUP), Some(2));
         assert_eq!(cr.0.load(Ordering::SeqCst), 1);
         assert_eq!(cw.0.load(Ordering::SeqCst), 1);
     }
@@ -286,16 +295,40 @@ mod tests {
     fn writable_event_leaves_reader_waiting() {
         let mut reg = Registry::default();
         let key = reg.insert(3);
-        let (_c, w) = counter();
+        let (c, w) = counter();
         let mut cx = Context::from_waker(&w);
         assert!(
             reg.poll_ready(key, &mut cx, Interest::Readable)
                 .is_pending()
         );
-        let woken = reg.dispatch(key.token(), OUT).unwrap();
-        assert!(woken.reader.is_none() && woken.writer.is_none());
-        let woken = reg.dispatch(key.token(), IN).unwrap();
-        assert!(woken.reader.is_some());
+        assert_eq!(reg.dispatch(key.token(), OUT), Some(0));
+        assert_eq!(c.0.load(Ordering::SeqCst), 0);
+        assert_eq!(reg.dispatch(key.token(), IN), Some(1));
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+    }
+
+    /// A waker stays stored after its wake: waiting again with the same
+    /// waker stores nothing new, and the next edge wakes it again.
+    #[test]
+    fn the_waker_stays_for_the_next_wait() {
+        let mut reg = Registry::default();
+        let key = reg.insert(3);
+        let (c, w) = counter();
+        let mut cx = Context::from_waker(&w);
+        for round in 1..=3 {
+            assert!(
+                reg.poll_ready(key, &mut cx, Interest::Readable)
+                    .is_pending()
+            );
+            assert_eq!(reg.dispatch(key.token(), IN), Some(1));
+            assert_eq!(c.0.load(Ordering::SeqCst), round);
+            assert!(reg.poll_ready(key, &mut cx, Interest::Readable).is_ready());
+            reg.clear(key, Interest::Readable);
+        }
+        // The registry holds one extra reference to the waker, no more.
+        assert_eq!(Arc::strong_count(&c), 3); // `c`, `w`, the slot
+        drop(reg.remove(key));
+        assert_eq!(Arc::strong_count(&c), 2);
     }
 
     #[test]
@@ -309,8 +342,8 @@ mod tests {
             reg.poll_ready(a, &mut Context::from_waker(&w), Interest::Writable)
                 .is_pending()
         );
-        let woken = reg.remove(a);
-        assert!(woken.writer.is_some());
+        let [reader, writer] = reg.remove(a);
+        assert!(reader.is_none() && writer.is_some());
         assert_eq!(reg.len(), 1);
         drop(reg.remove(b));
         assert_eq!(reg.len(), 0);
