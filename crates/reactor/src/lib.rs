@@ -12,7 +12,7 @@
 //!   executor runs other tasks, then              ┌─┴──────────────┐
 //!   Reactor::turn ── epoll_wait ────────────────▶│ registry (slab) │
 //!     ◀── event {token = gen<<32 | 7, EPOLLIN} ──│ slot 7: bits,   │
-//!     set READABLE, take reader waker, wake() ──▶│  reader, writer │
+//!     set READABLE, reader.wake_by_ref() ───────▶│  reader, writer │
 //!   executor polls the task again: read(2) → n   └─────────────────┘
 //! ```
 //!
@@ -45,12 +45,18 @@
 //! match and is ignored. Dropping a [`Registration`] calls `EPOLL_CTL_DEL`
 //! before its owner closes the fd.
 //!
+//! A woken waker stays in its slot: the task nearly always waits on the same
+//! fd again, and then finds it in place instead of storing a fresh clone.
+//!
 //! ## Timers
 //!
 //! Timers live in an indexed binary heap (O(log n) insert, reset and cancel;
 //! a dropped [`time::Sleep`] frees its entry at once). The nearest deadline
 //! becomes `epoll_wait`'s timeout, rounded *up* to a whole millisecond so that
 //! a timer due in 300 µs neither spins through 0 ms waits nor fires early.
+//! Inside, deadlines and the clock are plain `u64` nanoseconds of
+//! `CLOCK_MONOTONIC` (one compare or subtraction per turn, where `Instant`
+//! would call out of line); `Instant` is only the API's type.
 //!
 //! ## Waking from other threads
 //!
