@@ -60,7 +60,7 @@ pub fn cvt<T: MinusOne>(res: T) -> io::Result<T> {
 /// uses `pthread_cancel`, pays for nothing. Even glibc's generic `syscall(2)`
 /// shuffles every argument one register over and back. So on x86_64 and
 /// aarch64 these wrappers execute the trap instruction themselves (see
-/// [`trap`]); elsewhere they call `syscall(2)`. They keep the contracts of the
+/// [`raw::trap`]); elsewhere they call `syscall(2)`. They keep the contracts of the
 /// libc functions they replace, `-1` and `errno` on failure included.
 pub mod raw {
     use libc::{c_int, c_void, size_t, ssize_t};
