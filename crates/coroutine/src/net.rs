@@ -174,7 +174,7 @@ impl TcpStream {
         let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
             sys::read(fd, buf)
         });
-        self.after_read(&res, len);
+        self.reg.after_read(&res, len);
         res
     }
 
@@ -195,31 +195,8 @@ impl TcpStream {
         let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
             sys::read_uninit(fd, buf)
         });
-        self.after_read(&res, len);
+        self.reg.after_read(&res, len);
         res
-    }
-
-    /// A short read from a stream socket means its receive queue is empty:
-    /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
-    /// raises a new edge, so clearing readiness here loses nothing.
-    #[inline]
-    fn after_read(&self, res: &io::Result<usize>, requested: usize) {
-        if let Ok(n) = res
-            && *n > 0
-            && *n < requested
-        {
-            self.reg.clear_readiness(Interest::Readable);
-        }
-    }
-
-    /// A short write means the send buffer is full: the same reasoning.
-    #[inline]
-    fn after_write(&self, res: &io::Result<usize>, requested: usize) {
-        if let Ok(n) = res
-            && *n < requested
-        {
-            self.reg.clear_readiness(Interest::Writable);
-        }
     }
 
     /// Writes some of `buf` (never raises `SIGPIPE`). Waits at most until the
@@ -234,7 +211,7 @@ impl TcpStream {
         let res = blocking_io(&self.reg, Interest::Writable, deadline, || {
             sys::send(fd, buf)
         });
-        self.after_write(&res, buf.len());
+        self.reg.after_write(&res, buf.len());
         res
     }
 
@@ -266,7 +243,7 @@ impl TcpStream {
             self.write_deadline.get(),
             || sys::send_vectored(fd, bufs),
         );
-        self.after_write(&res, total);
+        self.reg.after_write(&res, total);
         res
     }
 
@@ -317,7 +294,7 @@ impl TcpStream {
         let res = self
             .reg
             .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf));
-        self.after_read(&res, len);
+        self.reg.after_read(&res, len);
         res
     }
 
@@ -329,7 +306,7 @@ impl TcpStream {
         let res = self.reg.try_io(Interest::Readable, || {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
-        self.after_read(&res, len);
+        self.reg.after_read(&res, len);
         res
     }
 
@@ -340,7 +317,7 @@ impl TcpStream {
         let res = self
             .reg
             .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
-        self.after_write(&res, buf.len());
+        self.reg.after_write(&res, buf.len());
         res
     }
 
@@ -357,7 +334,7 @@ impl TcpStream {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
         if let Poll::Ready(r) = &res {
-            self.after_read(r, len);
+            self.reg.after_read(r, len);
         }
         res
     }
@@ -368,7 +345,7 @@ impl TcpStream {
             sys::send(self.fd.as_raw_fd(), buf)
         });
         if let Poll::Ready(r) = &res {
-            self.after_write(r, buf.len());
+            self.reg.after_write(r, buf.len());
         }
         res
     }

@@ -494,6 +494,31 @@ impl Registration {
         res
     }
 
+    /// Records what a read of `requested` bytes from a stream (a socket or
+    /// a pipe) returned. A short read means the receive queue is empty: as
+    /// good as `EAGAIN`, one syscall cheaper, so readiness is cleared. Any
+    /// byte that arrives later raises a new edge, so this loses nothing.
+    #[inline]
+    pub fn after_read(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
+            && *n > 0
+            && *n < requested
+        {
+            self.clear_readiness(Interest::Readable);
+        }
+    }
+
+    /// Records what a write of `requested` bytes to a stream returned: a
+    /// short write means the send buffer is full, the same reasoning.
+    #[inline]
+    pub fn after_write(&self, res: &io::Result<usize>, requested: usize) {
+        if let Ok(n) = res
+            && *n < requested
+        {
+            self.clear_readiness(Interest::Writable);
+        }
+    }
+
     /// The registered fd.
     pub fn fd(&self) -> RawFd {
         self.fd

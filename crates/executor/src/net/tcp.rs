@@ -121,32 +121,9 @@ impl TcpStream {
             sys::read(self.fd.as_raw_fd(), buf)
         });
         if let Poll::Ready(r) = &res {
-            self.after_read(r, len);
+            self.reg.after_read(r, len);
         }
         res
-    }
-
-    /// A short read from a stream socket means its receive queue is empty:
-    /// as good as `EAGAIN`, one syscall cheaper. Any byte that arrives later
-    /// raises a new edge, so clearing readiness here loses nothing.
-    #[inline]
-    fn after_read(&self, res: &io::Result<usize>, requested: usize) {
-        if let Ok(n) = res
-            && *n > 0
-            && *n < requested
-        {
-            self.reg.clear_readiness(Interest::Readable);
-        }
-    }
-
-    /// A short write means the send buffer is full: the same reasoning.
-    #[inline]
-    fn after_write(&self, res: &io::Result<usize>, requested: usize) {
-        if let Ok(n) = res
-            && *n < requested
-        {
-            self.reg.clear_readiness(Interest::Writable);
-        }
     }
 
     /// Reads into uninitialised memory (e.g. a buffer's spare capacity);
@@ -161,7 +138,7 @@ impl TcpStream {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
         if let Poll::Ready(r) = &res {
-            self.after_read(r, len);
+            self.reg.after_read(r, len);
         }
         res
     }
@@ -191,7 +168,7 @@ impl TcpStream {
             sys::send(self.fd.as_raw_fd(), buf)
         });
         if let Poll::Ready(r) = &res {
-            self.after_write(r, buf.len());
+            self.reg.after_write(r, buf.len());
         }
         res
     }
@@ -268,7 +245,7 @@ impl TcpStream {
         let res = self.reg.try_io(Interest::Readable, || {
             sys::read_uninit(self.fd.as_raw_fd(), buf)
         });
-        self.after_read(&res, len);
+        self.reg.after_read(&res, len);
         res
     }
 
@@ -280,7 +257,7 @@ impl TcpStream {
         let res = self
             .reg
             .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
-        self.after_write(&res, buf.len());
+        self.reg.after_write(&res, buf.len());
         res
     }
 
