@@ -104,12 +104,47 @@ fn trace_of(server: &Server, want: &str) -> String {
     last
 }
 
+/// The id in the first `spawn` trace line after a handoff was received
+/// (the connection's task or coroutine), once it shows up.
+#[cfg(feature = "trace")]
+fn spawned_after_handoff(server: &Server, spawn: &str) -> String {
+    let mut id = String::new();
+    let mut last = String::new();
+    let seen = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        last = server.stderr();
+        let after = last.find("handoff  received").map_or("", |i| &last[i..]);
+        id = after
+            .split(spawn)
+            .nth(1)
+            .map(|r| r.chars().take_while(char::is_ascii_digit).collect())
+            .unwrap_or_default();
+        !id.is_empty()
+    });
+    assert!(seen, "no {spawn:?} after a handoff in the trace:\n{last}");
+    id
+}
+
 #[cfg(feature = "trace")]
 #[test]
 fn trace_follows_one_request_through_every_layer() {
     for rt in ["stackless", "stackful"] {
         let server = Server::start(rt, &["--trace"]);
         let mut c = Client::connect(server.addr());
+        // Send only once the connection has parked: then the request's
+        // arrival is an edge that wakes it. (A request already there when the
+        // connection first runs is read at once, with no edge to show.)
+        let spawn = if rt == "stackless" {
+            " spawn    task="
+        } else {
+            " spawn    co="
+        };
+        let id = spawned_after_handoff(&server, spawn);
+        let parked = if rt == "stackless" {
+            format!(" poll     task={id} Pending")
+        } else {
+            format!(" co={id} -> sched parked")
+        };
+        trace_of(&server, &parked);
         assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         let trace = trace_of(&server, "GET /_httplite/plaintext HTTP/1.1 -> 200");
         // The fd the acceptor handed over is the one epoll reports and the
