@@ -108,7 +108,8 @@ impl Conn {
         let ctx = &*self.ctx;
         let now = ctx.reactor.now();
         if self.served != 0 && ctx.idle_is_longest {
-            // No deadline the heap can hold is later than this one.
+            // The heap's deadline cannot be later than this one (no
+            // timeout is longer): there is nothing to move.
             self.timer
                 .extend(now, ctx.config.idle_timeout, TimeoutKind::Idle);
         } else if self.served == 0 {
