@@ -290,35 +290,21 @@ impl TcpStream {
     /// edge-triggered contract requires (and so does a short read).
     #[inline]
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let len = buf.len();
-        let res = self
-            .reg
-            .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf));
-        self.reg.after_read(&res, len);
-        res
+        self.reg.try_read(buf)
     }
 
     /// [`TcpStream::try_read`] into uninitialised memory; returns how many
     /// bytes at the start of `buf` are now initialised.
     #[inline]
     pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        let len = buf.len();
-        let res = self.reg.try_io(Interest::Readable, || {
-            sys::read_uninit(self.fd.as_raw_fd(), buf)
-        });
-        self.reg.after_read(&res, len);
-        res
+        self.reg.try_read_uninit(buf)
     }
 
     /// One non-blocking write attempt; `WouldBlock` clears readiness (and
     /// so does a short write).
     #[inline]
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let res = self
-            .reg
-            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
-        self.reg.after_write(&res, buf.len());
-        res
+        self.reg.try_send(buf)
     }
 
     /// Reads into `buf` if the fd is ready; otherwise stores `cx`'s waker
@@ -329,25 +315,12 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        let res = self.reg.poll_io(cx, Interest::Readable, || {
-            sys::read_uninit(self.fd.as_raw_fd(), buf)
-        });
-        if let Poll::Ready(r) = &res {
-            self.reg.after_read(r, len);
-        }
-        res
+        self.reg.poll_read_uninit(cx, buf)
     }
 
     /// Like [`TcpStream::poll_read_uninit`] for a write of some of `buf`.
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let res = self.reg.poll_io(cx, Interest::Writable, || {
-            sys::send(self.fd.as_raw_fd(), buf)
-        });
-        if let Poll::Ready(r) = &res {
-            self.reg.after_write(r, buf.len());
-        }
-        res
+        self.reg.poll_send(cx, buf)
     }
 
     /// Like [`TcpStream::poll_read_uninit`] for [`TcpStream::sendfile`] from
@@ -359,9 +332,7 @@ impl TcpStream {
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Interest::Writable, || {
-            sys::sendfile(self.fd.as_raw_fd(), file, offset, count)
-        })
+        self.reg.poll_sendfile(cx, file, offset, count)
     }
 
     /// Ready when the socket is readable (data, EOF or error); otherwise

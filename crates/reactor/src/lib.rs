@@ -98,6 +98,7 @@ mod notify;
 #[allow(clippy::module_inception)]
 mod reactor;
 mod registry;
+mod stream;
 pub mod sys;
 pub mod time;
 mod timer;

@@ -520,6 +520,7 @@ impl Registration {
     }
 
     /// The registered fd.
+    #[inline]
     pub fn fd(&self) -> RawFd {
         self.fd
     }

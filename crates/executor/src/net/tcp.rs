@@ -116,14 +116,7 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::read`].
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        let res = self.reg.poll_io(cx, Interest::Readable, || {
-            sys::read(self.fd.as_raw_fd(), buf)
-        });
-        if let Poll::Ready(r) = &res {
-            self.reg.after_read(r, len);
-        }
-        res
+        self.reg.poll_read(cx, buf)
     }
 
     /// Reads into uninitialised memory (e.g. a buffer's spare capacity);
@@ -133,14 +126,7 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        let res = self.reg.poll_io(cx, Interest::Readable, || {
-            sys::read_uninit(self.fd.as_raw_fd(), buf)
-        });
-        if let Poll::Ready(r) = &res {
-            self.reg.after_read(r, len);
-        }
-        res
+        self.reg.poll_read_uninit(cx, buf)
     }
 
     /// Sends up to `count` bytes of `file` from `*offset` with `sendfile(2)`,
@@ -152,9 +138,7 @@ impl TcpStream {
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Interest::Writable, || {
-            sys::sendfile(self.fd.as_raw_fd(), file, offset, count)
-        })
+        self.reg.poll_sendfile(cx, file, offset, count)
     }
 
     /// Writes some of `buf` (never raises `SIGPIPE`).
@@ -164,13 +148,7 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::write`].
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let res = self.reg.poll_io(cx, Interest::Writable, || {
-            sys::send(self.fd.as_raw_fd(), buf)
-        });
-        if let Poll::Ready(r) = &res {
-            self.reg.after_write(r, buf.len());
-        }
-        res
+        self.reg.poll_send(cx, buf)
     }
 
     /// Writes all of `buf`.
@@ -229,10 +207,9 @@ impl TcpStream {
     }
 
     /// One non-blocking read attempt: `WouldBlock` clears readiness, as the
-    /// edge-triggered contract requires.
+    /// edge-triggered contract requires (and so does a short read).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.reg
-            .try_io(Interest::Readable, || sys::read(self.fd.as_raw_fd(), buf))
+        self.reg.try_read(buf)
     }
 
     /// One non-blocking read into uninitialised memory, without consulting
@@ -241,12 +218,7 @@ impl TcpStream {
     /// as in [`TcpStream::poll_read_uninit`].
     #[inline(always)]
     pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        let len = buf.len();
-        let res = self.reg.try_io(Interest::Readable, || {
-            sys::read_uninit(self.fd.as_raw_fd(), buf)
-        });
-        self.reg.after_read(&res, len);
-        res
+        self.reg.try_read_uninit(buf)
     }
 
     /// One non-blocking write attempt, without consulting readiness first.
@@ -254,11 +226,7 @@ impl TcpStream {
     /// readiness, as in [`TcpStream::poll_write`].
     #[inline(always)]
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let res = self
-            .reg
-            .try_io(Interest::Writable, || sys::send(self.fd.as_raw_fd(), buf));
-        self.reg.after_write(&res, buf.len());
-        res
+        self.reg.try_send(buf)
     }
 
     /// Ready when an operation in `interest`'s direction is worth trying;

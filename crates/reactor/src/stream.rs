@@ -1,0 +1,97 @@
+//! Byte-stream operations on a registered fd (a socket; reads also work on a
+//! pipe), with the edge-triggered rules applied in one place: an `EAGAIN`
+//! clears readiness, and so does a short read or write (see
+//! [`Registration::after_read`]). The executor's and the coroutine
+//! scheduler's `TcpStream`s are thin wrappers over these, each adding its own
+//! way of waiting.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::RawFd;
+use std::task::{Context, Poll};
+
+use crate::interest::Interest;
+use crate::reactor::Registration;
+use crate::sys;
+
+impl Registration {
+    /// One non-blocking read, without consulting readiness first.
+    #[inline]
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let len = buf.len();
+        let res = self.try_io(Interest::Readable, || sys::read(self.fd(), buf));
+        self.after_read(&res, len);
+        res
+    }
+
+    /// [`Registration::try_read`] into uninitialised memory (a buffer's
+    /// spare capacity); returns how many bytes at the start of `buf` are now
+    /// initialised. Inlined: it is the read of every request.
+    #[inline(always)]
+    pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        let len = buf.len();
+        let res = self.try_io(Interest::Readable, || sys::read_uninit(self.fd(), buf));
+        self.after_read(&res, len);
+        res
+    }
+
+    /// One non-blocking `send` with `MSG_NOSIGNAL` (a vanished peer is an
+    /// `EPIPE`, never a signal), without consulting readiness first.
+    /// Inlined: it is the write of every response.
+    #[inline(always)]
+    pub fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
+        let res = self.try_io(Interest::Writable, || sys::send(self.fd(), buf));
+        self.after_write(&res, buf.len());
+        res
+    }
+
+    /// Reads if the fd is ready; otherwise stores `cx`'s waker for the next
+    /// edge.
+    pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        let res = self.poll_io(cx, Interest::Readable, || sys::read(self.fd(), buf));
+        if let Poll::Ready(r) = &res {
+            self.after_read(r, len);
+        }
+        res
+    }
+
+    /// [`Registration::poll_read`] into uninitialised memory.
+    pub fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        let res = self.poll_io(cx, Interest::Readable, || sys::read_uninit(self.fd(), buf));
+        if let Poll::Ready(r) = &res {
+            self.after_read(r, len);
+        }
+        res
+    }
+
+    /// Sends some of `buf` if the fd is ready; otherwise stores `cx`'s
+    /// waker for the next edge.
+    pub fn poll_send(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let res = self.poll_io(cx, Interest::Writable, || sys::send(self.fd(), buf));
+        if let Poll::Ready(r) = &res {
+            self.after_write(r, buf.len());
+        }
+        res
+    }
+
+    /// Sends up to `count` bytes of the open file `file` from `*offset` with
+    /// `sendfile(2)`, advancing `*offset`, if the fd is ready; otherwise
+    /// stores `cx`'s waker. `Ok(0)` means the file ended early.
+    pub fn poll_sendfile(
+        &self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Interest::Writable, || {
+            sys::sendfile(self.fd(), file, offset, count)
+        })
+    }
+}
