@@ -274,12 +274,10 @@ impl Conn {
         }
     }
 
-    /// Whether nothing of a next request has arrived: no buffered bytes, and
-    /// the decoder between messages.
+    /// Whether nothing of a next request has arrived (see
+    /// [`Active::is_between_requests`]; without the state, nothing has).
     fn between_requests(&self) -> bool {
-        self.active
-            .as_ref()
-            .is_none_or(|a| a.rbuf.is_empty() && a.decoder.is_idle())
+        self.active.as_ref().is_none_or(|a| a.is_between_requests())
     }
 
     /// Encodes the answer to a protocol error; the caller flushes and closes.

@@ -102,6 +102,15 @@ pub struct Active {
     pub decoder: Decoder,
 }
 
+impl Active {
+    /// Whether nothing of a next request has arrived: no buffered bytes, and
+    /// the decoder between messages.
+    #[inline]
+    pub fn is_between_requests(&self) -> bool {
+        self.rbuf.is_empty() && self.decoder.is_idle()
+    }
+}
+
 /// A per-worker free list of [`Active`] states.
 pub struct ActivePool {
     // Boxed on purpose: connections hold the box (one pointer), so taking
@@ -155,8 +164,7 @@ impl ActivePool {
     /// everything it read): nothing to clear.
     #[inline]
     pub fn put_drained(&self, active: Box<Active>) {
-        debug_assert!(active.rbuf.is_empty() && active.wbuf.is_empty());
-        debug_assert!(active.decoder.is_idle());
+        debug_assert!(active.is_between_requests() && active.wbuf.is_empty());
         self.keep(active);
     }
 

@@ -159,13 +159,13 @@ impl Conn {
                     }
                     // Nothing more buffered (one request at a time): done,
                     // without asking the decoder.
-                    if io.rbuf.is_empty() && io.decoder.is_idle() {
+                    if io.is_between_requests() {
                         return None;
                     }
                 }
                 // Bodies are consumed by the handlers.
                 Ok(Some(_)) => {}
-                Ok(None) if io.rbuf.is_empty() && io.decoder.is_idle() => return None,
+                Ok(None) if io.is_between_requests() => return None,
                 // Part of a head: the rest comes under the header timeout,
                 // counted from now. (Its first bytes came in during this
                 // poll, and the reactor's clock has not moved since: the

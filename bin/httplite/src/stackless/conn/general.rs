@@ -93,20 +93,8 @@ impl Conn {
                 if self.ctx.shutdown.is_set() {
                     return Some(Stop::Shutdown);
                 }
-                // A pipelining or fast client may have sent the next request
-                // already: try once with the buffers in hand.
-                if !self.drained && self.active.is_some() && self.stream.is_read_ready() {
-                    match self.read_now() {
-                        Some(Ok(0)) => return Some(Stop::Done),
-                        Some(Ok(_)) => {
-                            self.head_started = Some(self.ctx.reactor.now());
-                            continue;
-                        }
-                        Some(Err(e)) => return Some(Stop::Io(e)),
-                        None => {}
-                    }
-                }
-                // Idle: the fast path waits for the next request.
+                // Idle: the fast path takes over, and reads at once if the
+                // next request is already there (readiness still set).
                 self.go_idle();
                 return None;
             }
@@ -137,8 +125,7 @@ impl Conn {
             if self.stream.is_read_ready() {
                 match self.read_now() {
                     Some(Ok(0)) => {
-                        let io = self.io();
-                        return Err(if io.decoder.is_idle() && io.rbuf.is_empty() {
+                        return Err(if self.io().is_between_requests() {
                             Stop::Done
                         } else {
                             Stop::Io(io::ErrorKind::UnexpectedEof.into())
