@@ -278,6 +278,15 @@ fn a_full_queue_answers_503_with_retry_after() {
     }
 }
 
+/// With no queue, only an idle pool thread takes work: waits (bounded) until
+/// every pool thread has got back from its last task.
+fn wait_pool_idle(server: &Server, rt: &str) {
+    let idle = wait_until(Duration::from_secs(10), Duration::from_millis(5), || {
+        server.stats().get("pool.threads_busy") == 0
+    });
+    assert!(idle, "{rt}: the pool thread never went idle");
+}
+
 #[test]
 fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
     let site = TempDir::new("listing-pool");
@@ -305,11 +314,7 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
         assert!(r.text().contains("file-49.txt"), "{rt}: {}", r.text());
         let ran = server.stats().get("pool.completed");
         assert_eq!(ran, u64::from(on_pool), "{rt}: the listing ran on the pool");
-        // With no queue, only an idle thread takes work: let it get back.
-        let idle = wait_until(Duration::from_secs(10), Duration::from_millis(5), || {
-            server.stats().get("pool.threads_busy") == 0
-        });
-        assert!(idle, "{rt}: the pool thread never went idle");
+        wait_pool_idle(&server, rt);
         // Hold the only pool thread; with no queue, a listing cannot be had.
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"800"));
         wait_running(&mut client, sleeper);
@@ -325,6 +330,9 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
             finished(&mut client, sleeper).contains("\"state\":\"done\""),
             "{rt}"
         );
+        // A job is marked done on its pool thread, just before that thread
+        // is idle again.
+        wait_pool_idle(&server, rt);
         assert_eq!(client.get("/big/").status, 200, "{rt}: room again");
     }
 }
