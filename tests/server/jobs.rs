@@ -190,7 +190,7 @@ fn delete_cancels_a_queued_job_only() {
     for rt in RUNTIMES {
         let server = Server::start(rt, &["--pool-threads", "1"]);
         let mut client = server.connect();
-        let sleeper = accepted_id(&submit(&mut client, "sleep", b"800"));
+        let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
         wait_running(&mut client, sleeper);
         let queued = accepted_id(&submit(&mut client, "echo", b"never runs"));
         let r = delete_job(&mut client, queued);
@@ -251,7 +251,7 @@ fn a_full_queue_answers_503_with_retry_after() {
     for rt in RUNTIMES {
         let server = Server::start(rt, &["--pool-threads", "1", "--pool-queue", "2"]);
         let mut client = server.connect();
-        let sleeper = accepted_id(&submit(&mut client, "sleep", b"800"));
+        let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
         wait_running(&mut client, sleeper);
         let queued: Vec<u64> = (0..2)
             .map(|_| accepted_id(&submit(&mut client, "echo", b"waits")))
@@ -316,7 +316,7 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
         assert_eq!(ran, u64::from(on_pool), "{rt}: the listing ran on the pool");
         wait_pool_idle(&server, rt);
         // Hold the only pool thread; with no queue, a listing cannot be had.
-        let sleeper = accepted_id(&submit(&mut client, "sleep", b"800"));
+        let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
         wait_running(&mut client, sleeper);
         let r = client.get("/big/");
         if on_pool {

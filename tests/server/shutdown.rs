@@ -126,7 +126,13 @@ fn shutdown_timeout_bounds_slow_requests() {
         let mut server = Server::start(rt, &["--shutdown-timeout", "1s"]);
         let mut c = server.connect();
         c.send(&get_req("/_httplite/sleep?ms=30000"));
-        std::thread::sleep(Duration::from_millis(100));
+        // In flight once the server has read it: more requests than stats polls.
+        let mut polls = 0u64;
+        let in_hand = wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
+            polls += 1;
+            server.stats().get("requests") > polls
+        });
+        assert!(in_hand, "[{rt}] the server never read the request");
         let t = Instant::now();
         server.signal(libc::SIGTERM);
         let status = server

@@ -135,6 +135,7 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
         let addr = server.addr();
         let began = AtomicUsize::new(0); // downloads with their first bytes in
         let keepalive_done = AtomicUsize::new(0);
+        let sleeps_sent = AtomicUsize::new(0);
         let signalled = AtomicBool::new(false);
 
         let (downloads, sleeps, keepalive, exit) = std::thread::scope(|scope| {
@@ -167,10 +168,12 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
                 .collect();
             let sleeps: Vec<_> = (0..SLEEPS)
                 .map(|_| {
+                    let sent = &sleeps_sent;
                     scope.spawn(move || {
                         let mut s = connect(addr);
                         s.write_all(&get_req(&format!("/_httplite/sleep?ms={SLEEP_MS}")))
                             .unwrap();
+                        sent.fetch_add(1, Ordering::SeqCst);
                         let mut buf = Vec::new();
                         match read_response(&mut s, &mut buf, false) {
                             Ok(Some(r))
@@ -239,10 +242,12 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
             // Everything under way: downloads begun, sleeps in, keep-alive busy.
             let ready = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
                 began.load(Ordering::SeqCst) == DOWNLOADS
+                    && sleeps_sent.load(Ordering::SeqCst) == SLEEPS
                     && keepalive_done.load(Ordering::Relaxed) >= 100 * KEEPALIVE
             });
             assert!(ready, "[{rt}] load never got under way");
-            std::thread::sleep(Duration::from_millis(200)); // the sleeps are in
+            // Every sleep is written; give the server time to read them.
+            std::thread::sleep(Duration::from_millis(200));
             signalled.store(true, Ordering::SeqCst);
             server.signal(libc::SIGTERM);
             let t = Instant::now();

@@ -114,28 +114,7 @@ fn unusable_bind_exits_2_with_one_line() {
 #[test]
 fn quiet_prints_nothing() {
     for rt in RUNTIMES {
-        // With --quiet there is no start-up line to learn the port from, so
-        // use a port we just found free.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let bind = format!("127.0.0.1:{port}");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
-            .args([
-                "--bind",
-                &bind,
-                "--workers",
-                "1",
-                "--runtime",
-                rt,
-                "--quiet",
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (mut child, bind) = start_quiet(rt);
         let up =
             crate::harness::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
                 std::net::TcpStream::connect(&bind).is_ok()
@@ -159,4 +138,40 @@ fn quiet_prints_nothing() {
             out.stdout
         );
     }
+}
+
+/// Starts `httplite --quiet` on a port just found free. With no start-up line
+/// to learn the port from, the port is picked before the server binds it, so
+/// another test's connection may take it in between: the server then exits
+/// at once with code 2, and we try another port (bounded).
+fn start_quiet(rt: &str) -> (std::process::Child, String) {
+    for _ in 0..5 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let bind = format!("127.0.0.1:{port}");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
+            .args([
+                "--bind",
+                &bind,
+                "--workers",
+                "1",
+                "--runtime",
+                rt,
+                "--quiet",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A bind failure exits within moments; a server that bound stays up.
+        std::thread::sleep(Duration::from_millis(200));
+        match child.try_wait().unwrap() {
+            Some(status) if status.code() == Some(2) => continue,
+            _ => return (child, bind),
+        }
+    }
+    panic!("[{rt}] five free ports were all taken before the server bound them");
 }

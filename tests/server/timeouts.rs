@@ -31,12 +31,15 @@ fn slowloris_is_closed_within_the_header_timeout_while_others_are_served() {
         let slow = std::thread::spawn(move || {
             let mut conns: Vec<(TcpStream, Instant, Option<Duration>)> = (0..SLOW)
                 .map(|_| {
+                    // Read before connecting: the server's deadline cannot
+                    // start earlier, however late this thread runs.
+                    let start = Instant::now();
                     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
                     s.set_nodelay(true).unwrap();
                     (&s).write_all(b"GET /_httplite/plaintext HTTP/1.1\r\n")
                         .unwrap();
                     s.set_nonblocking(true).unwrap();
-                    (s, Instant::now(), None)
+                    (s, start, None)
                 })
                 .collect();
             ready_tx.send(()).unwrap();
@@ -116,8 +119,10 @@ fn slowloris_is_closed_within_the_header_timeout_while_others_are_served() {
 fn silent_connection_is_closed_by_the_header_timeout() {
     for rt in RUNTIMES {
         let server = Server::start(rt, &["--header-timeout", "1s", "--idle-timeout", "30s"]);
-        let mut c = server.connect();
+        // Each lower bound is read before the event that starts the server's
+        // clock, so a client thread scheduled late cannot make it fail.
         let t = Instant::now();
+        let mut c = server.connect();
         c.expect_open(Duration::from_millis(500));
         let extra = c
             .wait_closed(NOT_AFTER)
@@ -138,9 +143,9 @@ fn partial_head_after_a_request_is_closed_by_the_header_timeout() {
     for rt in RUNTIMES {
         let server = Server::start(rt, &["--header-timeout", "1s", "--idle-timeout", "30s"]);
         let mut c = server.connect();
+        let t = Instant::now();
         assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         c.send(b"GET /_httplite/plaintext HTTP/1.1\r\nHost: t\r\n");
-        let t = Instant::now();
         let extra = c
             .wait_closed(NOT_AFTER)
             .unwrap_or_else(|| panic!("[{rt}] stalled head still open after 3 s"));
@@ -175,10 +180,10 @@ fn idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
         // Activity keeps it alive past the timeout.
         for _ in 0..3 {
             assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
-            std::thread::sleep(Duration::from_millis(500));
+            std::thread::sleep(Duration::from_millis(300));
         }
-        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         let t = Instant::now();
+        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         c.expect_open(Duration::from_millis(500));
         c.expect_closed(NOT_AFTER);
         let took = t.elapsed();

@@ -93,12 +93,13 @@ fn sleepers_wake_in_deadline_order() {
     let o = order.clone();
     let start = Instant::now();
     coroutine::run(move || {
+        // Deadlines from one base: a preempted start cannot reorder them.
         let hs: Vec<_> = [40u64, 10, 30, 0, 20]
             .into_iter()
             .map(|ms| {
                 let o = o.clone();
                 spawn(move || {
-                    coroutine::sleep(Duration::from_millis(ms));
+                    coroutine::sleep_until(start + Duration::from_millis(ms));
                     o.borrow_mut().push(ms);
                 })
             })

@@ -213,8 +213,14 @@ fn pinned_workers_run_on_one_cpu_each() {
     .unwrap();
     let mut c = connect(server.local_addr());
     ask(&mut c, "pinned").unwrap();
+    // One request reached one worker; the other may still be on its way to
+    // recording itself.
+    assert!(wait_until(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 2));
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2);
     for (id, allowed) in seen {
         assert_eq!(allowed, vec![cpus[id % cpus.len()]]);
     }

@@ -24,7 +24,7 @@ fn ten_thousand_sleeps_fire_in_deadline_order_never_early() {
                 // parked on its timer before any fires: the order of firing,
                 // not of first polls, is what is measured.
                 let deadline = start
-                    + Duration::from_millis(300)
+                    + Duration::from_millis(1000)
                     + Duration::from_micros(rng.next() % 200_000);
                 let fired = fired.clone();
                 // Armed here, before any of them can fire: a timer armed after
@@ -38,7 +38,7 @@ fn ten_thousand_sleeps_fire_in_deadline_order_never_early() {
                 }));
             }
             assert!(
-                Instant::now() < start + Duration::from_millis(300),
+                Instant::now() < start + Duration::from_millis(1000),
                 "setup too slow"
             );
             for h in handles {

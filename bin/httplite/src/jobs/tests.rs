@@ -67,11 +67,14 @@ fn bad_input_fails_at_once_without_retries() {
 #[test]
 fn a_queued_job_can_be_cancelled_a_running_one_cannot() {
     let jobs = registry(1, 16, KEEP_ALL);
-    let sleeper = jobs.submit(JobKind::TestSleep, b"200".to_vec()).unwrap();
+    // Long enough that the cancels below happen while it runs.
+    let sleeper = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let queued = jobs.submit(JobKind::Echo, b"never".to_vec()).unwrap();
-    while jobs.get(sleeper).unwrap().state != JobState::Running {
+    let end = Instant::now() + Duration::from_secs(10);
+    while jobs.get(sleeper).unwrap().state == JobState::Queued && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
     }
+    assert_eq!(jobs.get(sleeper).unwrap().state, JobState::Running);
     assert!(matches!(jobs.cancel(sleeper), Cancel::NotQueued(_)));
     match jobs.cancel(queued) {
         Cancel::Cancelled(info) => assert_eq!(info.state, JobState::Cancelled),
@@ -88,7 +91,8 @@ fn a_queued_job_can_be_cancelled_a_running_one_cannot() {
 #[test]
 fn a_full_queue_refuses_and_keeps_nothing() {
     let jobs = registry(1, 1, KEEP_ALL);
-    let a = jobs.submit(JobKind::TestSleep, b"100".to_vec()).unwrap();
+    // Long enough to still be running at the third submission.
+    let a = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let b = jobs.submit(JobKind::Echo, b"queued".to_vec()).unwrap();
     assert_eq!(jobs.submit(JobKind::Echo, b"no room".to_vec()), Err(Full));
     let s = jobs.stats();
@@ -137,7 +141,13 @@ fn retention_by_age_evicts_old_jobs() {
         },
     );
     let id = jobs.submit(JobKind::Echo, b"x".to_vec()).unwrap();
-    assert_eq!(finished(&jobs, id).state, JobState::Done);
+    // Wait on the counter, not the record: a late look would find the record
+    // already evicted.
+    let end = Instant::now() + Duration::from_secs(10);
+    while jobs.stats().done < 1 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(jobs.stats().done, 1);
     std::thread::sleep(Duration::from_millis(80));
     assert!(jobs.get(id).is_none(), "older than max_age");
     assert_eq!(jobs.stats().evicted, 1);
