@@ -114,11 +114,7 @@ fn unusable_bind_exits_2_with_one_line() {
 #[test]
 fn quiet_prints_nothing() {
     for rt in RUNTIMES {
-        let (mut child, bind) = start_quiet(rt);
-        let up =
-            crate::harness::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
-                std::net::TcpStream::connect(&bind).is_ok()
-            });
+        let (mut child, bind, up) = start_quiet(rt);
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
         // own child, not yet waited for.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -140,11 +136,13 @@ fn quiet_prints_nothing() {
     }
 }
 
-/// Starts `httplite --quiet` on a port just found free. With no start-up line
-/// to learn the port from, the port is picked before the server binds it, so
-/// another test's connection may take it in between: the server then exits
-/// at once with code 2, and we try another port (bounded).
-fn start_quiet(rt: &str) -> (std::process::Child, String) {
+/// Starts `httplite --quiet` on a port just found free, and waits (bounded)
+/// until it accepts there. With no start-up line to learn the port from, the
+/// port is picked before the server binds it, so another test's connection
+/// may take it in between: the server then exits with code 2, and we try
+/// another port (bounded). Returns the child, its address, and whether it
+/// came up.
+fn start_quiet(rt: &str) -> (std::process::Child, String, bool) {
     for _ in 0..5 {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -166,11 +164,16 @@ fn start_quiet(rt: &str) -> (std::process::Child, String) {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // A bind failure exits within moments; a server that bound stays up.
-        std::thread::sleep(Duration::from_millis(200));
-        match child.try_wait().unwrap() {
+        let mut exited = None;
+        let settled =
+            crate::harness::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+                exited = child.try_wait().unwrap();
+                exited.is_some() || std::net::TcpStream::connect(&bind).is_ok()
+            });
+        match exited {
             Some(status) if status.code() == Some(2) => continue,
-            _ => return (child, bind),
+            Some(_) => return (child, bind, false),
+            None => return (child, bind, settled),
         }
     }
     panic!("[{rt}] five free ports were all taken before the server bound them");
