@@ -6,6 +6,17 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{Client, RUNTIMES, Server, get_req, heavy_lock, wait_until};
 
+/// Waits (bounded) until the server has read `n` requests besides the
+/// stats requests this wait makes (each counts itself): they are then in
+/// flight, not in a socket's backlog.
+fn has_read_requests(server: &Server, n: u64) -> bool {
+    let mut polls = 0u64;
+    wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
+        polls += 1;
+        server.stats().get("requests") >= n + polls
+    })
+}
+
 #[test]
 fn sigterm_finishes_100_in_flight_requests_and_exits_0() {
     const N: usize = 100;
@@ -18,13 +29,7 @@ fn sigterm_finishes_100_in_flight_requests_and_exits_0() {
         for c in &mut conns {
             c.send(&get_req("/_httplite/sleep?ms=500"));
         }
-        // Wait until the server has all 100 in hand. Each stats request
-        // counts itself, so subtract those.
-        let mut polls = 0u64;
-        let all_in = wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
-            polls += 1;
-            server.stats().get("requests") >= N as u64 + polls
-        });
+        let all_in = has_read_requests(&server, N as u64);
         assert!(all_in, "[{rt}] the server never had {N} requests in hand");
         server.signal(libc::SIGTERM);
         let signalled_after = sent_at.elapsed();
@@ -126,12 +131,7 @@ fn shutdown_timeout_bounds_slow_requests() {
         let mut server = Server::start(rt, &["--shutdown-timeout", "1s"]);
         let mut c = server.connect();
         c.send(&get_req("/_httplite/sleep?ms=30000"));
-        // In flight once the server has read it: more requests than stats polls.
-        let mut polls = 0u64;
-        let in_hand = wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
-            polls += 1;
-            server.stats().get("requests") > polls
-        });
+        let in_hand = has_read_requests(&server, 1);
         assert!(in_hand, "[{rt}] the server never read the request");
         let t = Instant::now();
         server.signal(libc::SIGTERM);
