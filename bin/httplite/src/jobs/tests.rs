@@ -15,6 +15,14 @@ const KEEP_ALL: Retention = Retention {
     max_age: Duration::from_secs(600),
 };
 
+/// Polls `cond` until it holds, for 10 s at most.
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !cond() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits (bounded) until job `id` is finished, and returns its record.
 fn finished(jobs: &Jobs, id: u64) -> JobInfo {
     let end = Instant::now() + Duration::from_secs(10);
@@ -70,10 +78,7 @@ fn a_queued_job_can_be_cancelled_a_running_one_cannot() {
     // Long enough that the cancels below happen while it runs.
     let sleeper = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let queued = jobs.submit(JobKind::Echo, b"never".to_vec()).unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while jobs.get(sleeper).unwrap().state == JobState::Queued && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(|| jobs.get(sleeper).unwrap().state != JobState::Queued);
     assert_eq!(jobs.get(sleeper).unwrap().state, JobState::Running);
     assert!(matches!(jobs.cancel(sleeper), Cancel::NotQueued(_)));
     match jobs.cancel(queued) {
@@ -118,10 +123,7 @@ fn retention_by_count_evicts_oldest_first() {
             .submit(JobKind::Echo, format!("{i}").into_bytes())
             .unwrap();
         // One at a time: finishing order is submission order.
-        let end = Instant::now() + Duration::from_secs(10);
-        while jobs.stats().done < i + 1 && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| jobs.stats().done > i);
         ids.push(id);
     }
     let kept: Vec<bool> = ids.iter().map(|id| jobs.get(*id).is_some()).collect();
@@ -143,10 +145,7 @@ fn retention_by_age_evicts_old_jobs() {
     let id = jobs.submit(JobKind::Echo, b"x".to_vec()).unwrap();
     // Wait on the counter, not the record: a late look would find the record
     // already evicted.
-    let end = Instant::now() + Duration::from_secs(10);
-    while jobs.stats().done < 1 && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(|| jobs.stats().done >= 1);
     assert_eq!(jobs.stats().done, 1);
     std::thread::sleep(Duration::from_millis(80));
     assert!(jobs.get(id).is_none(), "older than max_age");
