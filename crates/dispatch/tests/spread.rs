@@ -215,11 +215,12 @@ fn pinned_workers_run_on_one_cpu_each() {
     ask(&mut c, "pinned").unwrap();
     // One request reached one worker; the other may still be on its way to
     // recording itself.
-    assert!(wait_until(Duration::from_secs(5), || seen
-        .lock()
-        .unwrap()
-        .len()
-        == 2));
+    let both_seen = wait_until(Duration::from_secs(5), || seen.lock().unwrap().len() == 2);
+    assert!(
+        both_seen,
+        "only {} worker(s) started",
+        seen.lock().unwrap().len()
+    );
     let seen = seen.lock().unwrap().clone();
     for (id, allowed) in seen {
         assert_eq!(allowed, vec![cpus[id % cpus.len()]]);
