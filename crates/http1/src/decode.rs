@@ -225,6 +225,8 @@ impl Decoder {
 }
 
 #[cfg(test)]
+mod conformance_tests;
+#[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
 mod tests;

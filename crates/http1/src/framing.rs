@@ -84,7 +84,13 @@ impl Semantics {
             Relevance::Value => self.value(name, value),
             Relevance::Host => {
                 self.add_hosts(1);
-                Ok(())
+                // RFC 9112 §3.2: an invalid Host value is 400, like a
+                // missing or repeated one.
+                if crate::uri::is_host(trim(value)) {
+                    Ok(())
+                } else {
+                    Err(Error::bad_request("invalid Host header"))
+                }
             }
             Relevance::None => Ok(()),
         }

@@ -11,17 +11,16 @@
 //! its headers is rejected once it passes the limit, not buffered forever.
 
 pub(crate) mod fast;
-
-use std::mem::MaybeUninit;
+mod line;
 
 use bytes::{Buf, BytesMut};
 
 use crate::framing::Semantics;
-use crate::request::{HeaderIndex, Span, Verb, split_target};
-use crate::{Error, Limits, Message, Request, Status, Version};
+use crate::request::{HeaderIndex, split_target};
+use crate::{Error, Limits, Message, Request, Status};
 
-/// Header slots that live on the stack; `MaybeUninit`, so unused slots cost
-/// nothing. Larger `max_headers` settings fall back to a `Vec`.
+/// Header slots that live on the stack on the general path. Larger
+/// `max_headers` settings fall back to a `Vec`.
 const STACK_SLOTS: usize = 128;
 
 const URI_TOO_LONG: Error = Error::new(Status::URI_TOO_LONG, "request line too long");
@@ -201,46 +200,30 @@ fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> 
     }
 }
 
-/// [`parse`] by httparse: every head the fast path leaves alone, including
-/// all partial and all invalid ones. Kept out of line, so that its
+/// [`parse`] for every head the fast path leaves alone, including all
+/// partial and all invalid ones: our own strict request line ([`line`]),
+/// then httparse for the header fields. Kept out of line, so that its
 /// kilobytes of header slots are not reserved on the fast path's stack.
 #[inline(never)]
 pub(crate) fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
-    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_SLOTS];
+    let Some(line) = line::parse(buf, limits)? else {
+        return Ok(None);
+    };
+    let mut stack = [httparse::EMPTY_HEADER; STACK_SLOTS];
     let mut heap;
     let slots = if limits.max_headers <= STACK_SLOTS {
         &mut stack[..limits.max_headers]
     } else {
-        heap = vec![MaybeUninit::uninit(); limits.max_headers];
+        heap = vec![httparse::EMPTY_HEADER; limits.max_headers];
         &mut heap[..]
     };
-    let mut parsed = httparse::Request::new(&mut []);
-    let len = match parsed.parse_with_uninit_headers(&buf[..], slots) {
-        Ok(httparse::Status::Complete(len)) => len,
+    let (fields_len, fields) = match httparse::parse_headers(&buf[line.end..], slots) {
+        Ok(httparse::Status::Complete(done)) => done,
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(map_httparse_error(e, buf)),
+        Err(e) => return Err(map_httparse_error(e)),
     };
-    // Complete heads always have these; `unwrap_or_default` avoids a panic
-    // path should httparse ever change.
-    let method = parsed.method.unwrap_or_default();
-    let target = parsed.path.unwrap_or_default();
-    let base = buf.as_ptr() as usize;
-    let method_start = (method.as_ptr() as usize).wrapping_sub(base);
-
-    // Limits first: only a head that passes them is known to fit the `u16`
-    // offsets of `Span`.
-    // httparse allows exactly one space between the three parts.
-    let line_len = method.len() + 1 + target.len() + 1 + "HTTP/1.1".len();
-    if line_len > limits.max_request_line {
-        return Err(URI_TOO_LONG);
-    }
-    let line_end = method_start.saturating_add(line_len)
-        + if buf.get(method_start.saturating_add(line_len)) == Some(&b'\r') {
-            2
-        } else {
-            1
-        };
-    if len.saturating_sub(line_end) > limits.max_head {
+    let len = line.end + fields_len;
+    if fields_len > limits.max_head {
         return Err(HEAD_TOO_LARGE);
     }
     if len > usize::from(u16::MAX) {
@@ -248,46 +231,29 @@ pub(crate) fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<M
         return Err(HEAD_TOO_LARGE);
     }
 
-    let span_of = |s: &[u8]| {
-        // httparse's slices point into `buf`. An empty one might not, but
-        // then any in-bounds position does as well as another, and an
-        // out-of-bounds one falls back to 0..0.
-        let start = (s.as_ptr() as usize).wrapping_sub(base);
-        if s.len() <= len && start <= len - s.len() {
-            Span::new(start, start + s.len())
-        } else {
-            Span::default()
-        }
-    };
-    let method_span = span_of(method.as_bytes());
-    let target_span = span_of(target.as_bytes());
-
-    let version = if parsed.version == Some(0) {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
+    let base = buf.as_ptr() as usize;
     let mut semantics = Semantics::default();
     let mut headers = HeaderIndex::new();
-    for h in parsed.headers.iter() {
+    for h in fields.iter() {
         semantics.header(h.name.as_bytes(), h.value)?;
-        // No whitespace may precede a name, so it starts the line.
-        headers.push(usize::from(span_of(h.name.as_bytes()).start));
+        // httparse's names point into `buf`, and no whitespace may precede
+        // a name, so it starts the line.
+        headers.push((h.name.as_ptr() as usize).wrapping_sub(base));
     }
     // The head ends with its empty line, CRLF or a bare LF.
     headers.set_end(len - 1 - usize::from(len >= 2 && buf[len - 2] == b'\r'));
-    let decision = semantics.finish(version, limits)?;
-    let (path, query) = split_target(target.as_bytes(), usize::from(target_span.start));
-    let verb = Verb::of(method.as_bytes());
+    let decision = semantics.finish(line.version, limits)?;
+    let target = &buf[usize::from(line.target.start)..usize::from(line.target.end)];
+    let (path, query) = split_target(target, usize::from(line.target.start));
 
     Ok(Some(Message::Head(Request {
         head: buf.split_to(len).freeze(),
-        verb,
-        method: method_span,
-        target: target_span,
+        verb: line.verb,
+        method: line.method,
+        target: line.target,
         path,
         query,
-        version,
+        version: line.version,
         body: decision.body,
         keep_alive: decision.keep_alive,
         expects_continue: decision.expects_continue,
@@ -295,63 +261,19 @@ pub(crate) fn parse_slow(buf: &mut BytesMut, limits: &Limits) -> Result<Option<M
     })))
 }
 
-fn map_httparse_error(e: httparse::Error, buf: &[u8]) -> Error {
+fn map_httparse_error(e: httparse::Error) -> Error {
     match e {
         httparse::Error::TooManyHeaders => TOO_MANY_HEADERS,
-        httparse::Error::Version if names_other_http_version(buf) => Error::new(
-            Status::HTTP_VERSION_NOT_SUPPORTED,
-            "unsupported HTTP version",
-        ),
-        httparse::Error::Version => Error::bad_request("invalid HTTP version"),
-        httparse::Error::Token => Error::bad_request("invalid method or request target"),
         httparse::Error::HeaderName => Error::bad_request("invalid header name"),
         httparse::Error::HeaderValue => Error::bad_request("invalid header value"),
-        httparse::Error::NewLine | httparse::Error::Status => {
-            Error::bad_request("invalid line ending")
-        }
-    }
-}
-
-/// Whether the request line ends in a well-formed version other than 1.0 and
-/// 1.1 (`HTTP/2.0`, `HTTP/1.2`, `HTTP/3`), which deserves 505 rather than
-/// 400. This includes the HTTP/2 connection preface, `PRI * HTTP/2.0`.
-fn names_other_http_version(buf: &[u8]) -> bool {
-    let line = match buf.iter().position(|&b| b == b'\n') {
-        Some(lf) => &buf[..lf],
-        None => buf,
-    };
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let word = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
-    let Some(v) = word.strip_prefix(b"HTTP/") else {
-        return false;
-    };
-    let major = v.iter().take_while(|b| b.is_ascii_digit()).count();
-    match &v[major..] {
-        _ if major == 0 => false,
-        [] => true,
-        [b'.', minor @ ..] => minor.iter().all(u8::is_ascii_digit),
-        _ => false,
+        // Only the line checks report the others, and they run elsewhere.
+        _ => Error::bad_request("invalid line ending"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn other_versions_are_recognised() {
-        assert!(names_other_http_version(b"GET / HTTP/2.0\r\n"));
-        assert!(names_other_http_version(
-            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-        ));
-        assert!(names_other_http_version(b"GET / HTTP/1.2"));
-        assert!(names_other_http_version(b"GET / HTTP/3"));
-        assert!(names_other_http_version(b"GET / HTTP/10.01\r\n"));
-        assert!(!names_other_http_version(b"GET / HTTP/x\r\n"));
-        assert!(!names_other_http_version(b"GET / HTTP/1.x\r\n"));
-        assert!(!names_other_http_version(b"GET / FTP/1.1\r\n"));
-        assert!(!names_other_http_version(b"GET / HTTP/\r\n"));
-    }
 
     #[test]
     fn empty_lines_before_request_are_skipped() {

@@ -111,6 +111,7 @@ mod head;
 mod percent;
 mod request;
 mod status;
+mod uri;
 
 pub use collect::FullDecoder;
 pub use date::{HTTP_DATE_LEN, format_http_date, http_date_now, refresh_date};

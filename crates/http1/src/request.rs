@@ -355,7 +355,32 @@ impl Request {
         self.query.map(|q| self.str_of(q))
     }
 
-    /// `HTTP/1.0` or `HTTP/1.1`.
+    /// The host (and port, if given) the request is for: the authority of
+    /// an absolute-form target, which takes the place of `Host` (RFC 9112
+    /// §3.2.2), or a `CONNECT`'s authority-form target, or else the `Host`
+    /// header; `None` if there is none (HTTP/1.0, or a decoder that does
+    /// not [require](crate::Limits::require_host) it).
+    ///
+    /// The decoder checked either form against the URI grammar, so the
+    /// value is ASCII.
+    pub fn host(&self) -> Option<&str> {
+        let target = self.target();
+        if !target.starts_with('/') && target != "*" {
+            if self.verb == Verb::Connect {
+                return Some(target);
+            }
+            if let Some(scheme_end) = target.find("://") {
+                let authority = &target[scheme_end + 3..];
+                let end = authority.find(['/', '?']).unwrap_or(authority.len());
+                return Some(&authority[..end]);
+            }
+        }
+        self.header("host")
+            .and_then(|h| std::str::from_utf8(h).ok())
+    }
+
+    /// `HTTP/1.0` or `HTTP/1.1` (a higher HTTP/1 minor version is served as
+    /// HTTP/1.1, RFC 9110 §2.5).
     #[inline]
     pub fn version(&self) -> Version {
         self.version

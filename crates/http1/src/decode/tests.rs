@@ -100,7 +100,9 @@ fn methods_and_other_tokens() {
         ("PURGE", Method::Other("PURGE")),
         ("get", Method::Other("get")),
     ] {
-        let req = one(format!("{line} / HTTP/1.1\r\n\r\n").as_bytes());
+        // CONNECT takes an authority-form target (RFC 9112 §3.2.3).
+        let target = if m == Method::Connect { "a:443" } else { "/" };
+        let req = one(format!("{line} {target} HTTP/1.1\r\n\r\n").as_bytes());
         assert_eq!(req.method(), m);
     }
 }
@@ -371,12 +373,17 @@ fn malformed_heads_are_400() {
 #[test]
 fn other_versions_are_505() {
     assert_eq!(status_of(b"GET / HTTP/2.0\r\n\r\n"), 505);
-    assert_eq!(status_of(b"GET / HTTP/1.2\r\n\r\n"), 505);
-    assert_eq!(status_of(b"GET / HTTP/3\r\n\r\n"), 505);
+    assert_eq!(status_of(b"GET / HTTP/0.9\r\n\r\n"), 505);
     assert_eq!(status_of(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 505);
-    // Detected as soon as the version is visible, before the head completes.
+    // Not `HTTP/` DIGIT `.` DIGIT: malformed, not another version.
+    assert_eq!(status_of(b"GET / HTTP/3\r\n\r\n"), 400);
+    assert_eq!(status_of(b"GET / HTTP/10.0\r\n\r\n"), 400);
+    // A higher minor version is served as HTTP/1.1 (RFC 9110 §2.5).
+    assert_eq!(one(b"GET / HTTP/1.2\r\n\r\n").version(), Version::Http11);
+    assert_eq!(one(b"GET / HTTP/1.9\n\n").version(), Version::Http11);
+    // Detected as soon as the line ends, before the head completes.
     let mut dec = Decoder::new(Limits::default());
-    let mut buf = BytesMut::from(&b"GET / HTTP/2"[..]);
+    let mut buf = BytesMut::from(&b"GET / HTTP/2.0\r\n"[..]);
     assert_eq!(dec.decode(&mut buf).unwrap_err().status().code(), 505);
 }
 

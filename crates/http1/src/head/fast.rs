@@ -67,16 +67,25 @@ fn is_name_stop(b: u8) -> bool {
     !((b | 0x20).wrapping_sub(b'a') < 26 || b == b'-')
 }
 
-/// Where the path ends: anything but visible ASCII, and `?`.
+/// Where the path ends: anything but visible ASCII, `?`, and `#` (no
+/// fragment may reach a server: the general path rejects it).
 #[inline(always)]
 fn is_target_stop(b: u8) -> bool {
-    !(0x21..0x7f).contains(&b) || b == b'?'
+    !(0x21..0x7f).contains(&b) || b == b'?' || b == b'#'
 }
 
-/// Where the query ends: anything but visible ASCII.
+/// Where the query ends: anything but visible ASCII, and `#`.
 #[inline(always)]
 fn is_query_stop(b: u8) -> bool {
-    !(0x21..0x7f).contains(&b)
+    !(0x21..0x7f).contains(&b) || b == b'#'
+}
+
+/// Where the common run of a `Host` value ends: anything but letters,
+/// digits, `-` and `.` (every host name and IPv4 address is made of those).
+/// The port's colon stops it; anything else the general path decides.
+#[inline(always)]
+fn is_host_stop(b: u8) -> bool {
+    !((b | 0x20).wrapping_sub(b'a') < 26 || b.wrapping_sub(b'0') < 10 || b.wrapping_sub(b'-') < 2)
 }
 
 /// Where a run of header-value characters ends: controls (tab included,
@@ -240,7 +249,8 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         (Verb::Get, 3)
     } else {
         let (verb, n) = method(b)?;
-        if b.get(n + 1) != Some(&b'/') {
+        // `CONNECT` takes an authority-form target, never `/…`.
+        if b.get(n + 1) != Some(&b'/') || verb == Verb::Connect {
             return None;
         }
         (verb, n)
@@ -285,6 +295,8 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     // `Host` lines, counted here in a register: a `Semantics` is built
     // only for heads with framing headers.
     let mut hosts = 0usize;
+    // Where the (last) `Host` value starts, just after its colon.
+    let mut host_value = 0;
     // Bit `i` (below 16) set: line `i` is a header whose value `Semantics`
     // must see; bit 16: some line past the indexed ones is. Those values
     // are read after the loop, so that the loop makes no calls (a call
@@ -324,7 +336,10 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         }
         match Semantics::relevance(line.get(..colon - at)?) {
             Relevance::Value => with_value |= 1 << index.min(INLINE_HEADERS),
-            Relevance::Host => hosts += 1,
+            Relevance::Host => {
+                hosts += 1;
+                host_value = colon + 1;
+            }
             Relevance::None => {}
         }
         // The value, from after the colon and the one space nearly every
@@ -355,6 +370,11 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     {
         return None;
     }
+    // One `Host` whose value is plainly valid; anything else (several, a
+    // bracketed address, other characters) the general path decides.
+    if hosts != 0 && (hosts > 1 || !is_plain_host(b, host_value)) {
+        return None;
+    }
     let decision = if with_value == 0 {
         Semantics::check_hosts(hosts, version, limits).ok()?;
         Decision::plain(version)
@@ -372,6 +392,42 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         headers,
         decision,
     })
+}
+
+/// Whether the `Host` value that starts at `at` (after the colon; the line
+/// was checked by [`scan`]) is a host name or IPv4 address of letters,
+/// digits, `-` and `.`, then an optional `:` and a port of at most five
+/// digits and at most 65535, then CR: the shapes every client sends.
+/// `false` sends the head to the general path, which checks the whole
+/// grammar ([`crate::uri`]).
+#[inline(always)]
+fn is_plain_host(b: &[u8], mut at: usize) -> bool {
+    if b.get(at) == Some(&b' ') {
+        at += 1;
+    }
+    match find(b, at, is_host_stop) {
+        Some((_, b'\r')) => true,
+        Some((colon, b':')) => is_plain_port(b, colon + 1),
+        _ => false,
+    }
+}
+
+/// Digits from `at` to the CR, at most five, at most 65535 (none is valid:
+/// `port = *DIGIT`).
+#[inline(always)]
+fn is_plain_port(b: &[u8], at: usize) -> bool {
+    let mut port = 0u32;
+    for (i, &c) in b.get(at..).unwrap_or_default().iter().enumerate() {
+        if c == b'\r' {
+            return port <= 65535;
+        }
+        let digit = c.wrapping_sub(b'0');
+        if digit > 9 || i == 5 {
+            return false;
+        }
+        port = port * 10 + u32::from(digit);
+    }
+    false
 }
 
 /// The decisions for a head with framing or persistence headers (`with`
