@@ -20,6 +20,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "==> cargo fmt --all --check"
 cargo fmt --all --check
 
+# No file links to or names a path outside the repository (a clone must
+# stand on its own), and every relative link in the Markdown resolves.
+echo "==> scripts/check-self-contained.sh"
+scripts/check-self-contained.sh
+
 echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

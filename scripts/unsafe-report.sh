@@ -95,7 +95,7 @@ rows, problems = [], []
 totals = {k: 0 for k in ("src", "other", "fn", "impl", "extern", "attr")}
 for name, d, manifest in all_crates:
     counts = {k: 0 for k in totals}
-    # Targets kept outside the package directory ([[test]] path = "../../tests/server/main.rs").
+    # Targets kept outside the package directory (bin/httplite's [[test]] is tests/server/main.rs).
     outside = set()
     for p in re.findall(r'^path\s*=\s*"([^"]+)"', manifest, re.M):
         full = os.path.normpath(os.path.join(d, p))
