@@ -9,7 +9,7 @@ use crate::harness::{Client, RUNTIMES, Server, get_req};
 const CLOSE_WITHIN: Duration = Duration::from_secs(3);
 
 /// Sends `req` on a fresh connection; expects `status` and then a close.
-fn expect_error_and_close(server: &Server, req: &[u8], status: u16, what: &str) {
+pub(crate) fn expect_error_and_close(server: &Server, req: &[u8], status: u16, what: &str) {
     let rt = server.runtime();
     let mut c = server.connect();
     // The server may answer and close before it has read everything we
@@ -247,8 +247,15 @@ fn http_2_request_line_is_505() {
             505,
             "HTTP/3.0",
         );
+        // The HTTP/2 connection preface: well-formed, another major version.
+        expect_error_and_close(
+            &server,
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            505,
+            "HTTP/2 preface",
+        );
         assert!(
-            server.stats().get("errors.version_not_supported") >= 2,
+            server.stats().get("errors.version_not_supported") == 3,
             "[{rt}]"
         );
     }

@@ -10,6 +10,7 @@ mod harness;
 
 mod accept_storm;
 mod basics;
+mod conformance;
 mod console;
 mod curl;
 mod jobs;

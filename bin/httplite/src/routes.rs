@@ -42,6 +42,15 @@ static INDEX: StaticResponse = StaticResponse {
     body: INDEX_HTML.as_bytes(),
 };
 
+/// The methods the server supports somewhere: `OPTIONS *`'s `Allow`, and a
+/// `CONNECT`'s, whose authority-form target names no resource here.
+pub const SERVER_METHODS: &str = "GET, HEAD, POST, PUT, DELETE, OPTIONS";
+/// The methods of every resource that is only read: files, the index page,
+/// and most built-in endpoints.
+const READ_ONLY: &str = "GET, HEAD, OPTIONS";
+/// `/_httplite/echo`.
+const ECHO_METHODS: &str = "POST, PUT, OPTIONS";
+
 /// Appends extra fields for worker `i` to the stats JSON object being built.
 pub type WorkerExtra = Box<dyn Fn(usize, &mut String) + Send + Sync>;
 
@@ -144,16 +153,60 @@ impl App {
     pub fn route(&self, req: &Request) -> Action {
         let path = req.path();
         let method = req.method();
+        match method {
+            Method::Options => return self.options(req),
+            // A tunnel is a proxy's job (RFC 9110 §9.3.6); we are none.
+            Method::Connect => return Action::not_allowed(SERVER_METHODS),
+            _ => {}
+        }
         let get_or_head = matches!(method, Method::Get | Method::Head);
         if let Some(endpoint) = path.strip_prefix(PREFIX) {
             return self.builtin(endpoint, req, get_or_head);
         }
         match &self.root {
             Some(root) if get_or_head => Action::File(root.serve(req)),
-            Some(_) => Action::not_allowed("GET, HEAD"),
+            Some(_) => Action::not_allowed(READ_ONLY),
             None if path == "/" && get_or_head => Action::Static(&INDEX),
-            None if path == "/" => Action::not_allowed("GET, HEAD"),
+            None if path == "/" => Action::not_allowed(READ_ONLY),
             None => Action::error(Status::NOT_FOUND),
+        }
+    }
+
+    /// `OPTIONS` (RFC 9110 §9.3.7): 200 with the target's methods in
+    /// `Allow` and no body; `*` asks about the server as a whole. A target
+    /// that names nothing is 404.
+    fn options(&self, req: &Request) -> Action {
+        let allow = if req.target() == "*" {
+            Some(SERVER_METHODS)
+        } else {
+            self.allowed(req.path())
+        };
+        match allow {
+            Some(allow) => Action::Owned {
+                status: Status::OK,
+                content_type: None,
+                headers: vec![("Allow", allow.to_string())],
+                body: Vec::new(),
+            },
+            None => Action::error(Status::NOT_FOUND),
+        }
+    }
+
+    /// The methods `path` answers, as an `Allow` value; `None` where
+    /// nothing is.
+    fn allowed(&self, path: &str) -> Option<&'static str> {
+        if let Some(endpoint) = path.strip_prefix(PREFIX) {
+            return match endpoint {
+                "plaintext" | "json" | "stats" | "sleep" => Some(READ_ONLY),
+                "echo" => Some(ECHO_METHODS),
+                jobs if jobs.starts_with("jobs") => crate::jobs::http::allowed(&jobs[4..]),
+                _ => None,
+            };
+        }
+        match &self.root {
+            Some(_) => Some(READ_ONLY),
+            None if path == "/" => Some(READ_ONLY),
+            None => None,
         }
     }
 
@@ -184,8 +237,8 @@ impl App {
                 crate::jobs::http::route(&self.jobs, &jobs[4..], req)
             }
             "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
-            "plaintext" | "json" | "stats" | "sleep" => Action::not_allowed("GET, HEAD"),
-            "echo" => Action::not_allowed("POST, PUT"),
+            "plaintext" | "json" | "stats" | "sleep" => Action::not_allowed(READ_ONLY),
+            "echo" => Action::not_allowed(ECHO_METHODS),
             _ => Action::error(Status::NOT_FOUND),
         }
     }

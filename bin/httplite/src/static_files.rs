@@ -11,7 +11,7 @@
 //! before 5.6, which lack `openat2`, the path is canonicalised and checked
 //! against the canonical root instead).
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
@@ -248,14 +248,16 @@ fn url_to_relative(path: &str) -> Result<PathBuf, Status> {
     if !path.starts_with('/') {
         return Err(Status::BAD_REQUEST);
     }
-    let decoded = http1::percent_decode(path.as_bytes()).map_err(|_| Status::BAD_REQUEST)?;
+    // A NUL (which would cut the path short in the kernel) or bytes that
+    // are not UTF-8 once decoded are 400: no file is named like that here.
+    let decoded = http1::percent_decode_str(path).map_err(|_| Status::BAD_REQUEST)?;
     let mut rel = PathBuf::new();
-    for seg in decoded.split(|&b| b == b'/') {
+    for seg in decoded.split('/') {
         match seg {
-            b"" | b"." => {}
-            b".." => return Err(Status::FORBIDDEN),
-            _ if seg.contains(&0) => return Err(Status::BAD_REQUEST),
-            _ => rel.push(OsStr::from_bytes(seg)),
+            "" | "." => {}
+            ".." => return Err(Status::FORBIDDEN),
+            _ if seg.contains('\0') => return Err(Status::BAD_REQUEST),
+            _ => rel.push(seg),
         }
     }
     Ok(rel)
@@ -448,6 +450,9 @@ mod tests {
         assert_eq!(url_to_relative("/a/..%2f..%2fetc"), Err(Status::FORBIDDEN));
         assert_eq!(url_to_relative("/a%00b"), Err(Status::BAD_REQUEST));
         assert_eq!(url_to_relative("/bad%zz"), Err(Status::BAD_REQUEST));
+        assert_eq!(url_to_relative("/caf%C3"), Err(Status::BAD_REQUEST));
+        assert_eq!(url_to_relative("/%FF%FE"), Err(Status::BAD_REQUEST));
+        assert!(url_to_relative("/caf%C3%A9").is_ok());
         assert_eq!(url_to_relative("relative"), Err(Status::BAD_REQUEST));
         assert_eq!(
             url_to_relative("/a/./b//c").unwrap(),

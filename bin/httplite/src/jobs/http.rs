@@ -47,6 +47,21 @@ fn not_allowed(allow: &'static str) -> Action {
     )
 }
 
+/// `/_httplite/jobs`: submitting.
+const SUBMIT_METHODS: &str = "POST, OPTIONS";
+/// `/_httplite/jobs/{id}`: reading and cancelling.
+const JOB_METHODS: &str = "GET, HEAD, DELETE, OPTIONS";
+
+/// The `Allow` value of `/_httplite/jobs…` (`rest` as for [`route`]);
+/// `None` for a path that names no job resource.
+pub fn allowed(rest: &str) -> Option<&'static str> {
+    match rest.strip_prefix('/') {
+        None if rest.is_empty() => Some(SUBMIT_METHODS),
+        Some(id) if id.parse::<u64>().is_ok() => Some(JOB_METHODS),
+        _ => None,
+    }
+}
+
 /// Answers `/_httplite/jobs…`; `rest` is what follows `jobs` in the path.
 /// A valid submission becomes [`Action::Job`]: its body must be read before
 /// [`submitted`] can answer.
@@ -54,7 +69,7 @@ pub fn route(jobs: &Jobs, rest: &str, req: &Request) -> Action {
     let method = req.method();
     if rest.is_empty() {
         if method != Method::Post {
-            return not_allowed("POST");
+            return not_allowed(SUBMIT_METHODS);
         }
         let name = req
             .query()
@@ -87,7 +102,7 @@ pub fn route(jobs: &Jobs, rest: &str, req: &Request) -> Action {
             Cancel::NotQueued(info) => job_answer(Status::CONFLICT, &info),
             Cancel::NotFound => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
         },
-        _ => not_allowed("GET, HEAD, DELETE"),
+        _ => not_allowed(JOB_METHODS),
     }
 }
 
