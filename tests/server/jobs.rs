@@ -237,7 +237,11 @@ fn unknown_types_and_bad_paths_are_refused_at_once() {
         client.send(b"POST /_httplite/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx");
         assert_eq!(client.read_response().status, 400, "{rt}: no ?type=");
         let r = client.get("/_httplite/jobs");
-        assert_eq!((r.status, r.header("allow")), (405, Some("POST, OPTIONS")), "{rt}");
+        assert_eq!(
+            (r.status, r.header("allow")),
+            (405, Some("POST, OPTIONS")),
+            "{rt}"
+        );
         assert_eq!(client.get("/_httplite/jobs/abc").status, 404, "{rt}");
         assert_eq!(client.get("/_httplite/jobs/12").status, 404, "{rt}");
         assert_eq!(client.get("/_httplite/jobsx").status, 404, "{rt}");

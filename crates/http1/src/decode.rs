@@ -3,6 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::chunked::{Chunk, ChunkedDecoder};
+use crate::head::fast::HostCache;
 use crate::head::{HeadScan, decode_head, scan_fast};
 use crate::{BodyKind, Error, Request};
 
@@ -99,6 +100,8 @@ pub struct Decoder {
     limits: Limits,
     state: State,
     scan: HeadScan,
+    /// The `Host` value of this connection's last ordinary head.
+    host: HostCache,
 }
 
 impl Decoder {
@@ -116,6 +119,7 @@ impl Decoder {
             limits,
             state: State::Head,
             scan: HeadScan::default(),
+            host: HostCache::default(),
         }
     }
 
@@ -142,7 +146,7 @@ impl Decoder {
 
     fn decode_buffered(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, Error> {
         let ordinary = if self.is_idle() {
-            scan_fast(buf, &self.limits)
+            scan_fast(buf, &self.limits, &mut self.host)
         } else {
             None
         };

@@ -185,8 +185,12 @@ fn line_content_len(line: &[u8]) -> usize {
 /// unusual head (empty lines before it included), for [`decode_head`] to
 /// take over.
 #[inline(always)]
-pub(crate) fn scan_fast(buf: &[u8], limits: &Limits) -> Option<fast::Ordinary> {
-    fast::scan(buf, limits)
+pub(crate) fn scan_fast(
+    buf: &[u8],
+    limits: &Limits,
+    host: &mut fast::HostCache,
+) -> Option<fast::Ordinary> {
+    fast::scan(buf, limits, host)
 }
 
 /// Parses a head at the start of `buf`; on a complete head, checks limits

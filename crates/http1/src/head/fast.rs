@@ -172,7 +172,7 @@ const HTTP_10: u64 = u64::from_le_bytes(*b"HTTP/1.0");
 /// an error.
 #[inline]
 pub(crate) fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Message>, Error> {
-    match scan(buf, limits) {
+    match scan(buf, limits, &mut HostCache::default()) {
         Some(head) => Ok(Some(Message::Head(head.split_off(buf)))),
         None => Ok(None),
     }
@@ -243,7 +243,7 @@ fn method(b: &[u8]) -> Option<(Verb, usize)> {
 /// Checks that `b` starts with an ordinary head and finds everything the
 /// request needs, or returns `None`.
 #[inline(always)]
-pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
+pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Ordinary> {
     // Method, then exactly one space, then an origin-form target (`/…`).
     let (verb, method_end) = if b.starts_with(b"GET /") {
         (Verb::Get, 3)
@@ -371,9 +371,18 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
         return None;
     }
     // One `Host` whose value is plainly valid; anything else (several, a
-    // bracketed address, other characters) the general path decides.
-    if hosts != 0 && (hosts > 1 || !is_plain_host(b, host_value)) {
-        return None;
+    // bracketed address, other characters) the general path decides. A
+    // keep-alive client sends the same value every time: one compare with
+    // the value this connection's last request had, checked then.
+    if hosts != 0 {
+        if hosts > 1 {
+            return None;
+        }
+        let start = host_value + usize::from(b.get(host_value) == Some(&b' '));
+        if !host.hit(b, start) {
+            let cr = plain_host_end(b, start)?;
+            host.remember(b, start, cr);
+        }
     }
     let decision = if with_value == 0 {
         Semantics::check_hosts(hosts, version, limits).ok()?;
@@ -394,40 +403,86 @@ pub(crate) fn scan(b: &[u8], limits: &Limits) -> Option<Ordinary> {
     })
 }
 
-/// Whether the `Host` value that starts at `at` (after the colon; the line
-/// was checked by [`scan`]) is a host name or IPv4 address of letters,
+/// Where the `Host` value that starts at `at` (the line was checked by
+/// [`scan`]) ends, if it is a host name or IPv4 address of letters,
 /// digits, `-` and `.`, then an optional `:` and a port of at most five
 /// digits and at most 65535, then CR: the shapes every client sends.
-/// `false` sends the head to the general path, which checks the whole
+/// `None` sends the head to the general path, which checks the whole
 /// grammar ([`crate::uri`]).
 #[inline(always)]
-fn is_plain_host(b: &[u8], mut at: usize) -> bool {
-    if b.get(at) == Some(&b' ') {
-        at += 1;
-    }
-    match find(b, at, is_host_stop) {
-        Some((_, b'\r')) => true,
-        Some((colon, b':')) => is_plain_port(b, colon + 1),
-        _ => false,
+fn plain_host_end(b: &[u8], at: usize) -> Option<usize> {
+    match find(b, at, is_host_stop)? {
+        (cr, b'\r') => Some(cr),
+        (colon, b':') => plain_port_end(b, colon + 1),
+        _ => None,
     }
 }
 
-/// Digits from `at` to the CR, at most five, at most 65535 (none is valid:
-/// `port = *DIGIT`).
+/// Where the port that starts at `at` ends (at its CR): at most five
+/// digits, at most 65535, none allowed (`port = *DIGIT`). Eight bytes at
+/// once: a port is too short for a loop to pay. `None` also when fewer
+/// than eight bytes follow (the general path decides those).
 #[inline(always)]
-fn is_plain_port(b: &[u8], at: usize) -> bool {
-    let mut port = 0u32;
-    for (i, &c) in b.get(at..).unwrap_or_default().iter().enumerate() {
-        if c == b'\r' {
-            return port <= 65535;
-        }
-        let digit = c.wrapping_sub(b'0');
-        if digit > 9 || i == 5 {
-            return false;
-        }
-        port = port * 10 + u32::from(digit);
+fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let w = u64::from_le_bytes(*b.get(at..)?.first_chunk::<8>()?);
+    // Digits become 0..=9; the top bit of each byte that is not a digit is
+    // set by one of the two terms (`+ 0x76` reaches 0x80 from 10). A carry
+    // out of a byte that is no digit can only mark the next byte too, so
+    // the first marked byte is the first that is no digit.
+    let d = w ^ (ONES * 0x30);
+    let not_digit = (d | d.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
+    let n = (not_digit.trailing_zeros() / 8) as usize;
+    if n > 5 || (w >> (8 * n)) as u8 != b'\r' {
+        return None;
     }
-    false
+    // Five digits: as a big-endian number, the bytes compare as the port.
+    if n == 5
+        && (w & 0xff_ffff_ffff).swap_bytes() >> 24
+            > u64::from_be_bytes([0, 0, 0, b'6', b'5', b'5', b'3', b'5'])
+    {
+        return None;
+    }
+    Some(at + n)
+}
+
+/// The last `Host` value a connection's fast path found valid, with the CR
+/// after it, as up to 16 bytes and a mask of them: one load, one `and`
+/// and one compare tell whether the next request's value is the same. A
+/// value of 16 bytes or more (CR included) is not kept; it is checked
+/// every time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostCache {
+    word: u128,
+    mask: u128,
+}
+
+impl Default for HostCache {
+    /// Empty: no bytes masked in can equal a word of 1.
+    fn default() -> HostCache {
+        HostCache { word: 1, mask: 0 }
+    }
+}
+
+impl HostCache {
+    /// Whether the value at `at` is the one remembered.
+    #[inline(always)]
+    fn hit(&self, b: &[u8], at: usize) -> bool {
+        match b.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+            Some(bytes) => u128::from_le_bytes(*bytes) & self.mask == self.word,
+            None => false,
+        }
+    }
+
+    /// Remembers the valid value `b[at..cr]`.
+    #[inline(always)]
+    fn remember(&mut self, b: &[u8], at: usize, cr: usize) {
+        let len = cr + 1 - at;
+        if let (true, Some(bytes)) = (len < 16, b.get(at..).and_then(<[u8]>::first_chunk::<16>)) {
+            self.mask = u128::MAX >> (8 * (16 - len));
+            self.word = u128::from_le_bytes(*bytes) & self.mask;
+        }
+    }
 }
 
 /// The decisions for a head with framing or persistence headers (`with`

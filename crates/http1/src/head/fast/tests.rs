@@ -643,3 +643,67 @@ fn framing_headers_past_the_index_are_taken_into_account() {
         assert_eq!(slow(&input, &limits).unwrap_err().status().code(), 400);
     }
 }
+
+#[test]
+fn plain_ports_to_the_letter() {
+    let end = |s: &[u8]| plain_port_end(s, 0);
+    assert_eq!(end(b"8080\r\n\r\n"), Some(4));
+    assert_eq!(end(b"\r\n\r\nxxxx"), Some(0));
+    assert_eq!(end(b"65535\r\n\r\n"), Some(5));
+    assert_eq!(end(b"00080\r\n\r\n"), Some(5));
+    assert_eq!(end(b"65536\r\n\r\n"), None);
+    assert_eq!(end(b"99999\r\n\r\n"), None);
+    assert_eq!(end(b"123456\r\n\r\n"), None);
+    assert_eq!(end(b"80 \r\n\r\nxx"), None);
+    assert_eq!(end(b"8a\r\n\r\nxxx"), None);
+    assert_eq!(end(b"8\xb9\r\n\r\nxxx"), None);
+    assert_eq!(end(b"8:\r\n\r\nxxx"), None);
+    // Fewer than eight bytes: the general path decides.
+    assert_eq!(end(b"80\r\n\r\n"), None);
+}
+
+/// One connection's decoder sending Host values in a row: the remembered
+/// one is taken on one compare, anything else is checked again, and the
+/// answers are those of a fresh decoder.
+#[test]
+fn host_cache_never_changes_an_answer() {
+    let hosts: &[&[u8]] = &[
+        b"127.0.0.1:8080",
+        b"127.0.0.1:8080",
+        b"127.0.0.1:80800",
+        b"127.0.0.1:8080",
+        b"127.0.0.1:808",
+        b"127.0.0.1:8080 x",
+        b"127.0.0.1:8080",
+        b"a b",
+        b"localhost",
+        b"localhost/",
+        b"localhost",
+        b"a-very-long-host-name.example:443",
+        b"a-very-long-host-name.example:443",
+        b"a-very-long-host-name.example:99999",
+        b"[::1]:80",
+        b"",
+    ];
+    let limits = Limits {
+        require_host: true,
+        ..Limits::default()
+    };
+    let mut shared = crate::Decoder::new(limits);
+    for host in hosts {
+        let mut input = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+        input.extend_from_slice(host);
+        input.extend_from_slice(b"\r\nAccept: */*\r\n\r\n");
+        let verdict = |d: &mut crate::Decoder| match d.decode(&mut BytesMut::from(&input[..])) {
+            Ok(Some(Message::Head(req))) => Ok(req.header("host").map(<[u8]>::to_vec)),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.status().code()),
+        };
+        let fresh = verdict(&mut crate::Decoder::new(limits));
+        assert_eq!(verdict(&mut shared), fresh, "{}", host.escape_ascii());
+        if fresh.is_err() {
+            // A failed decoder stays failed: go on with a new connection.
+            shared = crate::Decoder::new(limits);
+        }
+    }
+}
