@@ -162,7 +162,7 @@ def mutate(r, head, reg, op, region):
         return head[:at] + head[at + 1:], at
     if op == "dup":
         return head[:at] + head[at:at + 1] + head[at:], at
-    return head[:at], at  # truncate
+    return (head[:at], at) if at > 0 else None  # truncate, never to nothing
 
 
 def req(line, *headers, host=b"a.example"):

@@ -4,7 +4,7 @@
 Reads stdin, one hex-encoded request head per line; feeds each to a fresh
 h11.Connection(h11.SERVER) and prints one line per head:
   accept <METHOD> <target as hex> <version>   (h11 emitted a Request)
-  reject                                       (RemoteProtocolError)
+  reject <h11's status hint>                   (RemoteProtocolError)
   incomplete                                   (NEED_DATA)
 Needs h11 from PyPI (the script runs this in target/conformance-venv).
 """
@@ -16,10 +16,11 @@ import h11
 def judge(head: bytes) -> str:
     conn = h11.Connection(h11.SERVER)
     try:
-        conn.receive_data(head)
+        if head:  # b"" would mean end of stream to h11
+            conn.receive_data(head)
         event = conn.next_event()
-    except h11.RemoteProtocolError:
-        return "reject"
+    except h11.RemoteProtocolError as err:
+        return "reject %d" % err.error_status_hint
     if event is h11.NEED_DATA:
         return "incomplete"
     if isinstance(event, h11.Request):
