@@ -7,7 +7,9 @@
 // (kLenientNone, no --insecure-http-parser), default max header size.
 // Prints one line per head:
 //   accept <METHOD> <target as hex> <major.minor>
-//   reject <llhttp error code>      (e.g. reject HPE_INVALID_METHOD)
+//   reject <llhttp error code>      (e.g. reject HPE_INVALID_METHOD), also
+//                                   for an error right after the head
+//                                   (before the message is complete)
 //   incomplete                      (no complete head, no error)
 // On top of the parser it applies the one check `http.Server` itself makes
 // before a handler runs: `requireHostHeader` (default true) answers 400 to an
@@ -20,6 +22,7 @@ const { HTTPParser, methods } = process.binding('http_parser');
 
 const kOnHeaders = HTTPParser.kOnHeaders | 0;
 const kOnHeadersComplete = HTTPParser.kOnHeadersComplete | 0;
+const kOnMessageComplete = HTTPParser.kOnMessageComplete | 0;
 const kLenientNone = HTTPParser.kLenientNone | 0;
 
 function judge(head) {
@@ -28,6 +31,7 @@ function judge(head) {
   let headers = [];
   let url = '';
   let verdict = null;
+  let complete = false;
   parser[kOnHeaders] = (h, u) => {
     headers.push(...h);
     url += u;
@@ -47,13 +51,16 @@ function judge(head) {
     }
     return 0;
   };
+  parser[kOnMessageComplete] = () => {
+    complete = true;
+  };
   const ret = parser.execute(head);
   parser.close();
-  if (ret instanceof Error) {
-    // An error after the head (e.g. in a body byte) cannot happen: we feed
-    // heads only, but keep the head's verdict if it came first.
-    return verdict || `reject ${ret.code || 'ERROR'}`;
-  }
+  // An error before the message is complete rejects the head, even if it
+  // came right after the head was parsed (e.g. Transfer-Encoding: gzip on a
+  // request: http.Server would run the handler, then abort the connection).
+  // An error after it is about the bytes that follow, not this head.
+  if (ret instanceof Error && !complete) return `reject ${ret.code || 'ERROR'}`;
   return verdict || 'incomplete';
 }
 
