@@ -37,9 +37,11 @@ ALLOWLIST: list[Allow] = []
 def parse(v):
     """A verdict line as a tuple: ('accept', method, target hex, version),
     ('reject', reason) or ('incomplete',)."""
+    if v.startswith("accept "):
+        parts = v.rstrip("\n").split(" ")  # an empty target is an empty field
+        if len(parts) == 4:
+            return tuple(parts)
     parts = v.split()
-    if parts and parts[0] == "accept" and len(parts) == 4:
-        return tuple(parts)
     if parts and parts[0] == "reject":
         return ("reject", " ".join(parts[1:]))
     return tuple(parts) or ("empty",)
@@ -82,7 +84,7 @@ def show_head(head: bytes, at: int) -> str:
 
 def show_verdict(v) -> str:
     if v[0] == "accept":
-        return "accept %s %s %s" % (v[1], esc(bytes.fromhex(v[2]))[:60], v[3])
+        return "accept %s %s %s" % (v[1], esc(bytes.fromhex(v[2]))[:60] or "<empty>", v[3])
     return " ".join(v)
 
 
