@@ -32,6 +32,11 @@ if ! command -v node >/dev/null; then
     as_root apt-get update -qq && as_root apt-get install -y -qq nodejs >/dev/null
 fi
 
+if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    echo "==> installing python3-venv (the h11 judge's virtual environment)"
+    as_root apt-get update -qq && as_root apt-get install -y -qq python3-venv >/dev/null
+fi
+
 venv=target/conformance-venv
 if ! "$venv/bin/python" -c 'import h11' 2>/dev/null; then
     echo "==> creating $venv with h11"

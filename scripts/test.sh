@@ -36,6 +36,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 echo "==> cargo test --workspace"
 cargo test --workspace
 
+# Request heads judged by http1 and by two parsers nobody here wrote (h11,
+# llhttp): 1,600 seeded heads, ~10 s. The full run is
+# `scripts/conformance.sh` (5,000 heads; any seed with --seed).
+echo "==> scripts/conformance.sh --short"
+scripts/conformance.sh --short
+
 # `--trace` is a cargo feature (compiled out of the default build); its own
 # tests run against a traced build, plus the trace module's units.
 echo "==> cargo test -p httplite -p reactor --features trace (trace mode)"

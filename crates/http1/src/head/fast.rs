@@ -334,11 +334,16 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         if colon == at {
             return None;
         }
+        // Where the value's CR is, when the value is known already: a
+        // `Host` equal to this connection's last one, which was checked.
+        let mut known_cr = None;
         match Semantics::relevance(line.get(..colon - at)?) {
             Relevance::Value => with_value |= 1 << index.min(INLINE_HEADERS),
             Relevance::Host => {
                 hosts += 1;
-                host_value = colon + 1;
+                known_cr = host.hit(b, colon);
+                // 0: nothing left to check after the loop.
+                host_value = if known_cr.is_some() { 0 } else { colon + 1 };
             }
             Relevance::None => {}
         }
@@ -346,21 +351,26 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         // client puts there. Other spaces are no stops, and tabs are
         // stepped over, so other leading whitespace needs no loop of its
         // own (`Semantics` trims the values it reads).
-        let mut cr = colon + 1;
-        if b.get(cr) == Some(&b' ') {
-            cr += 1;
-        }
-        loop {
-            let stop;
-            (cr, stop) = find(b, cr, is_value_stop)?;
-            if stop == b'\r' {
-                break;
+        let cr = match known_cr {
+            Some(cr) => cr,
+            None => {
+                let mut cr = colon + 1;
+                if b.get(cr) == Some(&b' ') {
+                    cr += 1;
+                }
+                loop {
+                    let stop;
+                    (cr, stop) = find(b, cr, is_value_stop)?;
+                    if stop == b'\r' {
+                        break cr;
+                    }
+                    if stop != b'\t' {
+                        return None;
+                    }
+                    cr += 1;
+                }
             }
-            if stop != b'\t' {
-                return None;
-            }
-            cr += 1;
-        }
+        };
         if b.get(cr + 1) != Some(&b'\n') {
             return None;
         }
@@ -374,15 +384,13 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
     // bracketed address, other characters) the general path decides. A
     // keep-alive client sends the same value every time: one compare with
     // the value this connection's last request had, checked then.
-    if hosts != 0 {
-        if hosts > 1 {
-            return None;
-        }
+    if hosts > 1 {
+        return None;
+    }
+    if host_value != 0 {
         let start = host_value + usize::from(b.get(host_value) == Some(&b' '));
-        if !host.hit(b, start) {
-            let cr = plain_host_end(b, start)?;
-            host.remember(b, start, cr);
-        }
+        let cr = plain_host_end(b, start)?;
+        host.remember(b, start, cr);
     }
     let decision = if with_value == 0 {
         Semantics::check_hosts(hosts, version, limits).ok()?;
@@ -448,39 +456,48 @@ fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
 
 /// The last `Host` value a connection's fast path found valid, with the CR
 /// after it, as up to 16 bytes and a mask of them: one load, one `and`
-/// and one compare tell whether the next request's value is the same. A
-/// value of 16 bytes or more (CR included) is not kept; it is checked
-/// every time.
+/// and one compare tell whether the next request's value is the same, and
+/// where its line ends, without scanning it. Only a value after exactly
+/// one space is taken this way (every client sends that); one longer than
+/// 15 bytes (16 with its CR) is not kept, and is checked every time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HostCache {
     word: u128,
     mask: u128,
+    /// Where the CR is, counted from the value's start.
+    cr: usize,
 }
 
 impl Default for HostCache {
     /// Empty: no bytes masked in can equal a word of 1.
     fn default() -> HostCache {
-        HostCache { word: 1, mask: 0 }
+        HostCache {
+            word: 1,
+            mask: 0,
+            cr: 0,
+        }
     }
 }
 
 impl HostCache {
-    /// Whether the value at `at` is the one remembered.
+    /// Where the CR of the value after `colon` is, if the value is the one
+    /// remembered, after one space.
     #[inline(always)]
-    fn hit(&self, b: &[u8], at: usize) -> bool {
-        match b.get(at..).and_then(<[u8]>::first_chunk::<16>) {
-            Some(bytes) => u128::from_le_bytes(*bytes) & self.mask == self.word,
-            None => false,
-        }
+    fn hit(&self, b: &[u8], colon: usize) -> Option<usize> {
+        let start = colon + 2;
+        let bytes = b.get(start..).and_then(<[u8]>::first_chunk::<16>)?;
+        (b[colon + 1] == b' ' && u128::from_le_bytes(*bytes) & self.mask == self.word)
+            .then_some(start + self.cr)
     }
 
     /// Remembers the valid value `b[at..cr]`.
     #[inline(always)]
     fn remember(&mut self, b: &[u8], at: usize, cr: usize) {
         let len = cr + 1 - at;
-        if let (true, Some(bytes)) = (len < 16, b.get(at..).and_then(<[u8]>::first_chunk::<16>)) {
+        if let (true, Some(bytes)) = (len <= 16, b.get(at..).and_then(<[u8]>::first_chunk::<16>)) {
             self.mask = u128::MAX >> (8 * (16 - len));
             self.word = u128::from_le_bytes(*bytes) & self.mask;
+            self.cr = cr - at;
         }
     }
 }
