@@ -293,6 +293,11 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
     RUNNING.with(|r| r.set(prev));
 }
 
+/// Whether `ctl` is the coroutine whose stack this thread is on.
+pub(crate) fn is_running(ctl: &Control) -> bool {
+    ptr::eq(RUNNING.with(|r| r.get()), ctl)
+}
+
 /// Called on a coroutine's own stack: switches back to whoever resumed it,
 /// and returns when it is resumed again.
 ///
@@ -301,18 +306,18 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
 /// return-address predictor goes wrong (see `switch/x86_64.rs`).
 ///
 /// # Safety
-/// `ctl` must be the control block of a coroutine that is running and on
-/// whose behalf this code runs (its own stack, or a stack it resumed).
+/// `ctl` must be the control block of the coroutine running on this thread
+/// ([`is_running`]), and this code must run on that coroutine's own stack.
+/// Suspending from the stack of a coroutine it resumed would save a stack
+/// pointer into a stack it does not own: the other coroutine could finish
+/// and its stack be reused before this one is resumed there.
 #[inline(always)]
 pub(crate) unsafe fn suspend(ctl: &Control) {
-    // If we are on a nested coroutine's stack (this coroutine resumed another
-    // that now suspends *us*), RUNNING names that one: keep it for when we
-    // come back here.
-    let here = RUNNING.with(|r| r.get());
+    debug_assert!(is_running(ctl), "suspend off the coroutine's own stack");
     ctl.state.set(State::Suspended);
     // SAFETY: `caller_sp` was saved by the resume that is waiting for us.
     unsafe { switch::suspend(ctl.sp.as_ptr(), ctl.caller_sp.get()) };
-    RUNNING.with(|r| r.set(here));
+    // resume_ctl set RUNNING to us before switching here.
 }
 
 /// Ends a coroutine: marks it finished and switches away for good. Every
