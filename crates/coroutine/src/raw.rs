@@ -122,6 +122,26 @@ pub(crate) fn guard_hit(addr: usize) -> Option<Overflow> {
         })
 }
 
+/// For the SIGSEGV handler, when the kernel forced the signal because it
+/// could not write another signal's frame: if the interrupted stack pointer
+/// `sp` is on the running coroutine's stack within `margin` bytes of its
+/// guard page (so the frame would have reached into it), which coroutine.
+pub(crate) fn frame_overflow(sp: usize, margin: usize) -> Option<Overflow> {
+    let ctl = RUNNING.with(|r| r.get());
+    if ctl.is_null() {
+        return None;
+    }
+    // SAFETY: as in `guard_hit`.
+    let c = unsafe { &*ctl };
+    (c.guard_lo..c.bottom.saturating_add(margin).min(c.top))
+        .contains(&sp)
+        .then_some(Overflow {
+            id: c.id,
+            guard: (c.guard_lo, c.guard_hi),
+            stack: (c.bottom, c.top),
+        })
+}
+
 /// A coroutine without types: the stack and a pointer to its control block.
 /// Its owner must see it to [`State::Finished`] before dropping it (the
 /// typed wrappers do so by cancelling); otherwise the stack is leaked rather
