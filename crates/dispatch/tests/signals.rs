@@ -6,7 +6,7 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Behavior, connect, localhost, read_line, read_reply, serve};
+use common::{Behavior, connect, localhost, read_line, read_reply, serve, wait_until};
 use dispatch::{Config, Mode, Server};
 
 fn disposition(signal: libc::c_int) -> libc::sigaction {
@@ -50,7 +50,8 @@ fn sigterm_shuts_down(mode: Mode) {
 
     let mut client = connect(server.local_addr());
     client.write_all(b"in flight\n").unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // The worker has read it: the request is in flight when the signal comes.
+    assert!(wait_until(Duration::from_secs(5), || behavior.received() == 1));
 
     let started = Instant::now();
     // SAFETY: raising a signal we installed a handler for.
