@@ -193,10 +193,10 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         })
     };
     if let Some(crate::raw::Overflow { guard, stack, .. }) = overflow {
-        let _ = write!(
+        let _ = writeln!(
             msg,
             " [{:#x}, {:#x}) below its stack [{:#x}, {:#x}) ({} bytes). Give it a larger \
-             stack (coroutine::Builder::stack_size). Aborting.\n",
+             stack (coroutine::Builder::stack_size). Aborting.",
             guard.0,
             guard.1,
             stack.0,
