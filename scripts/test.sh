@@ -4,61 +4,98 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The server's integration tests drive it with real curl.
-if ! command -v curl >/dev/null; then
-    echo "==> installing curl (needed by the server tests)"
+# Debian packages the steps need, installed when missing: curl (the server's
+# integration tests drive it with real curl) and python3 (valgrind.sh reads
+# cargo's JSON with it; soak.sh drives its checked load with it).
+install_if_missing() { # COMMAND PACKAGE WHY
+    command -v "$1" >/dev/null && return 0
+    echo "==> installing $2 (needed by $3)"
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && apt-get install -y -qq curl >/dev/null
+        apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
     else
-        sudo apt-get update -qq && sudo apt-get install -y -qq curl >/dev/null
+        sudo apt-get update -qq && sudo apt-get install -y -qq "$2" >/dev/null
     fi
-fi
+}
+install_if_missing curl curl "the server tests"
+install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
+
+# Every step has a time limit, so that a hang fails CI at once with the
+# step's name instead of stalling until the CI job's own limit. The limits
+# are several times the steps' usual times on the project's 2-core machine
+# (see README). --foreground: the step keeps the terminal (cargo's output)
+# and is still killed at the limit.
+step() { # NAME MINUTES COMMAND...
+    local name=$1 minutes=$2 rc=0
+    shift 2
+    echo "==> $name"
+    timeout --foreground "${minutes}m" "$@" || rc=$?
+    if [ "$rc" = 124 ]; then
+        echo "test.sh: step '$name' timed out after $minutes min" >&2
+    elif [ "$rc" != 0 ]; then
+        echo "test.sh: step '$name' failed (exit $rc)" >&2
+    fi
+    [ "$rc" = 0 ] || exit "$rc"
+}
+
+# A step that selects tests by name: it must run at least one, or a renamed
+# test would turn it into a silent pass.
+filtered_step() { # NAME MINUTES COMMAND...
+    local name=$1 out ran
+    out=$(mktemp)
+    step "$@" 2>&1 | tee "$out"
+    [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$out"; exit 1; }
+    ran=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out" \
+        | awk '{ n += $4 } END { print n + 0 }')
+    rm -f "$out"
+    if [ "$ran" = 0 ]; then
+        echo "test.sh: step '$name' ran no tests (its name filter matches none)" >&2
+        exit 1
+    fi
+}
 
 # Integration tests open thousands of sockets; the hard limit allows it.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-echo "==> cargo fmt --all --check"
-cargo fmt --all --check
+step "cargo fmt --all --check" 5 cargo fmt --all --check
 
 # No file links to or names a path outside the repository (a clone must
 # stand on its own), and every relative link in the Markdown resolves.
-echo "==> scripts/check-self-contained.sh"
-scripts/check-self-contained.sh
+step "scripts/check-self-contained.sh" 2 scripts/check-self-contained.sh
 
-echo "==> cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings" 30 \
+    cargo clippy --workspace --all-targets -- -D warnings
 
 # Every public item is documented (missing_docs is denied in the runtime
 # crates) and no intra-doc link is broken.
-echo "==> cargo doc --workspace --no-deps (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+step "cargo doc --workspace --no-deps (warnings are errors)" 20 \
+    env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
-echo "==> cargo test --workspace"
-cargo test --workspace
+step "cargo test --workspace" 40 cargo test --workspace
 
 # Request heads judged by http1 and by two parsers nobody here wrote (h11,
-# llhttp): 1,600 seeded heads, ~10 s. The full run is
-# `scripts/conformance.sh` (5,000 heads; any seed with --seed).
-echo "==> scripts/conformance.sh --short"
-scripts/conformance.sh --short
+# llhttp): 1,600 seeded heads, a few seconds (plus a venv and nodejs on a
+# fresh machine). The full run is `scripts/conformance.sh` (5,000 heads; any
+# seed with --seed).
+step "scripts/conformance.sh --short" 10 scripts/conformance.sh --short
 
 # `--trace` is a cargo feature (compiled out of the default build); its own
 # tests run against a traced build, plus the trace module's units.
-echo "==> cargo test -p httplite -p reactor --features trace (trace mode)"
-cargo clippy -p httplite --all-targets --features trace -- -D warnings
-cargo test -p reactor --features trace --lib trace
-cargo test -p httplite --features trace --test server observability
+step "cargo clippy -p httplite --all-targets --features trace" 20 \
+    cargo clippy -p httplite --all-targets --features trace -- -D warnings
+filtered_step "cargo test -p reactor --features trace --lib trace" 15 \
+    cargo test -p reactor --features trace --lib trace
+filtered_step "cargo test -p httplite --features trace --test server observability" 20 \
+    cargo test -p httplite --features trace --test server observability
 
 # Memory errors and definite leaks in the runtime crates' own test suites
-# under valgrind memcheck (reactor, executor, coroutine, dispatch; their test
-# binaries are built above; ~1-2 min). Installs valgrind if missing.
-echo "==> scripts/valgrind.sh"
-scripts/valgrind.sh
+# under valgrind memcheck (reactor, executor, coroutine, dispatch, pool;
+# their test binaries are built above). Installs valgrind if missing.
+step "scripts/valgrind.sh" 30 scripts/valgrind.sh
 
 # A short soak of every runtime (20 s each, ~2 min with the release build):
 # checked mixed load plus every fault kind, fd/RSS growth, fds at rest, exit 0
 # on SIGTERM. All three because each has its own connection driver (a
 # threads-only write-timeout bug showed up this way); the at-rest fd check
 # catches a leak however short the run. The full run is `scripts/soak.sh --all`.
-echo "==> scripts/soak.sh --all --duration 20 --requests 100000"
-scripts/soak.sh --all --duration 20 --requests 100000
+step "scripts/soak.sh --all --duration 20 --requests 100000" 20 \
+    scripts/soak.sh --all --duration 20 --requests 100000

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The runtime crates' test suites under valgrind memcheck: no errors (invalid
 # reads/writes, uses of uninitialised values, bad frees) and no definite
-# leaks. Every test binary of reactor, executor, coroutine and dispatch
+# leaks. Every test binary of reactor, executor, coroutine, dispatch and pool
 # (unit tests and tests/*.rs) runs whole; the script prints per binary the
 # tests run, memcheck's error count and the bytes definitely lost, and exits
 # non-zero if any binary failed a test or had an error.
@@ -11,12 +11,12 @@
 # (crates/coroutine/src/valgrind.rs: client requests, no headers needed).
 # No suppressions are used.
 #
-# Usage: scripts/valgrind.sh [CRATE...]   (default: reactor executor coroutine dispatch)
+# Usage: scripts/valgrind.sh [CRATE...]   (default: reactor executor coroutine dispatch pool)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CRATES=("$@")
-[ ${#CRATES[@]} -gt 0 ] || CRATES=(reactor executor coroutine dispatch)
+[ ${#CRATES[@]} -gt 0 ] || CRATES=(reactor executor coroutine dispatch pool)
 
 if ! command -v valgrind >/dev/null; then
     echo "==> installing valgrind"

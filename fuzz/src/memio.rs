@@ -63,7 +63,9 @@ impl<'a> MemIo<'a> {
     }
 }
 
-impl BlockingIo for MemIo<'_> {
+// SAFETY: `read_uninit` counts `n <= buf.len()` bytes and writes each of
+// them from the input.
+unsafe impl BlockingIo for MemIo<'_> {
     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline) -> io::Result<usize> {
         if self.current.is_empty() {
             match self.reads.next() {

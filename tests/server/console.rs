@@ -39,7 +39,12 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
             .lines()
             .find(|l| l.trim_start().starts_with("requests"))
             .expect("a requests row");
-        assert!(requests.trim_end().ends_with('2'), "{rt}: {requests:?}");
+        // The row's last column is the count: exactly 2 (not 12 or 102).
+        assert_eq!(
+            requests.split_whitespace().last(),
+            Some("2"),
+            "{rt}: {requests:?}"
+        );
         stdin.write_all(b"workers\n").unwrap();
         wait_for_output(
             &server,

@@ -81,7 +81,14 @@ fn files_are_served_with_their_content_type() {
             ("/app.js", "javascript", "let x = 1;\n"),
             ("/data.json", "application/json", "{\"k\":1}\n"),
             ("/pic.png", "image/png", "\u{fffd}PNG\r\n\u{1a}\n"),
-            ("/inlink", "", "hello from a\n"),
+            // Typed by the link's own name (no extension) where the kernel
+            // has openat2; by its target's (a.txt) where the pre-5.6
+            // fallback canonicalises the path first.
+            (
+                "/inlink",
+                "application/octet-stream|text/plain",
+                "hello from a\n",
+            ),
             ("/with%20space.txt", "text/plain", "spaced\n"),
             ("/a.txt?query=ignored", "text/plain", "hello from a\n"),
             ("/plain/./inner.txt", "text/plain", "inner\n"),
@@ -92,8 +99,8 @@ fn files_are_served_with_their_content_type() {
             assert_eq!(r.text(), body, "[{rt}] GET {path}");
             let got = r.header("content-type").unwrap_or("");
             assert!(
-                got.contains(ctype),
-                "[{rt}] GET {path}: Content-Type {got:?}"
+                ctype.split('|').any(|t| got.contains(t)),
+                "[{rt}] GET {path}: Content-Type {got:?}, expected {ctype:?}"
             );
             assert!(r.header("last-modified").is_some(), "[{rt}] {path}: {r:?}");
             assert!(r.header("etag").is_some(), "[{rt}] {path}: {r:?}");
@@ -398,13 +405,14 @@ fn traversal_attempts_are_refused() {
         for target in ["../outside/secret.txt", "*"] {
             let mut c = server.connect();
             c.send(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-            if let Ok(r) = c.try_read_response(false) {
-                assert!(
-                    (400..500).contains(&r.status),
-                    "[{rt}] GET {target}: expected a 4xx, got {r:?}"
-                );
-                assert!(!r.text().contains(SECRET), "[{rt}] GET {target} leaked");
-            }
+            let r = c
+                .try_read_response(false)
+                .unwrap_or_else(|e| panic!("[{rt}] GET {target}: no response ({e})"));
+            assert!(
+                (400..500).contains(&r.status),
+                "[{rt}] GET {target}: expected a 4xx, got {r:?}"
+            );
+            assert!(!r.text().contains(SECRET), "[{rt}] GET {target} leaked");
         }
         // The server is fine afterwards.
         let mut c = server.connect();

@@ -139,6 +139,11 @@ struct Payload<F, Y, R> {
 /// ```
 ///
 ///
+/// The body is a context of its own: resumed from a scheduled coroutine,
+/// it does not run as part of it (blocking calls in it panic as outside a
+/// coroutine; it may run a [`crate::Runtime`] of its own), and only the
+/// body itself may [`suspend`](Yielder::suspend) it.
+///
 /// A panic in the body is re-raised by `resume`. Dropping a suspended
 /// coroutine cancels it: its pending `suspend` unwinds, running every
 /// destructor on its stack (see [`Cancelled`]).
@@ -216,7 +221,7 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
         // SAFETY: Ready or Suspended (checked above), and it cannot be on
         // this thread's chain of resumers: resuming needs `&mut self`, which
         // the body never has.
-        unsafe { self.raw.resume() };
+        unsafe { resume_isolated(&mut self.raw) };
         // SAFETY: the slots live on the stack, still mapped until `release`.
         let slots = unsafe { self.slots.as_ref() };
         if self.raw.state() != State::Finished {
@@ -253,7 +258,7 @@ impl<Y, R> Drop for Coroutine<Y, R> {
         // SAFETY: Ready or Suspended, not on the resumer chain (we hold it).
         // A cancelled body cannot suspend again (`suspend` unwinds or returns
         // at once), so this single resume runs it to the end.
-        unsafe { self.raw.resume() };
+        unsafe { resume_isolated(&mut self.raw) };
         debug_assert_eq!(self.raw.state(), State::Finished);
         // SAFETY: as in `resume`.
         let out = unsafe { self.slots.as_ref() }.returned.take();
@@ -285,11 +290,28 @@ impl<Y> Yielder<Y> {
     ///
     /// If the coroutine is dropped while suspended here, this call unwinds
     /// with [`Cancelled`] instead of returning (see its docs).
+    ///
+    /// # Panics
+    /// If called anywhere but on the coroutine's own stack: from a
+    /// coroutine that the body started (the main coroutine of a
+    /// [`crate::Runtime::block_on`] that borrows the yielder, say).
     #[inline(always)] // keeps the return-address predictor right (see raw::suspend)
     pub fn suspend(&self, value: Y) {
         // SAFETY: the yielder lives in the entry frame of the coroutine it
         // belongs to; the control block and slot outlive it.
         let ctl = unsafe { self.ctl.as_ref() };
+        // Only the coroutine itself may suspend itself. A `Yielder` can
+        // reach another stack through a non-'static closure (a runtime's
+        // `block_on` inside the body): suspending from there would park this
+        // coroutine on a stack it does not own, and resuming it later would
+        // run on that stack's reused frames.
+        assert!(
+            raw::is_running(ctl),
+            "Yielder::suspend called outside its own coroutine (coroutine {} is not the one \
+             running on this thread): a generator can only suspend itself from its own body, \
+             not from a coroutine it started",
+            ctl.id
+        );
         if ctl.cancel.get() {
             let _ = cancel_exit(ctl, std::thread::panicking());
             return;
@@ -297,7 +319,7 @@ impl<Y> Yielder<Y> {
         // SAFETY: as above.
         unsafe { self.slot.as_ref() }.set(Some(value));
         let was_panicking = std::thread::panicking();
-        // SAFETY: we run on behalf of this coroutine (the body called us).
+        // SAFETY: we run on this coroutine's own stack (checked above).
         unsafe { raw::suspend(ctl) };
         if ctl.cancel.get() {
             let _ = cancel_exit(ctl, was_panicking);
@@ -311,6 +333,31 @@ impl<Y> fmt::Debug for Yielder<Y> {
         let id = unsafe { self.ctl.as_ref() }.id;
         f.debug_struct("Yielder").field("coroutine", &id).finish()
     }
+}
+
+/// Resumes a generator with the scheduler's thread-locals (the runtime
+/// driving this thread, the scheduled coroutine running) cleared for the
+/// body and put back when it suspends or returns.
+///
+/// A generator's body is a context of its own, not part of whichever
+/// scheduled coroutine resumes it: a blocking call in it would otherwise
+/// park that coroutine from the generator's stack, and a runtime run inside
+/// it would leave the thread-locals pointing at a scheduler on the
+/// generator's stack whenever it is not running. Cleared, the body sees no
+/// runtime (blocking calls panic as outside a coroutine, and it may run a
+/// runtime of its own); restored, the resumer finds its own whatever the
+/// body did.
+///
+/// # Safety
+/// As [`RawCoroutine::resume`].
+unsafe fn resume_isolated(raw: &mut RawCoroutine) {
+    let core = crate::scheduler::CORE.with(|c| c.replace(std::ptr::null()));
+    let current = crate::wait::set_current(std::ptr::null());
+    // SAFETY: the caller's contract. The switch does not unwind (the body's
+    // panics are caught at its entry), so the restore below always runs.
+    unsafe { raw.resume() };
+    crate::wait::restore_current(current);
+    crate::scheduler::CORE.with(|c| c.set(core));
 }
 
 /// The first function on a new generator's stack (see `switch`).

@@ -19,6 +19,15 @@
 //!    `raw.rs`). If the faulting address (`si_addr`) is inside that range, it
 //!    writes a message with `write(2)` and calls `abort()`.
 //!
+//! 3. **Overflows that fault in the kernel.** When a signal arrives for a
+//!    handler installed without `SA_ONSTACK` while a coroutine is near the
+//!    bottom of its stack, the kernel cannot write the signal frame: it then
+//!    forces a SIGSEGV of its own, with `si_code == SI_KERNEL` and no fault
+//!    address. The handler then looks at the interrupted stack pointer
+//!    instead: within a signal frame's size of the guard page, on the
+//!    running coroutine's stack, it is the same overflow, one signal frame
+//!    early, and reported as such.
+//!
 //! Any other fault is not ours: the handler passes it on to the handler that
 //! was installed before (Rust's own, which reports overflows of the thread's
 //! main stack), or restores the default action and returns, so that the
@@ -27,6 +36,7 @@
 
 use std::cell::Cell;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// The SIGSEGV disposition before ours, to pass foreign faults on to.
@@ -38,6 +48,19 @@ unsafe impl Send for Previous {}
 
 static PREVIOUS: OnceLock<Previous> = OnceLock::new();
 static INSTALL: Once = Once::new();
+/// How close to the guard page (bytes) a stack pointer must be for a
+/// kernel-forced SIGSEGV to count as an overflow: the largest signal frame
+/// the kernel writes, plus a page of slack for the red zone and alignment.
+/// Set once by `install`, read by the handler (an atomic load is
+/// async-signal-safe).
+static FRAME_MARGIN: AtomicUsize = AtomicUsize::new(0);
+
+/// `getauxval` key for the kernel's signal frame size (Linux ≥ 5.14 on
+/// x86_64; aarch64 has it too). Not in the libc crate for glibc targets.
+const AT_MINSIGSTKSZ: libc::c_ulong = 51;
+/// The frame size to assume when the kernel does not say (glibc's
+/// `SIGSTKSZ`, larger than any frame without AVX-512 or AMX state).
+const FALLBACK_FRAME: usize = 8192;
 
 /// Size of the alternate signal stacks we create (formatting a message and
 /// a `write` need far less; this leaves room for a chained handler).
@@ -81,6 +104,12 @@ pub(crate) fn install() {
     }
     ensure_alt_stack();
     INSTALL.call_once(|| {
+        // SAFETY: getauxval only reads the auxiliary vector; 0 means absent.
+        let frame = match unsafe { libc::getauxval(AT_MINSIGSTKSZ) } as usize {
+            0 => FALLBACK_FRAME,
+            n => n,
+        };
+        FRAME_MARGIN.store(frame + crate::stack::page_size(), Ordering::Relaxed);
         // SAFETY: all-zero is a valid sigaction to be filled in.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: a null new action only queries the current one.
@@ -139,14 +168,35 @@ fn ensure_alt_stack() {
 /// The SIGSEGV handler. Runs on the alternate stack.
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(crate::raw::Overflow { id, guard, stack }) = crate::raw::guard_hit(addr) {
-        let mut msg = Buf::default();
-        let _ = write!(
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    let mut msg = Buf::default();
+    let overflow = if code == libc::SI_KERNEL {
+        // Forced by the kernel (no fault address): most likely it could not
+        // write a signal frame below the interrupted stack pointer.
+        let sp = interrupted_sp(ctx);
+        crate::raw::frame_overflow(sp, FRAME_MARGIN.load(Ordering::Relaxed)).inspect(|o| {
+            let _ = write!(
+                msg,
+                "\ncoroutine {} overflowed its stack: the kernel found no room for a signal \
+                 frame below sp {sp:#x}, {} bytes above the guard page",
+                o.id,
+                sp.saturating_sub(o.stack.0),
+            );
+        })
+    } else {
+        crate::raw::guard_hit(addr).inspect(|o| {
+            let _ = write!(
+                msg,
+                "\ncoroutine {} overflowed its stack: fault at {addr:#x} in the guard page",
+                o.id
+            );
+        })
+    };
+    if let Some(crate::raw::Overflow { guard, stack, .. }) = overflow {
+        let _ = writeln!(
             msg,
-            "\ncoroutine {id} overflowed its stack: fault at {addr:#x} in the guard page \
-             [{:#x}, {:#x}) below its stack [{:#x}, {:#x}) ({} bytes). Give it a larger \
-             stack (coroutine::Builder::stack_size). Aborting.\n",
+            " [{:#x}, {:#x}) below its stack [{:#x}, {:#x}) ({} bytes). Give it a larger \
+             stack (coroutine::Builder::stack_size). Aborting.",
             guard.0,
             guard.1,
             stack.0,
@@ -161,6 +211,19 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
     }
     pass_on(sig, info, ctx);
+}
+
+/// The stack pointer of the code the signal interrupted.
+fn interrupted_sp(ctx: *mut libc::c_void) -> usize {
+    let uc = ctx.cast::<libc::ucontext_t>();
+    // SAFETY: for an SA_SIGINFO handler the kernel passes its ucontext_t as
+    // the third argument, valid for the handler's duration.
+    #[cfg(target_arch = "x86_64")]
+    let sp = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] } as usize;
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    let sp = unsafe { (*uc).uc_mcontext.sp } as usize;
+    sp
 }
 
 /// Hands a fault that is not ours to the previous disposition.

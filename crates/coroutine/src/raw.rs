@@ -122,6 +122,26 @@ pub(crate) fn guard_hit(addr: usize) -> Option<Overflow> {
         })
 }
 
+/// For the SIGSEGV handler, when the kernel forced the signal because it
+/// could not write another signal's frame: if the interrupted stack pointer
+/// `sp` is on the running coroutine's stack within `margin` bytes of its
+/// guard page (so the frame would have reached into it), which coroutine.
+pub(crate) fn frame_overflow(sp: usize, margin: usize) -> Option<Overflow> {
+    let ctl = RUNNING.with(|r| r.get());
+    if ctl.is_null() {
+        return None;
+    }
+    // SAFETY: as in `guard_hit`.
+    let c = unsafe { &*ctl };
+    (c.guard_lo..c.bottom.saturating_add(margin).min(c.top))
+        .contains(&sp)
+        .then_some(Overflow {
+            id: c.id,
+            guard: (c.guard_lo, c.guard_hi),
+            stack: (c.bottom, c.top),
+        })
+}
+
 /// A coroutine without types: the stack and a pointer to its control block.
 /// Its owner must see it to [`State::Finished`] before dropping it (the
 /// typed wrappers do so by cancelling); otherwise the stack is leaked rather
@@ -293,6 +313,11 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
     RUNNING.with(|r| r.set(prev));
 }
 
+/// Whether `ctl` is the coroutine whose stack this thread is on.
+pub(crate) fn is_running(ctl: &Control) -> bool {
+    ptr::eq(RUNNING.with(|r| r.get()), ctl)
+}
+
 /// Called on a coroutine's own stack: switches back to whoever resumed it,
 /// and returns when it is resumed again.
 ///
@@ -301,18 +326,18 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
 /// return-address predictor goes wrong (see `switch/x86_64.rs`).
 ///
 /// # Safety
-/// `ctl` must be the control block of a coroutine that is running and on
-/// whose behalf this code runs (its own stack, or a stack it resumed).
+/// `ctl` must be the control block of the coroutine running on this thread
+/// ([`is_running`]), and this code must run on that coroutine's own stack.
+/// Suspending from the stack of a coroutine it resumed would save a stack
+/// pointer into a stack it does not own: the other coroutine could finish
+/// and its stack be reused before this one is resumed there.
 #[inline(always)]
 pub(crate) unsafe fn suspend(ctl: &Control) {
-    // If we are on a nested coroutine's stack (this coroutine resumed another
-    // that now suspends *us*), RUNNING names that one: keep it for when we
-    // come back here.
-    let here = RUNNING.with(|r| r.get());
+    debug_assert!(is_running(ctl), "suspend off the coroutine's own stack");
     ctl.state.set(State::Suspended);
     // SAFETY: `caller_sp` was saved by the resume that is waiting for us.
     unsafe { switch::suspend(ctl.sp.as_ptr(), ctl.caller_sp.get()) };
-    RUNNING.with(|r| r.set(here));
+    // resume_ctl set RUNNING to us before switching here.
 }
 
 /// Ends a coroutine: marks it finished and switches away for good. Every

@@ -87,8 +87,9 @@ fn park(frame: &TaskFrame) -> Result<(), Cancelled> {
         return cancel_exit(ctl, std::thread::panicking());
     }
     let was_panicking = std::thread::panicking();
-    // SAFETY: we run on behalf of this coroutine (its stack, or a stack it
-    // resumed).
+    // SAFETY: CURRENT named this coroutine, so we run on its own stack: the
+    // scheduler sets CURRENT only around resuming it, and a generator it
+    // resumes runs with CURRENT cleared (`coroutine::resume_isolated`).
     unsafe { raw::suspend(ctl) };
     if header.cancel.load(Ordering::Relaxed) {
         return cancel_exit(ctl, was_panicking);

@@ -154,3 +154,60 @@ fn generators_nest() {
     assert_eq!(outer.resume(), CoroutineResult::Yield(20));
     assert_eq!(outer.resume(), CoroutineResult::Return(6));
 }
+
+/// The interleaving of issue #23: a generator's `Yielder` captured by the
+/// main coroutine of a runtime that the generator's body runs. Suspending
+/// the generator from that coroutine's stack would leave the generator
+/// "suspended" on a stack it does not own and the runtime's thread-locals
+/// pointing into a scheduler frozen on the generator's stack; resuming it
+/// from elsewhere and yielding from outside then returns into reused frames.
+/// The first `suspend` must panic instead, and nothing after it may run.
+#[test]
+#[should_panic(expected = "Yielder::suspend called outside its own coroutine")]
+fn a_yielder_used_from_another_coroutines_stack_panics() {
+    let _w = Watchdog::new(
+        Duration::from_secs(30),
+        "a_yielder_used_from_another_coroutines_stack_panics",
+    );
+    let mut g = Coroutine::<(), ()>::new(|y| coroutine::run(|| y.suspend(())));
+    let _ = g.resume();
+    // Without the check, the resume above returns and this runs.
+    coroutine::run(move || {
+        coroutine::spawn(move || {
+            let _ = g.resume();
+        })
+        .join()
+        .ok();
+    });
+    coroutine::yield_now();
+    unreachable!("the generator's suspend from a foreign stack did not panic");
+}
+
+/// A generator's body is its own context: while it runs, the resumer's
+/// scheduler is not visible (blocking calls would otherwise park the
+/// resumer's coroutine from the generator's stack), so the body may run a
+/// runtime of its own even when a scheduled coroutine resumed it; and the
+/// resumer's scheduler is back when `resume` returns.
+#[test]
+fn a_generator_body_does_not_see_its_resumers_scheduler() {
+    let _w = Watchdog::new(
+        Duration::from_secs(30),
+        "a_generator_body_does_not_see_its_resumers_scheduler",
+    );
+    coroutine::run(|| {
+        assert!(coroutine::in_coroutine());
+        let mut g = Coroutine::<bool, u32>::new(|y| {
+            y.suspend(coroutine::in_coroutine());
+            // A runtime of the generator's own, on the generator's stack.
+            coroutine::run(|| {
+                coroutine::yield_now();
+                7
+            })
+        });
+        assert_eq!(g.resume(), CoroutineResult::Yield(false));
+        assert!(coroutine::in_coroutine(), "the resumer's coroutine is back");
+        coroutine::yield_now();
+        assert_eq!(g.resume(), CoroutineResult::Return(7));
+        assert!(coroutine::in_coroutine());
+    });
+}

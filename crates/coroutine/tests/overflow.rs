@@ -16,12 +16,48 @@ fn recurse(depth: u64) -> u64 {
     recurse(depth + 1) + u64::from(frame[7])
 }
 
-/// The child's side: does nothing unless re-executed by the tests below.
+/// Recurses in small steps, raising SIGUSR1 at each: while there is room,
+/// the handler (installed without `SA_ONSTACK`) runs on the coroutine's
+/// stack; a step closer to the guard page than a signal frame's size, the
+/// kernel cannot write the frame and forces a SIGSEGV instead. The steps are
+/// far smaller than a frame, so that happens before the recursion itself
+/// touches the guard page.
+#[inline(never)]
+fn recurse_raising(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 64]);
+    // SAFETY: raise(3) sends a signal to this thread; its handler is a no-op.
+    unsafe { libc::raise(libc::SIGUSR1) };
+    if depth == u64::MAX {
+        return 0;
+    }
+    recurse_raising(depth + 1) + u64::from(frame[7])
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// The child's side, run only by the tests below (`--ignored --exact child`
+/// in a child process with `COROUTINE_TEST_CHILD` set): ignored in a normal
+/// run, so that it never counts as a passing test.
 #[test]
+#[ignore = "a child process of the tests below"]
 fn child() {
-    let Some(mode) = std::env::var_os(CHILD) else {
-        return;
-    };
+    let mode =
+        std::env::var(CHILD).expect("run by the tests of this file, with COROUTINE_TEST_CHILD");
+    if mode == "signal" {
+        // SAFETY: all-zero is a valid sigaction to fill in.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // No SA_ONSTACK: the handler's frame goes on the interrupted stack.
+        action.sa_flags = 0;
+        // SAFETY: a valid action for a no-op handler; sa_mask initialised.
+        unsafe {
+            libc::sigemptyset(&mut action.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+                0
+            );
+        }
+    }
     let rt = coroutine::Builder::new()
         .stack_size(16 * 1024)
         .build()
@@ -30,6 +66,8 @@ fn child() {
         let h = coroutine::spawn(move || {
             if mode == "overflow" {
                 recurse(0)
+            } else if mode == "signal" {
+                recurse_raising(0)
             } else {
                 // A fault that is not ours: a wild pointer.
                 // SAFETY: it is not; the child is meant to die here.
@@ -44,9 +82,15 @@ fn child() {
 
 fn run_child(mode: &str, guard: Option<&str>) -> (Option<i32>, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD, mode)
-        .env_remove("COROUTINE_GUARD");
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, mode)
+    .env_remove("COROUTINE_GUARD");
     if let Some(g) = guard {
         cmd.env("COROUTINE_GUARD", g);
     }
@@ -89,4 +133,17 @@ fn other_faults_keep_the_default_action() {
     let (signal, stderr) = run_child("wild", None);
     assert_eq!(signal, Some(libc::SIGSEGV), "{stderr}");
     assert!(!stderr.contains("overflowed"), "{stderr}");
+}
+
+/// A signal frame that does not fit above the guard page: the kernel forces
+/// a SIGSEGV with `SI_KERNEL` and no fault address, which must still be
+/// reported as this coroutine's overflow (before: no message, a bare
+/// SIGSEGV).
+#[test]
+fn an_overflow_found_by_the_kernel_writing_a_signal_frame_is_reported() {
+    let (signal, stderr) = run_child("signal", None);
+    assert_eq!(signal, Some(libc::SIGABRT), "{stderr}");
+    let id = spawned_id(&stderr);
+    let expected = format!("coroutine {id} overflowed its stack: the kernel found no room");
+    assert!(stderr.contains(&expected), "no `{expected}` in:\n{stderr}");
 }

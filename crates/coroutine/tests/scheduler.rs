@@ -5,7 +5,7 @@ mod common;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -296,38 +296,51 @@ fn cross_thread_wake_resumes_the_coroutine() {
         done: bool,
         waker: Option<Waker>,
     }
-    let shared = Arc::new(Mutex::new(Shared {
-        done: false,
-        waker: None,
-    }));
+    // The condvar tells the remote thread that the coroutine has parked
+    // (stored its waker): it wakes it then, not after a guessed delay.
+    let shared = Arc::new((
+        Mutex::new(Shared {
+            done: false,
+            waker: None,
+        }),
+        Condvar::new(),
+    ));
     let rt = Runtime::new().unwrap();
     let s = shared.clone();
-    let waited = rt.block_on(move || {
+    let polls = rt.block_on(move || {
         let remote = s.clone();
-        let start = Instant::now();
         let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            let w = {
-                let mut g = remote.lock().unwrap();
-                g.done = true;
-                g.waker.take()
-            };
-            w.expect("the coroutine parked first").wake();
+            let (lock, parked) = &*remote;
+            let (mut g, timeout) = parked
+                .wait_timeout_while(lock.lock().unwrap(), Duration::from_secs(10), |g| {
+                    g.waker.is_none()
+                })
+                .unwrap();
+            assert!(!timeout.timed_out(), "the coroutine never parked");
+            g.done = true;
+            let w = g.waker.take().unwrap();
+            drop(g);
+            w.wake();
         });
+        let mut polls = 0;
         coroutine::wait(|cx| {
-            let mut g = s.lock().unwrap();
+            polls += 1;
+            let (lock, parked) = &*s;
+            let mut g = lock.lock().unwrap();
             if g.done {
                 Poll::Ready(())
             } else {
                 g.waker = Some(cx.waker().clone());
+                parked.notify_one();
                 Poll::Pending
             }
         })
         .unwrap();
         t.join().unwrap();
-        start.elapsed()
+        polls
     });
-    assert!(waited >= Duration::from_millis(20));
+    // Parked once, resumed by the remote wake, ready on the second poll.
+    assert_eq!(polls, 2);
     assert!(rt.stats().remote_wakes >= 1);
 }
 

@@ -101,8 +101,13 @@ fn install_owned() -> io::Result<SignalGuard> {
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SA_RESTART: blocking calls elsewhere in the program resume instead of
-    // failing with EINTR because of us.
-    action.sa_flags = libc::SA_RESTART;
+    // failing with EINTR because of us. SA_ONSTACK: the handler's frame goes
+    // on the thread's alternate signal stack (Rust's threads have one, and
+    // the coroutine crate gives one to every thread that runs coroutines),
+    // not on whatever stack was interrupted: a coroutine's may have less
+    // room left than a signal frame takes, and then the kernel kills the
+    // process with SIGSEGV instead of delivering the signal.
+    action.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
     // SAFETY: sa_mask is a valid sigset_t to initialise.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
     // SAFETY: all-zero sigactions, to be filled in by the kernel.

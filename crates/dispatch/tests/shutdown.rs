@@ -38,8 +38,10 @@ fn shutdown_with_requests_in_flight(mode: Mode) {
     assert!(wait_until(Duration::from_secs(5), || {
         stats.total().handed_off == CONNS as u64
     }));
-    // Let the workers read the requests (they are then truly in flight).
-    std::thread::sleep(Duration::from_millis(50));
+    // The workers have read every request: they are truly in flight.
+    assert!(wait_until(Duration::from_secs(5), || {
+        behavior.received() == CONNS as u64
+    }));
 
     let started = Instant::now();
     let handle = server.shutdown_handle();

@@ -6,16 +6,20 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Behavior, connect, localhost, read_line, read_reply, serve};
+use common::{Behavior, connect, localhost, read_line, read_reply, serve, wait_until};
 use dispatch::{Config, Mode, Server};
 
-fn sigterm_disposition() -> libc::sighandler_t {
+fn disposition(signal: libc::c_int) -> libc::sigaction {
     // SAFETY: an all-zero sigaction is a valid buffer for the kernel to fill.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a null new action only queries the current one into `old`.
-    let rc = unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) };
+    let rc = unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) };
     assert_eq!(rc, 0);
-    old.sa_sigaction
+    old
+}
+
+fn sigterm_disposition() -> libc::sighandler_t {
+    disposition(libc::SIGTERM).sa_sigaction
 }
 
 fn sigterm_shuts_down(mode: Mode) {
@@ -30,6 +34,15 @@ fn sigterm_shuts_down(mode: Mode) {
     };
     let server = Server::start(config.clone(), move |port| serve(port, &b)).unwrap();
     assert_ne!(sigterm_disposition(), libc::SIG_DFL, "handler installed");
+    // On the alternate signal stack: a signal arriving while a coroutine is
+    // deep in its stack must not need room there.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        assert_ne!(
+            disposition(signal).sa_flags & libc::SA_ONSTACK,
+            0,
+            "signal {signal} handled without SA_ONSTACK"
+        );
+    }
 
     // Only one server may own the signals.
     let second = Server::start(config, |_| {}).unwrap_err();
@@ -37,7 +50,8 @@ fn sigterm_shuts_down(mode: Mode) {
 
     let mut client = connect(server.local_addr());
     client.write_all(b"in flight\n").unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // The worker has read it: the request is in flight when the signal comes.
+    assert!(wait_until(Duration::from_secs(5), || behavior.received() == 1));
 
     let started = Instant::now();
     // SAFETY: raising a signal we installed a handler for.

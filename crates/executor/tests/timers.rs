@@ -37,10 +37,10 @@ fn ten_thousand_sleeps_fire_in_deadline_order_never_early() {
                     fired.borrow_mut().push((deadline, i));
                 }));
             }
-            assert!(
-                Instant::now() < start + Duration::from_millis(1000),
-                "setup too slow"
-            );
+            // However long the loop above took (a loaded machine, valgrind),
+            // no timer has fired yet: this task has not yielded since the
+            // first was armed, so the reactor has not turned. How fast
+            // 10,000 spawns are is a benchmark's business, not this test's.
             for h in handles {
                 h.await.unwrap();
             }

@@ -237,7 +237,15 @@ fn threads_take_the_builders_affinity_and_nice_not_the_submitters() {
         // SAFETY: CPU_SET writes bit 0 of the zeroed set.
         unsafe { libc::CPU_SET(0, &mut *one.as_mut_ptr()) };
         // SAFETY: a valid set of the size passed, for this thread.
-        unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), one.as_ptr()) };
+        let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), one.as_ptr()) };
+        // Unpinned, the submitter's mask would be the process's, and the
+        // check below that pool threads do not inherit it would prove nothing.
+        assert_eq!(
+            rc,
+            0,
+            "pinning the submitter: {}",
+            std::io::Error::last_os_error()
+        );
         pool2.spawn_blocking(probe).unwrap().join().unwrap()
     })
     .join()

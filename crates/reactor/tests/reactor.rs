@@ -150,9 +150,12 @@ fn notifier_wakes_a_blocked_turn() {
         std::thread::sleep(Duration::from_millis(20));
         n.notify();
     });
+    // Bounded, so that a lost notify fails here instead of hanging: only
+    // the notify can end this turn before its timeout (no fd, no timer).
+    let limit = Duration::from_secs(10);
     let start = Instant::now();
-    reactor.turn(None).unwrap(); // would block forever without the notify
-    assert!(start.elapsed() < Duration::from_secs(5));
+    reactor.turn(Some(limit)).unwrap();
+    assert!(start.elapsed() < limit, "the notify did not end the turn");
     assert_eq!(reactor.stats().notifies, 1);
     t.join().unwrap();
 }

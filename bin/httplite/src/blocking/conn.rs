@@ -245,8 +245,9 @@ impl<I: BlockingIo> Conn<'_, I> {
                 Stop::Io(io::ErrorKind::UnexpectedEof.into())
             });
         }
-        // SAFETY: the kernel initialised the first `n` bytes of the spare
-        // capacity (read_uninit's contract).
+        // SAFETY: the first `n` bytes of the spare capacity are initialised
+        // and `n` fits in it: `BlockingIo` is an `unsafe trait` whose
+        // implementations promise exactly that of `read_uninit`.
         unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
         Ok(())
     }

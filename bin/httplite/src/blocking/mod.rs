@@ -53,9 +53,46 @@ impl Deadline {
 /// What the blocking connection code needs from its socket. Every call
 /// blocks the calling thread of control until done or until its deadline
 /// (then `io::ErrorKind::TimedOut`).
-pub trait BlockingIo {
+///
+/// # Safety
+///
+/// [`conn::serve`] trusts [`read_uninit`](BlockingIo::read_uninit)'s count:
+/// it marks that many bytes of its buffer's spare capacity as initialised
+/// (`Vec::set_len`) without looking at them. So an implementation must
+/// return `Ok(n)` only with `n <= buf.len()` and the first `n` elements of
+/// `buf` written (by the kernel's `read(2)` or by the implementation). A
+/// larger count, or one covering bytes it did not write, would expose
+/// uninitialised or out-of-bounds memory as request bytes.
+///
+/// The trait is `unsafe` rather than checked because the second half of
+/// the contract cannot be checked (no one can tell written bytes from
+/// unwritten ones), and zeroing every read buffer first would cost the hot
+/// path a `memset` per read.
+///
+/// ```compile_fail,E0200
+/// use std::mem::MaybeUninit;
+/// use httplite::blocking::{BlockingIo, Deadline};
+/// struct Liar;
+/// // error[E0200]: the trait `BlockingIo` requires an `unsafe impl`
+/// impl BlockingIo for Liar {
+///     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline)
+///         -> std::io::Result<usize> { Ok(buf.len() + 1) }
+///     fn write(&mut self, buf: &[u8], _: Deadline) -> std::io::Result<usize> { Ok(buf.len()) }
+///     fn sendfile(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
+///         -> std::io::Result<usize> { Ok(0) }
+///     fn wait_readable(&mut self, _: Deadline) -> std::io::Result<()> { Ok(()) }
+///     fn sleep(&mut self, _: std::time::Duration) {}
+///     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
+///     fn shutdown(&self, _: std::net::Shutdown) -> std::io::Result<()> { Ok(()) }
+///     fn fd(&self) -> std::os::fd::RawFd { -1 }
+///     fn peer_addr(&self) -> Option<std::net::SocketAddr> { None }
+/// }
+/// ```
+pub unsafe trait BlockingIo {
     /// Reads into uninitialised memory; returns how many bytes at the start
-    /// of `buf` are now initialised (`0`: end of stream).
+    /// of `buf` are now initialised (`0`: end of stream). See the trait's
+    /// safety contract: the count must be at most `buf.len()` and cover only
+    /// bytes that were written.
     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Deadline)
     -> io::Result<usize>;
     /// Writes some of `buf` (never raising `SIGPIPE`).

@@ -118,7 +118,10 @@ impl Drop for Stackful {
     }
 }
 
-impl BlockingIo for Stackful {
+// SAFETY: `read_uninit` returns what the stream's `try_read_uninit` or
+// `poll_read_uninit` returned, which is what `read(2)` returned: at most
+// `buf.len()`, all written by the kernel.
+unsafe impl BlockingIo for Stackful {
     // The two calls of every request are inlined into the connection loop:
     // their fast paths are a few instructions around the syscall.
     #[inline(always)]

@@ -105,7 +105,9 @@ impl Blocking {
     }
 }
 
-impl BlockingIo for Blocking {
+// SAFETY: `read_uninit` returns what `read(2)` returned (reactor's
+// `sys::read_uninit`): at most `buf.len()`, all written by the kernel.
+unsafe impl BlockingIo for Blocking {
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],

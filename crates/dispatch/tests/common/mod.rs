@@ -29,6 +29,9 @@ pub struct Behavior {
     pub stalled: Vec<AtomicBool>,
     /// Per worker: replies sent.
     pub served: Vec<AtomicU64>,
+    /// Requests (lines) read, all workers together: a request counted here
+    /// is in flight, so tests wait on this rather than sleep.
+    pub received: AtomicU64,
 }
 
 impl Behavior {
@@ -37,6 +40,7 @@ impl Behavior {
             reply_delay: Duration::ZERO,
             stalled: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             served: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            received: AtomicU64::new(0),
         })
     }
 
@@ -45,7 +49,13 @@ impl Behavior {
             reply_delay,
             stalled: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             served: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            received: AtomicU64::new(0),
         })
+    }
+
+    /// Requests read by the workers so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::SeqCst)
     }
 
     pub fn served(&self, worker: usize) -> u64 {
@@ -127,7 +137,8 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
         let now = Instant::now();
         for token in readable.drain(..) {
             if let Some(conn) = conns.get_mut(&token) {
-                read_requests(conn, id, now + behavior.reply_delay);
+                let n = read_requests(conn, id, now + behavior.reply_delay);
+                behavior.received.fetch_add(n, Ordering::SeqCst);
             }
         }
         let now = Instant::now();
@@ -198,7 +209,8 @@ fn assert_is_socket(fd: &OwnedFd, worker: usize) {
     );
 }
 
-fn read_requests(conn: &mut Conn, id: usize, due: Instant) {
+/// Reads what arrived and queues a reply per line; returns the lines read.
+fn read_requests(conn: &mut Conn, id: usize, due: Instant) -> u64 {
     let mut chunk = [0u8; 4096];
     loop {
         match reactor::sys::read(conn.fd.as_raw_fd(), &mut chunk) {
@@ -212,16 +224,19 @@ fn read_requests(conn: &mut Conn, id: usize, due: Instant) {
             Err(_) => {
                 conn.eof = true;
                 conn.pending.clear();
-                return;
+                return 0;
             }
         }
     }
+    let mut lines = 0;
     while let Some(pos) = conn.buf.iter().position(|&b| b == b'\n') {
         let line: Vec<u8> = conn.buf.drain(..=pos).collect();
         let mut reply = format!("{id} ").into_bytes();
         reply.extend_from_slice(&line);
         conn.pending.push_back((due, reply));
+        lines += 1;
     }
+    lines
 }
 
 fn close(ep: &Epoll, port: &WorkerPort, conns: &mut HashMap<u64, Conn>, token: u64) {
