@@ -1,25 +1,28 @@
-//! httplite as a library: everything the server binary is made of, so that
-//! fuzz targets, benchmarks and tests can drive the same connection code the
-//! binary runs (for example a connection over an in-memory transport through
-//! [`blocking::BlockingIo`]).
+//! httplite as a library: the drivers (one per concurrency design) and the
+//! binary's plumbing, so that fuzz targets, benchmarks and tests can drive
+//! the same connection code the binary runs (for example a connection over
+//! an in-memory transport through [`blocking::BlockingIo`]).
 //!
-//! The binary (`src/main.rs`) only parses flags and wires these together.
+//! What a request gets is the `site` crate's business; the modules here
+//! only wait: [`stackless`] (futures), [`blocking`] (stackful coroutines
+//! and OS threads, over one connection loop), plus what both kinds share
+//! ([`driver`], [`probes`]). The binary (`src/main.rs`) parses flags and
+//! wires a site to the chosen driver.
 
-pub mod access_log;
 pub mod blocking;
 pub mod cli;
 pub mod config;
 pub mod console;
 pub mod date_clock;
-pub mod httpdate;
-pub mod jobs;
+pub mod driver;
 pub mod lazy_timer;
-pub mod mime;
-pub mod respond;
-pub mod routes;
+pub mod probes;
 pub mod stackless;
-pub mod static_files;
-pub mod stats;
+
+/// The site's modules under their old paths, for the fuzz targets and
+/// examples written against them (re-exports only: nothing here imports
+/// them).
+pub use site::{access_log, jobs, routes, static_files, stats};
 
 /// The README's Rust code blocks, compiled and run by `cargo test` as
 /// doctests of this crate (shell and text blocks are marked `sh`/`text` and

@@ -12,13 +12,13 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{Context as _, Result};
 use clap::Parser;
 
-use httplite::access_log::{AccessLog, LogSink};
 use httplite::cli::{Cli, DispatchMode, PoolPriority, RuntimeKind};
 use httplite::config::Config;
-use httplite::jobs::{Jobs, Retention};
-use httplite::routes::App;
-use httplite::static_files::StaticRoot;
-use httplite::stats::Stats;
+use site::access_log::{AccessLog, LogSink};
+use site::jobs::{Jobs, Retention};
+use site::routes::App;
+use site::static_files::StaticRoot;
+use site::stats::Stats;
 
 /// Exit code for bad usage (flags, unusable --root or --bind), as clap uses.
 const EXIT_USAGE: u8 = 2;

@@ -19,14 +19,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use http1::{Decoder, Message, ReplyTo, Request, Status};
+use http1::{BodyEncoder, Decoder, Message, Request};
 
 use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
-use crate::access_log::{AccessLog, Entry};
 use crate::config::Config;
-use crate::respond::{self, FileStep, Handled, Outcome, Slow};
-use crate::routes::{Action, App};
-use crate::stats::{ErrorKind, TimeoutKind, WorkerStats};
+use site::access_log::{AccessLog, Entry};
+use site::plan::{Event, Plan, Step};
+use site::respond::{self, Handled, Outcome, Slow};
+use site::routes::App;
+use site::stats::{ErrorKind, TimeoutKind, WorkerStats};
+
+use crate::driver::{self, is_disconnect};
 
 /// Flush the write buffer once it holds this much, even mid-batch.
 const FLUSH_AT: usize = 64 * 1024;
@@ -123,13 +126,6 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
     }
 }
 
-fn is_disconnect(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
-    )
-}
-
 /// Maps a timed-out I/O error to the timeout that caused it.
 fn timed(kind: TimeoutKind) -> impl Fn(io::Error) -> Stop {
     move |e| {
@@ -172,7 +168,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     Ok(Some(_)) => continue,
                     Ok(None) => break,
                     Err(e) => {
-                        respond::reject(&mut self.wbuf, &self.ctx.stats, &e);
+                        driver::reject(&mut self.wbuf, &self.ctx.stats, &e, false);
                         false
                     }
                 };
@@ -296,76 +292,56 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
     }
 
-    /// The answers that wait for something.
-    fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
-        if respond::body_policy(&mut slow) {
-            match self.read_body(None, slow.to.head_only) {
-                Ok(()) => {}
-                Err(Stop::Done) => return Ok(false), // answered with an error
-                Err(stop) => return Err(stop),
-            }
-        }
-        let Slow {
-            req,
-            mut to,
-            action,
-        } = slow;
-        let stats = self.ctx.stats.clone();
-        let outcome = match action {
-            Action::Sleep(d) => {
-                self.flush()?; // earlier pipelined answers go first
-                self.io.sleep(d);
-                if self.ctx.idle.is_shutting_down() {
-                    to.keep_alive = false;
-                }
-                respond::slept(&mut self.wbuf, &stats, to, d)
-            }
-            Action::Echo => self.echo(&req, to)?,
-            Action::Job(kind) => {
-                respond::job_head(&mut self.wbuf, &req);
-                self.flush()?;
-                let mut input = Vec::new();
-                if req.has_body() {
-                    match self.read_body(Some(&mut input), to.head_only) {
-                        Ok(()) => {}
+    /// The answers that wait for something: the site's [`Plan`] decides,
+    /// this loop waits. (The stackless driver's `general.rs` has the same
+    /// loop with `.await` at each wait: one piece of code cannot both block
+    /// a thread of control and return `Pending` to an executor.)
+    fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
+        let mut plan = Plan::new(slow);
+        let mut event = Event::Start;
+        loop {
+            let Conn { ctx, wbuf, .. } = self;
+            event = match plan.next(&ctx.app, &ctx.stats, wbuf, event) {
+                Step::ReadBody { keep } => {
+                    let mut body = Vec::new();
+                    let keep = keep.then_some(&mut body);
+                    match self.read_body(keep, plan.head_only()) {
+                        Ok(()) => Event::Body(body),
                         Err(Stop::Done) => return Ok(false), // answered with an error
                         Err(stop) => return Err(stop),
                     }
                 }
-                respond::job_submitted(&mut self.wbuf, &self.ctx.app, &stats, to, kind, input)
-            }
-            Action::File(reply) => match respond::file_head(
-                &mut self.wbuf,
-                &stats,
-                match respond::pool_work(reply) {
-                    Ok(work) => {
-                        respond::pool_done(&stats, self.io.offload(self.ctx.app.jobs.pool(), work))
-                    }
-                    Err(reply) => reply,
-                },
-                to,
-            ) {
-                FileStep::Done(outcome) => outcome,
-                FileStep::Fail => return Ok(false),
-                FileStep::Send {
-                    file,
-                    offset,
-                    len,
-                    outcome,
-                } => {
+                Step::Sleep(d) => {
+                    self.flush()?;
+                    self.io.sleep(d);
+                    let shutting_down = self.ctx.idle.is_shutting_down();
+                    Event::Slept { shutting_down }
+                }
+                Step::Offload(work) => {
+                    Event::Offloaded(self.io.offload(self.ctx.app.jobs.pool(), work))
+                }
+                Step::SendFile { file, offset, len } => {
                     self.flush()?;
                     self.send_file(&file, offset, len)?;
-                    outcome
+                    Event::Sent
                 }
-            },
-            action => match respond::complete(&mut self.wbuf, &stats, to, &action) {
-                Some(outcome) => outcome,
-                None => unreachable!("every waiting action is handled above"),
-            },
-        };
-        stats.response(outcome.status.code());
-        log(self.ctx, &self.io, &req, outcome);
-        Ok(outcome.keep_alive)
+                Step::Echo {
+                    mut encoder,
+                    flush_first,
+                } => {
+                    if flush_first {
+                        self.flush()?;
+                    }
+                    let sent = self.echo(&mut encoder)?;
+                    Event::Echoed { encoder, sent }
+                }
+                Step::Done(outcome) => {
+                    log(self.ctx, &self.io, plan.request(), outcome);
+                    return Ok(outcome.keep_alive);
+                }
+                Step::Close => return Ok(false),
+            };
+        }
     }
 
     /// Reads the rest of the current request's body into `keep`, or drops
@@ -388,53 +364,42 @@ impl<I: BlockingIo> Conn<'_, I> {
                     self.fill()?;
                 }
                 Err(e) => {
-                    respond::reject_reply(&mut self.wbuf, &self.ctx.stats, &e, head_only);
+                    driver::reject(&mut self.wbuf, &self.ctx.stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }
         }
     }
 
-    /// Streams the request body back as it arrives.
-    fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
-        let Some(mut enc) = respond::echo_head(&mut self.wbuf, req, to) else {
-            return Err(Stop::Done);
-        };
-        if req.expects_continue() {
-            self.flush()?; // the client waits for the 100 first
-        }
+    /// Streams the request body back through `enc` as it arrives; the
+    /// bytes echoed.
+    fn echo(&mut self, enc: &mut BodyEncoder) -> Res<u64> {
         let mut sent = 0u64;
-        if req.has_body() {
-            loop {
-                match self.decoder.decode(&mut self.rbuf) {
-                    Ok(Some(Message::Body(b))) => {
-                        sent += b.len() as u64;
-                        enc.write(&mut self.wbuf, &b).map_err(|_| Stop::Done)?;
-                        if self.wbuf.len() >= FLUSH_AT {
-                            self.flush()?;
-                        }
-                    }
-                    Ok(Some(Message::End)) => break,
-                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
-                    Ok(None) => {
-                        self.flush()?; // stream what we have
-                        self.fill()?;
-                    }
-                    Err(_) => {
-                        self.ctx.stats.error(ErrorKind::BadRequest);
+        // A request without a body has none to stream.
+        while self.decoder.in_body() {
+            match self.decoder.decode(&mut self.rbuf) {
+                Ok(Some(Message::Body(b))) => {
+                    sent += b.len() as u64;
+                    enc.write(&mut self.wbuf, &b).map_err(|_| Stop::Done)?;
+                    if self.wbuf.len() >= FLUSH_AT {
                         self.flush()?;
-                        return Err(Stop::Done);
                     }
+                }
+                Ok(Some(Message::End)) => break,
+                Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
+                Ok(None) => {
+                    self.flush()?; // stream what we have
+                    self.fill()?;
+                }
+                Err(_) => {
+                    // The head is already out: all we can do is close.
+                    self.ctx.stats.error(ErrorKind::BadRequest);
+                    self.flush()?;
+                    return Err(Stop::Done);
                 }
             }
         }
-        let keep_alive = enc.keep_alive();
-        enc.finish(&mut self.wbuf).map_err(|_| Stop::Done)?;
-        Ok(Outcome {
-            status: Status::OK,
-            bytes: sent,
-            keep_alive,
-        })
+        Ok(sent)
     }
 
     /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
@@ -533,7 +498,7 @@ fn new_buffers() -> (BytesMut, BytesMut) {
 /// and tracing off (the common case) it is two tests.
 #[inline(always)]
 fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
-    respond::trace_outcome(io.fd(), req, out);
+    driver::trace_outcome(io.fd(), req, out);
     if let Some(log) = &ctx.access_log {
         access_log(log, io, req, out);
     }

@@ -23,7 +23,6 @@ use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
 use crate::date_clock::DateClock;
 use crate::lazy_timer::LazyTimer;
-use crate::stats::RuntimeProbe;
 
 /// A reactor-registered socket whose calls park the running coroutine.
 struct Stackful {
@@ -229,10 +228,10 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> 
             move |r: &Reactor| date.tick(r.now())
         })
         .build()?;
-    ctx.stats.set_runtime(RuntimeProbe::Stackful {
+    ctx.stats.set_runtime(Box::new(crate::probes::Stackful {
         reactor: rt.reactor().stats_handle(),
         coroutines: rt.stats_handle(),
-    });
+    }));
     let ctx = Rc::new(ctx);
     let live = Rc::new(Cell::new(0usize));
     let result = rt.block_on(|| accept_loop(&mut port, &ctx, &live));

@@ -17,7 +17,7 @@ use reactor::sys;
 
 use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
-use crate::stats::RuntimeProbe;
+use site::stats::RuntimeProbe;
 
 /// Stack size of a connection thread: the connection code needs a few KiB;
 /// the default 2 MiB would only be address space, but this keeps the
@@ -205,12 +205,29 @@ impl Live {
     }
 }
 
+/// The threads driver's internals for the stats document: the kernel
+/// schedules, so the only ones are the threads themselves.
+#[derive(Debug)]
+struct Probe(Arc<Live>);
+
+impl RuntimeProbe for Probe {
+    fn write_json(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let _ = write!(
+            s,
+            ",\"runtime\":{{\"kind\":\"threads\",\"threads_alive\":{},\
+             \"threads_high_water\":{}}}",
+            self.0.count(),
+            self.0.high_water()
+        );
+    }
+}
+
 /// Runs one worker: a thread per handed-off connection.
 pub fn run(mut port: WorkerPort, ctx: Ctx) -> io::Result<()> {
     let ctx = Arc::new(ctx);
     let live = Arc::new(Live::default());
-    ctx.stats
-        .set_runtime(RuntimeProbe::Threads { live: live.clone() });
+    ctx.stats.set_runtime(Box::new(Probe(live.clone())));
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
     let deadline = loop {
         match port.poll_batch(&mut fds)? {

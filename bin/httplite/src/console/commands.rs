@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::jobs::Jobs;
-use crate::stats::Stats;
+use site::jobs::Jobs;
+use site::stats::Stats;
 
 /// What a console can see and do.
 #[derive(Debug)]

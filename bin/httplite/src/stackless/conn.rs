@@ -42,10 +42,12 @@ use std::time::{Duration, Instant};
 use executor::net::TcpStream;
 use http1::Request;
 
-use super::worker::{Active, ConnGuard, WorkerCtx};
-use crate::access_log::Entry;
-use crate::respond::{self, Handled, Outcome, Slow};
-use crate::stats::{ErrorKind, TimeoutKind};
+use super::ctx::{Active, ConnGuard, WorkerCtx};
+use site::access_log::Entry;
+use site::respond::{self, Handled, Outcome, Slow};
+use site::stats::{ErrorKind, TimeoutKind};
+
+use crate::driver::{self, is_disconnect};
 
 mod fast;
 mod general;
@@ -209,13 +211,6 @@ impl Drop for Conn {
     }
 }
 
-fn is_disconnect(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
-    )
-}
-
 impl Conn {
     /// Counts why the connection stopped; dropping it closes the socket.
     fn finish(self, stop: Stop) {
@@ -283,7 +278,7 @@ impl Conn {
     /// Encodes the answer to a protocol error; the caller flushes and closes.
     fn reject(&mut self, e: &http1::Error) {
         let Conn { active, ctx, .. } = self;
-        respond::reject(&mut ctx.pool.ensure(active).wbuf, &ctx.stats, e);
+        driver::reject(&mut ctx.pool.ensure(active).wbuf, &ctx.stats, e, false);
     }
 
     /// Handles one request without waiting, if it can (see
@@ -314,7 +309,7 @@ impl Conn {
 /// Writes the access-log line, if logging is on.
 #[inline]
 fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
-    respond::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
+    driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry {
             peer: stream.peer_addr().ok(),

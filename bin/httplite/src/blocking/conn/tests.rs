@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use super::{Ctx, serve};
 use crate::blocking::{BlockingIo, Deadline, IdleSet};
 use crate::config::Config;
-use crate::jobs::{Jobs, Retention};
-use crate::routes::App;
-use crate::stats::Stats;
+use site::jobs::{Jobs, Retention};
+use site::routes::App;
+use site::stats::Stats;
 
 /// What the server wrote, and how much of it before each read.
 #[derive(Default)]

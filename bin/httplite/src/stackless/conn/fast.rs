@@ -16,8 +16,10 @@ use bytes::Buf;
 use http1::Message;
 
 use super::{Conn, FLUSH_AT, Resume, Stop, log};
-use crate::respond::{self, Handled};
-use crate::stats::TimeoutKind;
+use site::respond::{self, Handled};
+use site::stats::TimeoutKind;
+
+use crate::driver;
 
 /// Why the fast path returned.
 pub(super) enum Exit {
@@ -175,7 +177,7 @@ impl Conn {
                     return Some(Resume::Top);
                 }
                 Err(e) => {
-                    respond::reject(&mut io.wbuf, &ctx.stats, &e);
+                    driver::reject(&mut io.wbuf, &ctx.stats, &e, false);
                     return Some(Resume::Close);
                 }
             }

@@ -12,14 +12,16 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Instant;
 
-use http1::{Message, ReplyTo, Request, Status};
+use http1::{BodyEncoder, Message};
 use reactor::Interest;
 
 use super::timer::with_deadline;
 use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
-use crate::respond::{self, FileStep, Handled, Outcome, Slow};
-use crate::routes::Action;
-use crate::stats::{ErrorKind, TimeoutKind};
+use site::plan::{Event, Plan, Step};
+use site::respond::{Handled, Slow};
+use site::stats::{ErrorKind, TimeoutKind};
+
+use crate::driver;
 
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
@@ -239,78 +241,61 @@ impl Conn {
         }
     }
 
-    /// The answers that wait for something (see [`Conn::handle`]).
-    async fn handle_slow(&mut self, mut slow: Slow) -> Res<bool> {
-        if respond::body_policy(&mut slow) {
-            match self.read_body(None, slow.to.head_only).await {
-                Ok(()) => {}
-                Err(Stop::Done) => return Ok(false), // answered with an error
-                Err(stop) => return Err(stop),
-            }
-        }
-        let Slow {
-            req,
-            mut to,
-            action,
-        } = slow;
-        let stats = self.ctx.stats.clone();
-        let outcome = match action {
-            Action::Sleep(d) => {
-                // Earlier pipelined answers should not wait for this one.
-                self.flush().await?;
-                executor::sleep(d).await;
-                if self.ctx.shutdown.is_set() {
-                    to.keep_alive = false; // shutdown began while we slept
-                }
-                respond::slept(&mut self.io().wbuf, &stats, to, d)
-            }
-            Action::Echo => self.echo(&req, to).await?,
-            Action::Job(kind) => {
-                respond::job_head(&mut self.io().wbuf, &req);
-                self.flush().await?;
-                let mut input = Vec::new();
-                if req.has_body() {
-                    match self.read_body(Some(&mut input), to.head_only).await {
-                        Ok(()) => {}
+    /// The answers that wait for something (see [`Conn::handle`]): the
+    /// site's [`Plan`] decides, this loop waits. The blocking driver
+    /// (`blocking/conn.rs`) has the same loop without the `.await`s; it
+    /// cannot be one piece of code, since a wait there blocks the thread of
+    /// control (a coroutine's or an OS thread's) while here it must return
+    /// `Pending` to the executor, and Rust has no way to be generic over
+    /// that.
+    async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
+        let mut plan = Plan::new(slow);
+        let mut event = Event::Start;
+        loop {
+            let Conn { active, ctx, .. } = self;
+            let wbuf = &mut ctx.pool.ensure(active).wbuf;
+            event = match plan.next(&ctx.app, &ctx.stats, wbuf, event) {
+                Step::ReadBody { keep } => {
+                    let mut body = Vec::new();
+                    let keep = keep.then_some(&mut body);
+                    match self.read_body(keep, plan.head_only()).await {
+                        Ok(()) => Event::Body(body),
                         Err(Stop::Done) => return Ok(false), // answered with an error
                         Err(stop) => return Err(stop),
                     }
                 }
-                let Conn { active, ctx, .. } = self;
-                let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                respond::job_submitted(wbuf, &ctx.app, &stats, to, kind, input)
-            }
-            Action::File(reply) => {
-                let reply = match respond::pool_work(reply) {
-                    Ok(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
-                        Ok(listed) => respond::pool_done(&stats, Ok(listed.await)),
-                        Err(full) => respond::pool_done(&stats, Err(full)),
-                    },
-                    Err(reply) => reply,
-                };
-                match respond::file_head(&mut self.io().wbuf, &stats, reply, to) {
-                    FileStep::Done(outcome) => outcome,
-                    FileStep::Fail => return Ok(false),
-                    FileStep::Send {
-                        file,
-                        offset,
-                        len,
-                        outcome,
-                    } => {
-                        self.flush().await?;
-                        self.send_file(&file, offset, len).await?;
-                        outcome
-                    }
+                Step::Sleep(d) => {
+                    self.flush().await?;
+                    executor::sleep(d).await;
+                    let shutting_down = self.ctx.shutdown.is_set();
+                    Event::Slept { shutting_down }
                 }
-            }
-            action => match respond::complete(&mut self.io().wbuf, &stats, to, &action) {
-                Some(outcome) => outcome,
-                None => unreachable!("every waiting action is handled above"),
-            },
-        };
-        stats.response(outcome.status.code());
-        log(&self.ctx, &self.stream, &req, outcome);
-        Ok(outcome.keep_alive)
+                Step::Offload(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
+                    Ok(listing) => Event::Offloaded(Ok(listing.await)),
+                    Err(full) => Event::Offloaded(Err(full)),
+                },
+                Step::SendFile { file, offset, len } => {
+                    self.flush().await?;
+                    self.send_file(&file, offset, len).await?;
+                    Event::Sent
+                }
+                Step::Echo {
+                    mut encoder,
+                    flush_first,
+                } => {
+                    if flush_first {
+                        self.flush().await?;
+                    }
+                    let sent = self.echo(&mut encoder).await?;
+                    Event::Echoed { encoder, sent }
+                }
+                Step::Done(outcome) => {
+                    log(&self.ctx, &self.stream, plan.request(), outcome);
+                    return Ok(outcome.keep_alive);
+                }
+                Step::Close => return Ok(false),
+            };
+        }
     }
 
     /// Reads the rest of the current request's body into `keep`, or drops
@@ -337,56 +322,44 @@ impl Conn {
                     // Answered with the error; the caller flushes and closes.
                     let Conn { active, ctx, .. } = self;
                     let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                    respond::reject_reply(wbuf, &ctx.stats, &e, head_only);
+                    driver::reject(wbuf, &ctx.stats, &e, head_only);
                     return Err(Stop::Done);
                 }
             }
         }
     }
 
-    /// Streams the request body back as it arrives.
-    async fn echo(&mut self, req: &Request, to: ReplyTo) -> Res<Outcome> {
-        let Some(mut enc) = respond::echo_head(&mut self.io().wbuf, req, to) else {
-            return Err(Stop::Done);
-        };
-        if req.expects_continue() {
-            self.flush().await?; // the client waits for the 100 first
-        }
+    /// Streams the request body back through `enc` as it arrives; the
+    /// bytes echoed.
+    async fn echo(&mut self, enc: &mut BodyEncoder) -> Res<u64> {
         let mut sent = 0u64;
-        if req.has_body() {
-            loop {
-                let io = self.io();
-                match io.decoder.decode(&mut io.rbuf) {
-                    Ok(Some(Message::Body(b))) => {
-                        sent += b.len() as u64;
-                        enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
-                        if io.wbuf.len() >= FLUSH_AT {
-                            self.flush().await?;
-                        }
-                    }
-                    Ok(Some(Message::End)) => break,
-                    Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
-                    Ok(None) => {
-                        // Stream what we have before waiting for more.
+        // A request without a body has none to stream.
+        while self.io().decoder.in_body() {
+            let io = self.io();
+            match io.decoder.decode(&mut io.rbuf) {
+                Ok(Some(Message::Body(b))) => {
+                    sent += b.len() as u64;
+                    enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
+                    if io.wbuf.len() >= FLUSH_AT {
                         self.flush().await?;
-                        self.fill().await?;
                     }
-                    Err(_) => {
-                        // The head is already out: all we can do is close.
-                        self.ctx.stats.error(ErrorKind::BadRequest);
-                        self.flush().await?;
-                        return Err(Stop::Done);
-                    }
+                }
+                Ok(Some(Message::End)) => break,
+                Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
+                Ok(None) => {
+                    // Stream what we have before waiting for more.
+                    self.flush().await?;
+                    self.fill().await?;
+                }
+                Err(_) => {
+                    // The head is already out: all we can do is close.
+                    self.ctx.stats.error(ErrorKind::BadRequest);
+                    self.flush().await?;
+                    return Err(Stop::Done);
                 }
             }
         }
-        let keep_alive = enc.keep_alive();
-        enc.finish(&mut self.io().wbuf).map_err(|_| Stop::Done)?;
-        Ok(Outcome {
-            status: Status::OK,
-            bytes: sent,
-            keep_alive,
-        })
+        Ok(sent)
     }
 
     /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.

@@ -8,7 +8,7 @@ use reactor::Reactor;
 
 use super::{Res, Stop};
 use crate::lazy_timer::LazyTimer;
-use crate::stats::TimeoutKind;
+use site::stats::TimeoutKind;
 
 /// The connection's one timer (a [`LazyTimer`]: its deadline moves later
 /// without touching the heap), with the deadline that counts now and what

@@ -64,114 +64,21 @@ pub struct WorkerStats {
     pub timeouts: [AtomicU64; 3],
     /// Errors by kind, in `ERROR_KINDS` order.
     pub errors: [AtomicU64; 8],
-    /// The worker's event-loop internals, once its runtime is built.
-    runtime: OnceLock<RuntimeProbe>,
+    /// The worker's event-loop internals, once its driver has started.
+    runtime: OnceLock<Box<dyn RuntimeProbe>>,
 }
 
-/// Reads a worker's event-loop counters from any thread: the stats page may
-/// be served by another worker.
-#[derive(Debug)]
-pub enum RuntimeProbe {
-    /// Futures on the executor.
-    Stackless {
-        /// epoll, timers, fds.
-        reactor: reactor::StatsHandle,
-        /// Tasks, polls, wakes, run queue.
-        executor: executor::StatsHandle,
-    },
-    /// Coroutines on the coroutine scheduler.
-    Stackful {
-        /// epoll, timers, fds.
-        reactor: reactor::StatsHandle,
-        /// Coroutines (stacks), resumes, wakes, run queue.
-        coroutines: coroutine::StatsHandle,
-    },
-    /// A thread per connection: the kernel schedules, so the only internals
-    /// are the threads themselves.
-    Threads {
-        /// The worker's connection-thread count.
-        live: Arc<crate::blocking::threads::Live>,
-    },
-}
-
-impl RuntimeProbe {
-    /// The `"runtime":{...}` member of a worker's stats.
-    fn write_json(&self, s: &mut String) {
-        match self {
-            RuntimeProbe::Stackless { reactor, executor } => {
-                write_reactor(s, "stackless", reactor.snapshot());
-                let e = executor.snapshot();
-                let _ = write!(
-                    s,
-                    ",\"tasks_alive\":{},\"tasks_spawned\":{},\"polls\":{},\
-                     \"wakes_local\":{},\"wakes_remote\":{},\"run_queue_high_water\":{},\
-                     \"ticks\":{},\"task_panics\":{}}}",
-                    e.alive,
-                    e.spawned,
-                    e.polls,
-                    e.local_wakes,
-                    e.remote_wakes,
-                    e.queue_high_water,
-                    e.ticks,
-                    e.panicked,
-                );
-            }
-            RuntimeProbe::Stackful {
-                reactor,
-                coroutines,
-            } => {
-                write_reactor(s, "stackful", reactor.snapshot());
-                let c = coroutines.snapshot();
-                let _ = write!(
-                    s,
-                    ",\"coroutines_alive\":{},\"stacks_in_use\":{},\
-                     \"stacks_in_use_high_water\":{},\"stack_bytes_high_water\":{},\
-                     \"coroutines_spawned\":{},\"resumes\":{},\"wakes_local\":{},\
-                     \"wakes_remote\":{},\"run_queue_high_water\":{},\"ticks\":{},\
-                     \"coroutine_panics\":{}}}",
-                    c.alive,
-                    c.alive,
-                    c.alive_high_water,
-                    c.stack_high_water,
-                    c.spawned,
-                    c.resumes,
-                    c.local_wakes,
-                    c.remote_wakes,
-                    c.queue_high_water,
-                    c.ticks,
-                    c.panicked,
-                );
-            }
-            RuntimeProbe::Threads { live } => {
-                let _ = write!(
-                    s,
-                    ",\"runtime\":{{\"kind\":\"threads\",\"threads_alive\":{},\
-                     \"threads_high_water\":{}}}",
-                    live.count(),
-                    live.high_water()
-                );
-            }
-        }
-    }
-}
-
-/// Opens a worker's `"runtime"` object with the reactor's counters; the
-/// caller adds its scheduler's and closes it.
-fn write_reactor(s: &mut String, kind: &str, r: reactor::ReactorStats) {
-    let _ = write!(
-        s,
-        ",\"runtime\":{{\"kind\":\"{kind}\",\"epoll_waits\":{},\"epoll_events\":{},\
-         \"stale_events\":{},\"remote_notifies\":{},\"fds_registered\":{},\
-         \"timers_pending\":{},\"timers_fired\":{},\"io_timer_wakes\":{}",
-        r.waits,
-        r.events,
-        r.stale_events,
-        r.notifies,
-        r.registered,
-        r.timers_pending,
-        r.timers_fired,
-        r.wakes,
-    );
+/// A driver's view of its own internals (epoll waits, tasks, coroutines,
+/// threads...), for the stats document. Each driver implements it and
+/// hands one to [`WorkerStats::set_runtime`] when its worker starts: the
+/// site formats the document without knowing any driver, and a new design
+/// adds its counters without touching this file.
+///
+/// Read from any thread: the stats page may be served by another worker.
+pub trait RuntimeProbe: Send + Sync + std::fmt::Debug {
+    /// Appends the worker's `,"runtime":{"kind":...}` member (leading
+    /// comma included) to the JSON object being built.
+    fn write_json(&self, s: &mut String);
 }
 
 impl WorkerStats {
@@ -203,7 +110,7 @@ impl WorkerStats {
     }
 
     /// Publishes this worker's runtime counters (once, when it starts).
-    pub fn set_runtime(&self, probe: RuntimeProbe) {
+    pub fn set_runtime(&self, probe: Box<dyn RuntimeProbe>) {
         let _ = self.runtime.set(probe);
     }
 }

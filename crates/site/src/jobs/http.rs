@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use http1::{HeaderValue, Method, Request, Status};
 
 use super::{Cancel, JobInfo, JobValue, Jobs, kinds::PUBLIC_KINDS};
-use crate::routes::{Action, PREFIX};
+use crate::action::{Action, PREFIX};
 
 const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
 const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");

@@ -6,13 +6,11 @@ use std::time::Duration;
 
 use http1::{HeaderValue, Method, Request, StaticResponse, Status};
 
-use crate::jobs::{JobKind, Jobs};
-use crate::static_files::{StaticReply, StaticRoot};
+pub use crate::action::{Action, PREFIX};
+use crate::action::{HTML, TEXT};
+use crate::jobs::Jobs;
+use crate::static_files::StaticRoot;
 use crate::stats::Stats;
-
-/// The prefix of every built-in endpoint; it cannot collide with a site's
-/// files because `--root` content is only served outside it.
-pub const PREFIX: &str = "/_httplite/";
 
 /// Longest `/_httplite/sleep?ms=N` honoured.
 pub const MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -20,8 +18,6 @@ pub const MAX_SLEEP: Duration = Duration::from_secs(60);
 const HELLO: &[u8] = b"Hello, World!";
 const HELLO_JSON: &[u8] = b"{\"message\":\"Hello, World!\"}";
 const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
-const HTML: HeaderValue<'static> = HeaderValue::from_static("text/html; charset=utf-8");
-const TEXT: HeaderValue<'static> = HeaderValue::from_static("text/plain; charset=utf-8");
 
 /// `/_httplite/plaintext`.
 static PLAINTEXT: StaticResponse = StaticResponse {
@@ -75,54 +71,6 @@ impl std::fmt::Debug for App {
             .field("root", &self.root)
             .field("test_endpoints", &self.test_endpoints)
             .finish()
-    }
-}
-
-/// What the connection should do next.
-#[derive(Debug)]
-pub enum Action {
-    /// A complete response fixed at compile time (the hot path: no
-    /// allocation).
-    Static(&'static StaticResponse),
-    /// A complete response with an owned body and extra headers.
-    Owned {
-        /// Status.
-        status: Status,
-        /// Content-Type, if any.
-        content_type: Option<HeaderValue<'static>>,
-        /// Extra headers (validated by the encoder).
-        headers: Vec<(&'static str, String)>,
-        /// Body.
-        body: Vec<u8>,
-    },
-    /// Stream the request body back.
-    Echo,
-    /// Wait, then answer with a small text body.
-    Sleep(Duration),
-    /// A static file decision.
-    File(StaticReply),
-    /// Read the request body, then submit it as a job of this type
-    /// ([`crate::jobs::http::submitted`] answers).
-    Job(JobKind),
-}
-
-impl Action {
-    fn error(status: Status) -> Action {
-        Action::Owned {
-            status,
-            content_type: Some(TEXT),
-            headers: Vec::new(),
-            body: format!("{} {}\n", status.code(), status.reason()).into_bytes(),
-        }
-    }
-
-    fn not_allowed(allow: &'static str) -> Action {
-        Action::Owned {
-            status: Status::METHOD_NOT_ALLOWED,
-            content_type: Some(TEXT),
-            headers: vec![("Allow", allow.to_string())],
-            body: b"405 Method Not Allowed\n".to_vec(),
-        }
     }
 }
 

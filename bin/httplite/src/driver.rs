@@ -1,0 +1,41 @@
+//! What every driver shares that is about the connection rather than the
+//! site: the `http` trace lines (the reactor's tracing, which the site
+//! must not know) and the reading of a socket error.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use bytes::BytesMut;
+use http1::Request;
+use site::respond::Outcome;
+use site::stats::WorkerStats;
+
+/// The `http` trace line of one answered request.
+#[inline]
+pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
+    reactor::trace!(
+        "http",
+        "fd={fd} {} {} {} -> {} body={}B{}",
+        req.method().as_str(),
+        req.target(),
+        req.version().as_str(),
+        out.status.code(),
+        out.bytes,
+        if out.keep_alive { "" } else { " close" }
+    );
+}
+
+/// Encodes the answer to a protocol error (see
+/// [`site::respond::reject_reply`]), traced; the caller flushes and closes.
+pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error, head_only: bool) {
+    reactor::trace!("http", "reject {} ({e})", e.status().code());
+    site::respond::reject_reply(wbuf, stats, e, head_only);
+}
+
+/// Whether a socket error is the peer going away (not counted as an error).
+pub fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
+    )
+}

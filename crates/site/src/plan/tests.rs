@@ -1,0 +1,295 @@
+//! Plans driven by hand, as a driver would, with no socket: what each
+//! waiting answer asks for, and what it encodes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http1::{Decoder, Limits, Message};
+
+use super::*;
+use crate::jobs::{Jobs, Retention};
+use crate::respond::{Handled, handle};
+use crate::static_files::StaticRoot;
+use crate::stats::Stats;
+
+/// A directory of its own under the system's temporary one, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("site-plan-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn app(root: Option<StaticRoot>) -> App {
+    let pool = pool::Pool::builder().max_threads(1).build();
+    let retention = Retention {
+        max_count: 16,
+        max_age: Duration::from_secs(60),
+    };
+    App {
+        root,
+        stats: Arc::new(Stats::new(1)),
+        worker_extra: Box::new(|_, _| {}),
+        test_endpoints: false,
+        jobs: Jobs::new(pool, retention, false),
+    }
+}
+
+/// Decodes `head` (and leaves any body in `rbuf`) and hands it to
+/// `handle`: the plan if the answer waits.
+fn start(app: &App, wbuf: &mut BytesMut, rbuf: &mut BytesMut, dec: &mut Decoder) -> Option<Plan> {
+    let req = match dec.decode(rbuf) {
+        Ok(Some(Message::Head(req))) => req,
+        other => panic!("{other:?}"),
+    };
+    match handle(app, &app.stats.worker(0), wbuf, req, false, |_, _| {}) {
+        Handled::Done(_) => None,
+        Handled::Slow(slow) => Some(Plan::new(slow)),
+    }
+}
+
+/// What a blocking driver does for `ReadBody`, over the bytes at hand.
+fn read_body(dec: &mut Decoder, rbuf: &mut BytesMut, keep: bool) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        match dec.decode(rbuf) {
+            Ok(Some(Message::Body(b))) if keep => body.extend_from_slice(&b),
+            Ok(Some(Message::Body(_))) => {}
+            Ok(Some(Message::End)) => return body,
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+fn text(wbuf: &BytesMut) -> String {
+    String::from_utf8_lossy(wbuf).into_owned()
+}
+
+#[test]
+fn sleep_waits_then_answers_and_closes_if_shutdown_began() {
+    let app = app(None);
+    let st = app.stats.worker(0);
+    for shutting_down in [false, true] {
+        let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+        let mut rbuf =
+            BytesMut::from(&b"GET /_httplite/sleep?ms=7 HTTP/1.1\r\nHost: a\r\n\r\n"[..]);
+        let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).expect("sleep waits");
+        let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+        assert!(
+            matches!(step, Step::Sleep(d) if d == Duration::from_millis(7)),
+            "{step:?}"
+        );
+        assert!(wbuf.is_empty(), "nothing is encoded before the sleep");
+        let step = plan.next(&app, &st, &mut wbuf, Event::Slept { shutting_down });
+        let Step::Done(out) = step else {
+            panic!("{step:?}")
+        };
+        assert_eq!(out.keep_alive, !shutting_down);
+        assert_eq!(out.bytes, 11);
+        assert!(text(&wbuf).ends_with("slept 7 ms\n"));
+    }
+}
+
+#[test]
+fn a_body_nobody_wants_is_read_first_unless_the_client_waits_for_100() {
+    let dir = TempDir::new("body");
+    std::fs::write(dir.0.join("a.txt"), "hello").unwrap();
+    let app = app(Some(StaticRoot::new(&dir.0, false).unwrap()));
+    let st = app.stats.worker(0);
+    // A sleep with a body: drop the body, then sleep.
+    let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+    let mut rbuf = BytesMut::from(
+        &b"GET /_httplite/sleep?ms=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"[..],
+    );
+    let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).unwrap();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    assert!(matches!(step, Step::ReadBody { keep: false }), "{step:?}");
+    let body = read_body(&mut dec, &mut rbuf, false);
+    let step = plan.next(&app, &st, &mut wbuf, Event::Body(body));
+    assert!(matches!(step, Step::Sleep(_)), "{step:?}");
+
+    // The same with `Expect: 100-continue`: answered at once, and closed.
+    let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+    let mut rbuf = BytesMut::from(
+        &b"GET /a.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"[..],
+    );
+    let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).unwrap();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    let Step::SendFile { offset, len, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((offset, len), (0, 5));
+    assert!(text(&wbuf).contains("Connection: close"), "{}", text(&wbuf));
+    assert!(!text(&wbuf).contains("100 Continue"));
+}
+
+#[test]
+fn files_ranges_and_conditionals() {
+    let dir = TempDir::new("files");
+    std::fs::write(dir.0.join("f.txt"), "0123456789").unwrap();
+    std::fs::create_dir(dir.0.join("sub")).unwrap();
+    let app = app(Some(StaticRoot::new(&dir.0, true).unwrap()));
+    let st = app.stats.worker(0);
+    let run = |head: &str| {
+        let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+        let mut rbuf = BytesMut::from(head.as_bytes());
+        let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).expect("files wait");
+        let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+        (plan, step, wbuf)
+    };
+
+    // The whole file: the head is encoded, the body is the driver's.
+    let (mut plan, step, mut wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+    let Step::SendFile { offset, len, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((offset, len), (0, 10));
+    let head = text(&wbuf);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
+    let etag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("ETag: "))
+        .expect("an ETag")
+        .to_string();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
+    assert!(
+        matches!(step, Step::Done(o) if o.bytes == 10 && o.keep_alive),
+        "{step:?}"
+    );
+
+    // A range.
+    let (_, step, wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=2-4\r\n\r\n");
+    let Step::SendFile { offset, len, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((offset, len), (2, 3));
+    assert!(text(&wbuf).starts_with("HTTP/1.1 206 "), "{}", text(&wbuf));
+    assert!(text(&wbuf).contains("Content-Range: bytes 2-4/10"));
+
+    // A range past the end.
+    let (_, step, wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=20-\r\n\r\n");
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 416),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).contains("Content-Range: bytes */10"));
+
+    // A conditional request that matches: 304, no body.
+    let (_, step, wbuf) = run(&format!(
+        "GET /f.txt HTTP/1.1\r\nHost: a\r\nIf-None-Match: {etag}\r\n\r\n"
+    ));
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 304),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).starts_with("HTTP/1.1 304 "));
+
+    // HEAD: the head only, nothing to send.
+    let (_, step, _) = run("HEAD /f.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(matches!(step, Step::Done(o) if o.bytes == 0), "{step:?}");
+
+    // Missing; a directory without its slash; a listing (on the pool).
+    let (_, step, _) = run("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 404),
+        "{step:?}"
+    );
+    let (_, step, wbuf) = run("GET /sub HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 301),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).contains("Location: /sub/"));
+    let (mut plan, step, mut wbuf) = run("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let Step::Offload(work) = step else {
+        panic!("{step:?}")
+    };
+    let step = plan.next(&app, &st, &mut wbuf, Event::Offloaded(Ok(Ok(work()))));
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 200),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).contains("f.txt"), "{}", text(&wbuf));
+    // A full pool is a 503 with Retry-After.
+    let (mut plan, _, mut wbuf) = run("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let step = plan.next(&app, &st, &mut wbuf, Event::Offloaded(Err(pool::Full)));
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 503),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).contains("Retry-After: 1"));
+}
+
+#[test]
+fn a_job_reads_its_input_then_is_submitted() {
+    let app = app(None);
+    let st = app.stats.worker(0);
+    let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+    let mut rbuf = BytesMut::from(
+        &b"POST /_httplite/jobs?type=wordcount HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\nExpect: 100-continue\r\n\r\na b c d"[..],
+    );
+    let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).expect("a job waits");
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    assert!(matches!(step, Step::ReadBody { keep: true }), "{step:?}");
+    assert!(text(&wbuf).starts_with("HTTP/1.1 100 Continue\r\n\r\n"));
+    let input = read_body(&mut dec, &mut rbuf, true);
+    assert_eq!(input, b"a b c d");
+    let step = plan.next(&app, &st, &mut wbuf, Event::Body(input));
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 202),
+        "{step:?}"
+    );
+    assert!(
+        text(&wbuf).contains("Location: /_httplite/jobs/1"),
+        "{}",
+        text(&wbuf)
+    );
+    // Counted once, as a 2xx.
+    assert!(
+        app.stats_json().contains("\"2xx\":1"),
+        "{}",
+        app.stats_json()
+    );
+}
+
+#[test]
+fn echo_hands_over_an_encoder_and_finishes_the_body() {
+    let app = app(None);
+    let st = app.stats.worker(0);
+    let (mut wbuf, mut dec) = (BytesMut::new(), Decoder::new(Limits::default()));
+    let mut rbuf = BytesMut::from(
+        &b"POST /_httplite/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"[..],
+    );
+    let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).expect("echo waits");
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    let Step::Echo {
+        mut encoder,
+        flush_first: false,
+    } = step
+    else {
+        panic!("{step:?}")
+    };
+    let body = read_body(&mut dec, &mut rbuf, true);
+    encoder.write(&mut wbuf, &body).unwrap();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Echoed { encoder, sent: 3 });
+    assert!(
+        matches!(step, Step::Done(o) if o.bytes == 3 && o.keep_alive),
+        "{step:?}"
+    );
+    let out = text(&wbuf);
+    assert!(out.contains("Transfer-Encoding: chunked"), "{out}");
+    assert!(out.ends_with("3\r\nabc\r\n0\r\n\r\n"), "{out}");
+}

@@ -1,0 +1,226 @@
+//! The first step of every request, shared by every driver: route, and
+//! encode what can be encoded now (the hot path: a constant endpoint is one
+//! compare and one copy), or hand back the request as [`Slow`] for a
+//! [`Plan`](crate::plan::Plan). Also the error replies: a protocol error, a
+//! bad body, a panicking handler, an invalid header.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use bytes::BytesMut;
+use http1::{Framing, HeaderValue, ReplyTo, Request, StaticResponse, Status};
+
+use crate::action::Action;
+use crate::routes::App;
+use crate::stats::{ErrorKind, WorkerStats};
+
+pub use crate::action::{HTML, TEXT};
+
+/// What [`handle`] did: answered (keep-alive or not), or handed back work
+/// that must wait.
+#[derive(Debug)]
+pub enum Handled<S> {
+    /// Encoded into the write buffer; `true` keeps the connection open.
+    Done(bool),
+    /// Must wait (a body, a sleep, a file): the runtime finishes it.
+    Slow(S),
+}
+
+/// A request whose answer must wait.
+#[derive(Debug)]
+pub struct Slow {
+    /// The request.
+    pub req: Request,
+    /// How to answer it.
+    pub to: ReplyTo,
+    /// What to answer.
+    pub action: Action,
+}
+
+/// One answered request, for the stats and the access log.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// The status sent.
+    pub status: Status,
+    /// Body bytes sent.
+    pub bytes: u64,
+    /// Whether the connection stays open.
+    pub keep_alive: bool,
+}
+
+/// Routes `req` and, for small complete answers (the plaintext hot path),
+/// encodes the response at once; `log` is told about every answer given
+/// here. A panicking handler is answered with 500 and the connection
+/// closes; nothing else is affected.
+pub fn handle(
+    app: &App,
+    stats: &WorkerStats,
+    wbuf: &mut BytesMut,
+    req: Request,
+    shutting_down: bool,
+    log: impl FnOnce(&Request, Outcome),
+) -> Handled<Slow> {
+    stats.request();
+    let mut to = ReplyTo::new(&req);
+    if shutting_down {
+        to.keep_alive = false;
+    }
+    // The constant endpoints first: no `Action` to build and move, and no
+    // panic to catch.
+    if !req.has_body()
+        && let Some(response) = app.canned(&req)
+    {
+        http1::encode_static(wbuf, to, response);
+        return answered(stats, &req, to, response, log);
+    }
+    let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req))) {
+        Ok(a) => a,
+        Err(_) => {
+            stats.error(ErrorKind::Panic);
+            stats.response(500);
+            let body = b"500 Internal Server Error\n";
+            let to = ReplyTo {
+                keep_alive: false,
+                ..to
+            };
+            // Cannot fail: no caller headers.
+            let _ = respond_owned(
+                wbuf,
+                stats,
+                to,
+                Status::INTERNAL_SERVER_ERROR,
+                None,
+                &[],
+                body,
+            );
+            let outcome = Outcome {
+                status: Status::INTERNAL_SERVER_ERROR,
+                bytes: body.len() as u64,
+                keep_alive: false,
+            };
+            log(&req, outcome);
+            return Handled::Done(false);
+        }
+    };
+    match action {
+        Action::Static(response) if !req.has_body() => {
+            http1::encode_static(wbuf, to, response);
+            answered(stats, &req, to, response, log)
+        }
+        action => Handled::Slow(Slow { req, to, action }),
+    }
+}
+
+/// Counts and logs a small answer [`handle`] has encoded.
+#[inline(always)]
+fn answered(
+    stats: &WorkerStats,
+    req: &Request,
+    to: ReplyTo,
+    response: &StaticResponse,
+    log: impl FnOnce(&Request, Outcome),
+) -> Handled<Slow> {
+    stats.response(response.status.code());
+    let outcome = Outcome {
+        status: response.status,
+        bytes: response.body.len() as u64,
+        keep_alive: to.keep_alive,
+    };
+    log(req, outcome);
+    Handled::Done(to.keep_alive)
+}
+
+/// Encodes a complete response with arbitrary headers. `None` means the
+/// headers were invalid: a 500 was encoded instead and the connection must
+/// close.
+pub fn respond_owned(
+    wbuf: &mut BytesMut,
+    stats: &WorkerStats,
+    to: ReplyTo,
+    status: Status,
+    content_type: Option<HeaderValue<'static>>,
+    headers: &[(&'static str, String)],
+    body: &[u8],
+) -> Option<bool> {
+    let mut hs: Vec<(&str, &[u8])> = Vec::with_capacity(headers.len() + 1);
+    if let Some(ct) = content_type {
+        hs.push(("Content-Type", ct.as_bytes()));
+    }
+    hs.extend(headers.iter().map(|(n, v)| (*n, v.as_bytes())));
+    match http1::encode_head(wbuf, to, status, &hs, Framing::Length(body.len() as u64)) {
+        Ok(mut enc) => {
+            enc.write(wbuf, body).ok()?;
+            let keep = enc.keep_alive();
+            enc.finish(wbuf).ok()?;
+            Some(keep)
+        }
+        Err(e) => {
+            // A handler produced an invalid header: answer 500 instead.
+            stats.error(ErrorKind::Panic);
+            http1::encode_error(wbuf, &e);
+            None
+        }
+    }
+}
+
+/// Encodes the answer to a protocol error; the caller flushes and closes.
+pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error) {
+    reject_reply(wbuf, stats, e, false);
+}
+
+/// [`reject`] once the request's head is known (an error in its body):
+/// the answer to a `HEAD` request then has no body, not even the error's
+/// reason (RFC 9110 §9.3.2), or the client would read that reason as the
+/// start of the next response.
+pub fn reject_reply(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error, head_only: bool) {
+    let kind = match e.status().code() {
+        413 => ErrorKind::BodyTooLarge,
+        414 => ErrorKind::UriTooLong,
+        431 => ErrorKind::HeadersTooLarge,
+        505 => ErrorKind::Version,
+        _ => ErrorKind::BadRequest,
+    };
+    stats.error(kind);
+    stats.response(e.status().code());
+    // As `http1::encode_error`, with the request's `head_only`.
+    let to = ReplyTo {
+        head_only,
+        ..ReplyTo::closing()
+    };
+    let reason = e.reason().as_bytes();
+    http1::encode_response(wbuf, to, e.status(), Some(http1::TEXT_PLAIN), reason);
+}
+
+/// Encodes a complete answer for actions that need no further I/O once any
+/// request body has been dealt with (`Static`, `Owned`). `None` for actions
+/// that do (`Echo`, `Sleep`, `File`).
+pub fn complete(
+    wbuf: &mut BytesMut,
+    stats: &WorkerStats,
+    to: ReplyTo,
+    action: &Action,
+) -> Option<Outcome> {
+    match action {
+        Action::Static(response) => {
+            http1::encode_static(wbuf, to, response);
+            Some(Outcome {
+                status: response.status,
+                bytes: response.body.len() as u64,
+                keep_alive: to.keep_alive,
+            })
+        }
+        Action::Owned {
+            status,
+            content_type,
+            headers,
+            body,
+        } => {
+            let keep = respond_owned(wbuf, stats, to, *status, *content_type, headers, body);
+            Some(Outcome {
+                status: *status,
+                bytes: body.len() as u64,
+                keep_alive: keep.unwrap_or(false),
+            })
+        }
+        _ => None,
+    }
+}
