@@ -62,6 +62,10 @@ step "cargo fmt --all --check" 5 cargo fmt --all --check
 # stand on its own), and every relative link in the Markdown resolves.
 step "scripts/check-self-contained.sh" 2 scripts/check-self-contained.sh
 
+# The site never depends on a runtime crate (reactor, executor, coroutine,
+# dispatch): `cargo tree -p site -e normal` must name none of them.
+step "scripts/check-site-deps.sh" 2 scripts/check-site-deps.sh
+
 step "cargo clippy --workspace --all-targets -- -D warnings" 30 \
     cargo clippy --workspace --all-targets -- -D warnings
 
