@@ -17,7 +17,6 @@
 //! coroutine's key into the runtime's inbox. The result (which may be
 //! `!Send`) is only ever touched on the coroutine's own thread.
 
-use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::marker::PhantomData;
@@ -211,64 +210,13 @@ where
     unsafe { raw::finish(ctl) }
 }
 
-/// Why a coroutine produced no value.
-pub enum JoinError {
-    /// It was cancelled: [`JoinHandle::abort`], or its runtime was dropped.
-    Cancelled,
-    /// It panicked; the payload is kept for [`std::panic::resume_unwind`].
-    Panicked(Box<dyn Any + Send + 'static>),
-}
-
-impl JoinError {
-    /// Whether the coroutine was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self, JoinError::Cancelled)
-    }
-
-    /// Whether the coroutine panicked.
-    pub fn is_panic(&self) -> bool {
-        matches!(self, JoinError::Panicked(_))
-    }
-
-    /// The panic payload, if it panicked.
-    pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
-        match self {
-            JoinError::Panicked(p) => Some(p),
-            JoinError::Cancelled => None,
-        }
-    }
-}
-
-/// The message of a panic payload (`&str` or `String`), if it has one.
-pub(crate) fn panic_message(p: &(dyn Any + Send)) -> &str {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
-    }
-}
-
-impl fmt::Debug for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
-            JoinError::Panicked(p) => write!(f, "JoinError::Panicked({:?})", panic_message(&**p)),
-        }
-    }
-}
-
-impl fmt::Display for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Cancelled => f.write_str("coroutine was cancelled"),
-            JoinError::Panicked(p) => write!(f, "coroutine panicked: {}", panic_message(&**p)),
-        }
-    }
-}
-
-impl std::error::Error for JoinError {}
+/// Why a coroutine produced no value: [`Cancelled`](JoinError::Cancelled)
+/// ([`JoinHandle::abort`], or its runtime was dropped) or
+/// [`Panicked`](JoinError::Panicked) (the payload is kept for
+/// [`std::panic::resume_unwind`]). The same type as `pool::JoinError` and
+/// `executor::JoinError`: the three carry the same information, so they
+/// share the pool's definition (a crate this one already depends on).
+pub use pool::JoinError;
 
 /// The spawner's handle on a coroutine: [`join`](JoinHandle::join) waits for
 /// its result.

@@ -22,12 +22,20 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// Why a blocking task produced no value.
+/// Why a task produced no value.
+///
+/// One type for the workspace: a pool task, an executor task
+/// (`executor::JoinError`) and a coroutine (`coroutine::JoinError`) all end
+/// without a value for the same two reasons and carry the same information
+/// (nothing, or the panic's payload), so the executor and the coroutine
+/// crate re-export this one rather than keeping copies; this crate is the
+/// lowest of the three (it needs only `libc`).
 pub enum JoinError {
-    /// It was cancelled with [`JoinHandle::cancel`] before a thread took it.
+    /// It was cancelled: a pool task with [`JoinHandle::cancel`] before a
+    /// thread took it; an executor task by `abort` or its runtime shutting
+    /// down; a coroutine by `abort` or its runtime being dropped.
     Cancelled,
-    /// The closure panicked; the payload is kept for
-    /// [`std::panic::resume_unwind`].
+    /// It panicked; the payload is kept for [`std::panic::resume_unwind`].
     Panicked(Box<dyn Any + Send + 'static>),
 }
 
@@ -75,9 +83,9 @@ impl fmt::Debug for JoinError {
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self, self.panic_message()) {
-            (JoinError::Cancelled, _) => f.write_str("blocking task cancelled"),
-            (JoinError::Panicked(_), Some(m)) => write!(f, "blocking task panicked: {m}"),
-            (JoinError::Panicked(_), None) => f.write_str("blocking task panicked"),
+            (JoinError::Cancelled, _) => f.write_str("task was cancelled"),
+            (JoinError::Panicked(_), Some(m)) => write!(f, "task panicked: {m}"),
+            (JoinError::Panicked(_), None) => f.write_str("task panicked"),
         }
     }
 }

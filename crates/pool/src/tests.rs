@@ -124,7 +124,7 @@ fn a_panic_becomes_a_join_error_and_the_thread_carries_on() {
     });
     assert!(err.is_panic());
     assert_eq!(err.panic_message(), Some("boom 7"));
-    assert_eq!(err.to_string(), "blocking task panicked: boom 7");
+    assert_eq!(err.to_string(), "task panicked: boom 7");
     // Same single thread, still serving.
     assert_eq!(pool.spawn_blocking(|| 3).unwrap().join().unwrap(), 3);
     let s = pool.stats();

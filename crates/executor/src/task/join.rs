@@ -1,6 +1,5 @@
 //! `JoinHandle`: the spawner's side of a task.
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -8,58 +7,16 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
-use super::raw::{TaskRef, panic_message, request_cancel};
+use super::raw::{TaskRef, request_cancel};
 use super::state::{COMPLETE, HANDLE};
 
-/// Why a task produced no value.
-pub enum JoinError {
-    /// It was cancelled by [`JoinHandle::abort`] or by the runtime shutting
-    /// down.
-    Cancelled,
-    /// Its future panicked; the payload is kept for
-    /// [`std::panic::resume_unwind`].
-    Panicked(Box<dyn Any + Send + 'static>),
-}
-
-impl JoinError {
-    /// Whether the task was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self, JoinError::Cancelled)
-    }
-
-    /// Whether the task panicked.
-    pub fn is_panic(&self) -> bool {
-        matches!(self, JoinError::Panicked(_))
-    }
-
-    /// The panic payload, if it panicked.
-    pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
-        match self {
-            JoinError::Panicked(p) => Some(p),
-            JoinError::Cancelled => None,
-        }
-    }
-}
-
-impl fmt::Debug for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
-            JoinError::Panicked(p) => write!(f, "JoinError::Panicked({:?})", panic_message(&**p)),
-        }
-    }
-}
-
-impl fmt::Display for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Cancelled => f.write_str("task was cancelled"),
-            JoinError::Panicked(p) => write!(f, "task panicked: {}", panic_message(&**p)),
-        }
-    }
-}
-
-impl std::error::Error for JoinError {}
+/// Why a task produced no value: [`Cancelled`](JoinError::Cancelled) (by
+/// [`JoinHandle::abort`] or by the runtime shutting down) or
+/// [`Panicked`](JoinError::Panicked) (its future panicked; the payload is
+/// kept). The same type as `pool::JoinError` and `coroutine::JoinError`:
+/// the three carry the same information, so they share the definition of
+/// the lowest of the three crates.
+pub use pool::JoinError;
 
 /// A future resolving to a spawned task's output.
 ///

@@ -20,7 +20,6 @@
 //! remote thread can hold the last reference, the owner thread has already
 //! dropped both (see `Runtime::drop` and `JoinHandle::drop`).
 
-use std::any::Any;
 use std::cell::{Cell as StdCell, UnsafeCell};
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -492,16 +491,5 @@ pub(crate) fn request_cancel(task: &TaskRef) {
     // SAFETY: `task` holds a reference for the duration of the call.
     if unsafe { transition_to_scheduled(task.ptr, true) } {
         schedule(TaskRef { ptr: task.ptr });
-    }
-}
-
-/// A panic payload as text, for reports.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "Box<dyn Any>"
     }
 }
