@@ -86,7 +86,11 @@ fn slowloris_is_closed_within_the_header_timeout_while_others_are_served() {
             "[{rt}] a slow client timed out before an ordinary one was served: {}",
             stats.0
         );
-        assert!(stats.get("connections.open") > SLOW as u64, "[{rt}] {}", stats.0);
+        assert!(
+            stats.get("connections.open") > SLOW as u64,
+            "[{rt}] {}",
+            stats.0
+        );
 
         // Then 200 more ordinary clients, all served.
         let workers: Vec<_> = (0..THREADS)

@@ -354,6 +354,9 @@ mod tests {
         assert!(st.to_json(&|_, _| {}).contains("\"sleeping\":1,"));
         drop(c);
         let j = st.to_json(&|_, _| {});
-        assert!(j.contains("\"requests\":0,\"sleeping\":0,\"responses\":{"), "{j}");
+        assert!(
+            j.contains("\"requests\":0,\"sleeping\":0,\"responses\":{"),
+            "{j}"
+        );
     }
 }
