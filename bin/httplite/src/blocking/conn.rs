@@ -314,7 +314,10 @@ impl<I: BlockingIo> Conn<'_, I> {
         let outcome = match action {
             Action::Sleep(d) => {
                 self.flush()?; // earlier pipelined answers go first
-                self.io.sleep(d);
+                {
+                    let _asleep = stats.sleeping(); // the `sleeping` gauge
+                    self.io.sleep(d);
+                }
                 if self.ctx.idle.is_shutting_down() {
                     to.keep_alive = false;
                 }

@@ -258,7 +258,10 @@ impl Conn {
             Action::Sleep(d) => {
                 // Earlier pipelined answers should not wait for this one.
                 self.flush().await?;
-                executor::sleep(d).await;
+                {
+                    let _asleep = stats.sleeping(); // the `sleeping` gauge
+                    executor::sleep(d).await;
+                }
                 if self.ctx.shutdown.is_set() {
                     to.keep_alive = false; // shutdown began while we slept
                 }
