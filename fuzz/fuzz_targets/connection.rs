@@ -10,13 +10,17 @@
 //! Checks, besides "no panic":
 //! - the output is a sequence of well-formed, framed HTTP/1.1 responses;
 //! - they answer, in order and exactly once each, the requests that an
-//!   independent reading of the whole input finds (httparse for heads,
-//!   the RFC's framing written afresh in `fuzz_support::requests_ref`):
-//!   every complete valid request is answered and not with a protocol
-//!   error, an echo returns the body sent, a malformed request is answered
-//!   with 400/413/414/431/501/505 and `Connection: close`, nothing
-//!   follows a response that closes, and a request that has not fully
-//!   arrived gets no complete answer unless the server then closes;
+//!   independent reading of the whole input finds (the request line,
+//!   target forms and `Host` values read afresh from the RFCs in
+//!   `fuzz_support::rfc_line`, httparse for the header fields, the RFC's
+//!   framing in `fuzz_support::requests_ref`): every complete valid
+//!   request is answered and not with a protocol error, an echo returns
+//!   the body sent, a malformed request is answered with
+//!   400/413/414/431/501/505 (exactly 400 or 505 where the reference
+//!   knows which: a malformed line or header field, no limit exceeded)
+//!   and `Connection: close`, nothing follows a response that closes, and
+//!   a request that has not fully arrived gets no complete answer unless
+//!   the server then closes;
 //! - `100 Continue` only goes to requests that ask for it;
 //! - after a complete answer that closes, the write side is shut (so the
 //!   client reads all of it), and nothing is written after that;
@@ -181,8 +185,13 @@ fn check(verdicts: &[Verdict], answers: &[Response]) -> Result<(), String> {
                     ensure!(a.body == r.body, "echo {i} returned another body");
                 }
             }
-            Verdict::BadHead { .. } => {
+            Verdict::BadHead { status, .. } => {
                 ensure!(is_protocol_error(a), "bad request {i} answered {a:?}");
+                ensure!(
+                    status.is_none_or(|code| code == a.status),
+                    "bad request {i} answered {}, not {status:?}",
+                    a.status
+                );
             }
             Verdict::BadBody(_) => ensure!(
                 is_protocol_error(a) || a.truncated || a.close,
@@ -200,7 +209,10 @@ fn check(verdicts: &[Verdict], answers: &[Response]) -> Result<(), String> {
     let ended = answers.last().is_some_and(|a| a.close || a.truncated);
     if !ended && let Some(v) = verdicts.get(answers.len()) {
         ensure!(
-            !matches!(v, Verdict::Complete(_) | Verdict::BadHead { certain: true }),
+            !matches!(
+                v,
+                Verdict::Complete(_) | Verdict::BadHead { certain: true, .. }
+            ),
             "request {} was never answered",
             answers.len()
         );

@@ -12,6 +12,7 @@ pub mod chunked_ref;
 pub mod knobs;
 pub mod requests_ref;
 pub mod responses;
+pub mod rfc_line;
 
 pub use knobs::Knobs;
 pub mod memio;

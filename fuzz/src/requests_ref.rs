@@ -1,9 +1,12 @@
 //! A reference reading of a client's whole byte stream as HTTP/1.1
-//! requests: httparse for each head, then RFC 9112 framing written here
-//! from the RFC (not shared with `http1`), with the server's limits and
-//! policy. The `connection` target checks the server's answers against it.
+//! requests: the request line, target forms and `Host` values as
+//! [`crate::rfc_line`] reads them from the RFCs, httparse for the header
+//! fields after the line, then RFC 9112 framing written here from the RFC
+//! (none of it shared with `http1`), with the server's limits and policy.
+//! The `connection` target checks the server's answers against it.
 
 use crate::chunked_ref::{self, ChunkedEnd};
+use crate::rfc_line::{self, Line};
 
 /// The limits and policy the server runs with.
 #[derive(Debug, Clone, Copy)]
@@ -69,12 +72,18 @@ pub enum Verdict {
     /// Head and body complete and valid.
     Complete(RefRequest),
     /// The head is invalid. `certain` when the server must notice before
-    /// the stream ends: the head is terminated by its empty line, or a
-    /// limit is already exceeded. (An invalid byte in a head that never
-    /// ends may go unnoticed until the end of the stream, which is fine.)
+    /// the stream ends: the head is terminated by its empty line, the
+    /// request line is malformed and has ended, or a limit is already
+    /// exceeded. (An invalid byte in a line or head that never ends may go
+    /// unnoticed until the end of the stream, which is fine.)
     BadHead {
         /// See above.
         certain: bool,
+        /// The status the answer must have, where only one is possible:
+        /// 400 or 505 for a malformed request line, 400 for a malformed
+        /// header field; `None` where several are (a limit: 414 or 431,
+        /// or a malformed line too; framing: 400, 413 or 501).
+        status: Option<u16>,
     },
     /// The head is valid, the body is not (chunked framing, body limit).
     BadBody(RefRequest),
@@ -120,37 +129,44 @@ fn empty_lines(input: &[u8]) -> usize {
 /// One request at the start of `input`: its verdict and, when complete,
 /// its length.
 fn one(input: &[u8], limits: &RefLimits) -> (Verdict, usize) {
+    let bad = |certain, status| (Verdict::BadHead { certain, status }, 0);
+    if input == b"\r" {
+        // Maybe the start of one more empty line.
+        return (Verdict::PartialHead, 0);
+    }
     let scan = scan_head(input);
     let over_limit = scan.line_len > limits.max_request_line
         || scan.section_len > limits.max_head
         || scan.fields > limits.max_headers;
     if over_limit {
-        return (Verdict::BadHead { certain: true }, 0);
+        return bad(true, None);
     }
+    let (method, target, http11, line_end) = match rfc_line::request_line(input) {
+        Line::Partial => return (Verdict::PartialHead, 0),
+        Line::Bad { status, ended } => return bad(ended, Some(status)),
+        Line::Valid {
+            method,
+            target,
+            http11,
+            end,
+        } => (method, target, http11, end),
+    };
     let mut slots = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let mut req = httparse::Request::new(&mut slots);
-    let head_len = match req.parse(input) {
-        Ok(httparse::Status::Complete(n)) => n,
+    let (head_len, fields) = match httparse::parse_headers(&input[line_end..], &mut slots) {
+        Ok(httparse::Status::Complete((n, fields))) => (line_end + n, fields),
         Ok(httparse::Status::Partial) if scan.terminated => {
             // httparse wants more, yet the head has ended: malformed.
-            return (Verdict::BadHead { certain: true }, 0);
+            return bad(true, Some(400));
         }
         Ok(httparse::Status::Partial) => return (Verdict::PartialHead, 0),
-        Err(_) => {
-            return (
-                Verdict::BadHead {
-                    certain: scan.terminated,
-                },
-                0,
-            );
-        }
+        Err(_) => return bad(scan.terminated, Some(400)),
     };
-    let Some(framing) = framing(&req, limits) else {
-        return (Verdict::BadHead { certain: true }, 0);
+    let Some(framing) = framing(http11, fields, limits) else {
+        return bad(true, None);
     };
     let mut request = RefRequest {
-        method: req.method.unwrap_or_default().to_string(),
-        target: req.path.unwrap_or_default().to_string(),
+        method: String::from_utf8_lossy(method).into_owned(),
+        target: String::from_utf8_lossy(target).into_owned(),
         keep_alive: framing.keep_alive,
         expects_continue: framing.expects_continue,
         chunked: framing.body == Body::Chunked,
@@ -232,17 +248,19 @@ struct Framing {
 }
 
 /// RFC 9112 §6 (framing), §9.3 (persistence), RFC 9110 §10.1.1 (Expect),
-/// with the server's policy on ambiguity: anything unclear is rejected.
-fn framing(req: &httparse::Request<'_, '_>, limits: &RefLimits) -> Option<Framing> {
-    let http11 = req.version == Some(1);
+/// §3.2 (`Host`: a valid value, and with `require_host` exactly one in
+/// HTTP/1.1, at most one in HTTP/1.0), with the server's policy on
+/// ambiguity: anything unclear is rejected.
+fn framing(http11: bool, fields: &[httparse::Header<'_>], limits: &RefLimits) -> Option<Framing> {
     let mut hosts = 0;
     let mut lengths: Vec<u64> = Vec::new();
     let mut codings: Option<Vec<String>> = None;
     let (mut close, mut keep_alive_token, mut expect) = (false, false, false);
-    for h in req.headers.iter() {
+    for h in fields {
         let name = h.name.to_ascii_lowercase();
         let value = h.value;
         match name.as_str() {
+            "host" if !rfc_line::is_host_value(value) => return None,
             "host" => hosts += 1,
             "content-length" => {
                 for item in value.split(|&b| b == b',') {
@@ -329,8 +347,8 @@ mod tests {
             .iter()
             .map(|v| match v {
                 Verdict::Complete(_) => "complete",
-                Verdict::BadHead { certain: true } => "bad",
-                Verdict::BadHead { certain: false } => "bad?",
+                Verdict::BadHead { certain: true, .. } => "bad",
+                Verdict::BadHead { certain: false, .. } => "bad?",
                 Verdict::BadBody(_) => "badbody",
                 Verdict::PartialHead => "partial",
                 Verdict::PartialBody(_) => "partialbody",
@@ -361,5 +379,45 @@ mod tests {
         );
         let long = [b"GET /".as_slice(), &[b'a'; 9000]].concat();
         assert_eq!(kinds(&long), ["bad"]);
+    }
+
+    fn status(input: &[u8]) -> Option<u16> {
+        match parse_stream(input, &limits()).last() {
+            Some(Verdict::BadHead { status, .. }) => *status,
+            other => panic!("not a bad head: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn strict_request_lines() {
+        assert_eq!(kinds(b"GET / HTTP/1.2\r\nHost: a\r\n\r\n"), ["complete"]);
+        assert_eq!(kinds(b"GET / HTTP/1.0\r\n\r\n"), ["complete"]);
+        assert_eq!(
+            kinds(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ["complete"]
+        );
+        assert_eq!(kinds(b"CONNECT a:1 HTTP/1.1\nHost: a:1\n\n"), ["complete"]);
+        assert_eq!(kinds(b"GET ?x HTTP/1.1\r\nHost: a\r\n\r\n"), ["bad"]);
+        assert_eq!(status(b"GET ?x HTTP/1.1\r\nHost: a\r\n\r\n"), Some(400));
+        // The line has ended: the server must answer before the headers do.
+        assert_eq!(kinds(b"GET ?x HTTP/1.1\r\nHost: a\r\n"), ["bad"]);
+        assert_eq!(kinds(b"GET / HTTP/3\r\n"), ["bad"]);
+        assert_eq!(status(b"GET / HTTP/3\r\n"), Some(400));
+        assert_eq!(status(b"GET / HTTP/3.0\r\n"), Some(505));
+        assert_eq!(status(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Some(505));
+        assert_eq!(kinds(b"GET / HTTP/2.0"), ["partial"]);
+        assert_eq!(kinds(b"GET /a\x00"), ["bad?"]);
+        assert_eq!(kinds(b"GET / HTTP/1.1\r\nHost: bad host\r\n\r\n"), ["bad"]);
+        assert_eq!(
+            kinds(b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"),
+            ["bad"]
+        );
+        assert_eq!(kinds(b"GET / HTTP/1.0\r\nHost: [::1\r\n\r\n"), ["bad"]);
+        assert_eq!(kinds(b"\r"), ["partial"]);
+        let get = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(kinds(&[&get[..], b"\r"].concat()), ["complete", "partial"]);
+        // Over a limit: any of the protocol errors.
+        let long = [b"GET /".as_slice(), &[b'a'; 9000], b" HTTP/2.0\r\n"].concat();
+        assert_eq!(status(&long), None);
     }
 }

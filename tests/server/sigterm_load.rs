@@ -26,7 +26,9 @@ const READ_STEP: usize = 64 << 10;
 const READ_PAUSE: Duration = Duration::from_millis(10);
 /// In-flight sleeps, answered after the signal.
 const SLEEPS: usize = 20;
-const SLEEP_MS: u64 = 1500;
+/// Long enough for all of them to be asleep at once on a loaded machine;
+/// well under `--shutdown-timeout`.
+const SLEEP_MS: u64 = 3000;
 /// Keep-alive clients looping on plaintext through the signal.
 const KEEPALIVE: usize = 8;
 
@@ -166,32 +168,6 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
                     })
                 })
                 .collect();
-            let sleeps: Vec<_> = (0..SLEEPS)
-                .map(|_| {
-                    let sent = &sleeps_sent;
-                    scope.spawn(move || {
-                        let mut s = connect(addr);
-                        s.write_all(&get_req(&format!("/_httplite/sleep?ms={SLEEP_MS}")))
-                            .unwrap();
-                        sent.fetch_add(1, Ordering::SeqCst);
-                        let mut buf = Vec::new();
-                        match read_response(&mut s, &mut buf, false) {
-                            Ok(Some(r))
-                                if status_of(&r) == b"200"
-                                    && body_of(&r)
-                                        == format!("slept {SLEEP_MS} ms\n").as_bytes() =>
-                            {
-                                Seen::Complete(1)
-                            }
-                            Ok(Some(r)) => {
-                                Seen::Broken(format!("sleep: {:?}", String::from_utf8_lossy(&r)))
-                            }
-                            Ok(None) => Seen::Broken("sleep: in flight, never answered".into()),
-                            Err(e) => Seen::Broken(format!("sleep: {e}")),
-                        }
-                    })
-                })
-                .collect();
             let keepalive: Vec<_> = (0..KEEPALIVE)
                 .map(|_| {
                     let (done, signalled) = (&keepalive_done, &signalled);
@@ -239,15 +215,55 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
                 })
                 .collect();
 
-            // Everything under way: downloads begun, sleeps in, keep-alive busy.
+            // Under way: downloads begun, keep-alive busy.
             let ready = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
                 began.load(Ordering::SeqCst) == DOWNLOADS
-                    && sleeps_sent.load(Ordering::SeqCst) == SLEEPS
                     && keepalive_done.load(Ordering::Relaxed) >= 100 * KEEPALIVE
             });
             assert!(ready, "[{rt}] load never got under way");
-            // Every sleep is written; give the server time to read them.
-            std::thread::sleep(Duration::from_millis(200));
+            // Only then the sleeps, so that none can end before the signal
+            // however long the load took to start.
+            let sleeps: Vec<_> = (0..SLEEPS)
+                .map(|_| {
+                    let sent = &sleeps_sent;
+                    scope.spawn(move || {
+                        let mut s = connect(addr);
+                        s.write_all(&get_req(&format!("/_httplite/sleep?ms={SLEEP_MS}")))
+                            .unwrap();
+                        sent.fetch_add(1, Ordering::SeqCst);
+                        let mut buf = Vec::new();
+                        match read_response(&mut s, &mut buf, false) {
+                            Ok(Some(r))
+                                if status_of(&r) == b"200"
+                                    && body_of(&r)
+                                        == format!("slept {SLEEP_MS} ms\n").as_bytes() =>
+                            {
+                                Seen::Complete(1)
+                            }
+                            Ok(Some(r)) => {
+                                Seen::Broken(format!("sleep: {:?}", String::from_utf8_lossy(&r)))
+                            }
+                            Ok(None) => Seen::Broken("sleep: in flight, never answered".into()),
+                            Err(e) => Seen::Broken(format!("sleep: {e}")),
+                        }
+                    })
+                })
+                .collect();
+            let sent = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+                sleeps_sent.load(Ordering::SeqCst) == SLEEPS
+            });
+            assert!(sent, "[{rt}] sleeps not sent");
+            // Every sleep is written; wait until the server is in all of
+            // them (its `sleeping` gauge), so that each is in flight at the
+            // signal and must be answered.
+            let asleep = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+                server.stats().get("sleeping") == SLEEPS as u64
+            });
+            assert!(
+                asleep,
+                "[{rt}] the server never held all {SLEEPS} sleeps: {}",
+                server.stats().0
+            );
             signalled.store(true, Ordering::SeqCst);
             server.signal(libc::SIGTERM);
             let t = Instant::now();

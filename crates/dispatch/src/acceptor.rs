@@ -22,7 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reactor::epoll::{Epoll, Events};
 
@@ -40,6 +40,10 @@ const PIPE_BASE: u64 = 3;
 /// Most accept attempts per loop turn, so that a flood cannot keep the
 /// acceptor from noticing shutdown or a pipe with room.
 const ROUND: usize = 1024;
+
+/// Accept rounds at shutdown, to take what is already in the kernel's
+/// accept queue (see [`Acceptor::finish`]).
+const FINAL_ROUNDS: usize = 8;
 
 const IN_EDGE: u32 = (libc::EPOLLIN | libc::EPOLLET) as u32;
 const OUT_EDGE: u32 = (libc::EPOLLOUT | libc::EPOLLET) as u32;
@@ -379,6 +383,13 @@ impl Acceptor {
         }
     }
 
+    /// Stops listening: a client that connects now is refused at connect.
+    fn close_listener(&mut self) {
+        if let Some(l) = self.listener.take() {
+            let _ = self.ep.delete(l.as_raw_fd());
+        }
+    }
+
     /// Closes an accepted connection nobody can serve.
     fn reject(&mut self, fd: OwnedFd) {
         drop(fd);
@@ -406,15 +417,59 @@ impl Acceptor {
         acceptor.rejected.fetch_add(stranded, Relaxed);
     }
 
-    /// Shutdown: close the listener, pass on what is held if any pipe takes
-    /// it, close the rest, and close the pipes: each worker then reads its
-    /// remaining fds followed by end-of-file.
+    /// Shutdown without resetting a client that has sent its request.
+    ///
+    /// - Connections already in the kernel's accept queue completed their
+    ///   handshake, and their clients may have sent a request: closing the
+    ///   listener would reset them. So they are accepted first (until
+    ///   `EAGAIN`, within the connection limit) and handed over like any
+    ///   other; the workers answer them with `Connection: close`. A client
+    ///   that connects after the listener is closed is refused at connect.
+    /// - Held fds (every pipe was full) wait for room until the grace
+    ///   deadline: a busy or stalled worker drains its pipe once it sees the
+    ///   shutdown. Only what is still held at the deadline is closed.
+    ///
+    /// Then the pipes close: each worker reads its remaining fds followed
+    /// by end-of-file.
     fn finish(&mut self) {
-        if let Some(l) = self.listener.take() {
-            let _ = self.ep.delete(l.as_raw_fd());
+        let deadline = self.shared.shutdown.deadline();
+        // Bounded: a flood of new connections cannot keep shutdown waiting.
+        let mut rounds = 0;
+        loop {
+            self.reap_dead_workers();
+            self.flush_held();
+            let mut more = false;
+            if self.held.is_empty() && self.listener.is_some() {
+                self.listener_ready = true;
+                more = rounds < FINAL_ROUNDS && self.can_accept() && self.accept_round();
+                rounds += 1;
+                // The queue is empty (or the limit or the bound is reached),
+                // and all that was taken is in a pipe: nothing waits to be
+                // reset any more.
+                if !more && self.held.is_empty() {
+                    self.close_listener();
+                }
+            }
+            let now = Instant::now();
+            if (self.held.is_empty() && self.listener.is_none()) || now >= deadline {
+                break;
+            }
+            if more {
+                continue;
+            }
+            // A pipe with room again raises its EPOLLOUT edge.
+            if self
+                .ep
+                .wait(&mut self.events, Some(deadline - now))
+                .is_err()
+            {
+                break;
+            }
+            if self.events.iter().any(|ev| ev.token == CONTROL) {
+                self.shared.control.drain();
+            }
         }
-        self.deal();
-        self.flush_held();
+        self.close_listener();
         for fd in std::mem::take(&mut self.held) {
             self.reject(fd);
         }

@@ -5,8 +5,12 @@
 //! of whoever accepts connections. What happens next is in-band, so that no
 //! connection is ever left in between:
 //!
-//! - acceptor mode: the acceptor closes its listener, passes on (or closes)
-//!   the fds it held, and closes the write ends of the handoff pipes. Each
+//! - acceptor mode: the acceptor first accepts what is already in the
+//!   kernel's accept queue (those clients may have sent a request; closing
+//!   the listener would reset them), then closes its listener (a later
+//!   client is refused at connect), passes on the fds it held as pipes
+//!   drain (until the deadline; only what is left then is closed), and
+//!   closes the write ends of the handoff pipes. Each
 //!   worker reads the fds still in its pipe, then end-of-file, which
 //!   [`WorkerPort::poll_batch`](crate::WorkerPort::poll_batch) reports as
 //!   [`Batch::Shutdown`](crate::Batch::Shutdown). Every fd written before the

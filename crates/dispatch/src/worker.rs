@@ -207,11 +207,12 @@ impl PipeSource {
                 deadline: shared.shutdown.deadline(),
             });
         }
-        if self.drained {
-            // The last read was short, so the pipe was empty then; anything
-            // written since raised a new edge. Skip the read that would only
-            // say EAGAIN: one read per batch, not two.
-            self.drained = false;
+        // The last read was short, so the pipe was empty then; anything
+        // written since raised a new edge. Skip the read that would only say
+        // EAGAIN: one read per batch, not two. Not after shutdown began: the
+        // acceptor's last write and its close can come before that short
+        // read, as one edge, and then only this read finds the end of file.
+        if std::mem::take(&mut self.drained) && !shared.shutdown.is_requested() {
             return Ok(Batch::WouldBlock);
         }
         match handoff::recv(self.rd.as_raw_fd(), out)? {

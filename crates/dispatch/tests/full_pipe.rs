@@ -134,3 +134,47 @@ fn held_fds_are_delivered_when_the_pipe_drains() {
     server.shutdown(Duration::from_secs(2));
     server.join().unwrap();
 }
+
+/// Shutdown while the only worker is stalled, its pipe full, fds held and
+/// more connections waiting in the kernel's accept queue, each with its
+/// request sent: every client is answered (and then sees end of stream),
+/// none is reset, nothing is rejected, and the server is done within the
+/// grace period. (A signal starts the same shutdown: `tests/signals.rs`.)
+#[test]
+fn shutdown_with_a_full_pipe_answers_every_client() {
+    const CONNS: usize = 1500;
+    const GRACE: Duration = Duration::from_secs(5);
+    dispatch::sys::raise_nofile_limit().unwrap();
+    let behavior = Behavior::new(1);
+    behavior.stall(0, true);
+    let server = start(1, &behavior);
+    let stats = server.stats().clone();
+    let mut streams = open_and_send(&server, CONNS);
+    assert!(wait_until(Duration::from_secs(10), || {
+        stats.acceptor().snapshot().held > 0
+    }));
+    let acc = stats.acceptor().snapshot();
+    assert!(
+        acc.accepted < CONNS as u64,
+        "some connections must still be in the accept queue: {acc:?}"
+    );
+
+    let started = std::time::Instant::now();
+    // The stalled worker honours the shutdown (see `Behavior`), as a busy
+    // worker would once its current work is done.
+    server.shutdown(GRACE);
+    for (i, s) in streams.iter_mut().enumerate() {
+        let msg = i.to_string();
+        match read_reply(s, &msg) {
+            Ok(0) => {}
+            other => panic!("client {i}: {other:?} (accepted before shutdown: {acc:?})"),
+        }
+        // Then an orderly end of stream, not a reset.
+        assert_eq!(common::read_line(s).unwrap(), None, "client {i}");
+    }
+    server.join().unwrap();
+    assert!(started.elapsed() < GRACE, "took {:?}", started.elapsed());
+    let acc = stats.acceptor().snapshot();
+    assert_eq!(acc.accepted, CONNS as u64, "{acc:?}");
+    assert_eq!(acc.rejected, 0, "{acc:?}");
+}

@@ -1,9 +1,9 @@
 //! The head parsers one by one, for the fuzz targets in `fuzz/` (feature
 //! `fuzzing`; not a supported API).
 //!
-//! Through [`Decoder`] the fast path always runs first and httparse only
-//! sees what it declines, so a differential fuzz target cannot compare the
-//! two on the same bytes without these entry points.
+//! Through [`Decoder`] the fast path always runs first and the general path
+//! only sees what it declines, so a differential fuzz target cannot compare
+//! the two on the same bytes without these entry points.
 
 use bytes::BytesMut;
 
@@ -21,7 +21,9 @@ pub fn parse_fast(buf: &mut BytesMut, limits: Limits) -> Option<Request> {
     }
 }
 
-/// The httparse path alone, on the head at the very start of `buf`: the
+/// The general path alone, on the head at the very start of `buf`: http1's
+/// own strict request-line parser, then httparse for the header fields
+/// only (the name is historical: httparse no longer reads the line). The
 /// request (split off `buf`), `Ok(None)` for a partial head, or the error
 /// the decoder would answer with. Limits are capped as [`Decoder::new`]
 /// caps them; no empty lines are skipped.

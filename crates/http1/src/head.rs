@@ -3,8 +3,10 @@
 //! The common case is one read that holds a whole, ordinary head, so the
 //! first attempt is the fast path ([`fast`]), which scans the bytes once
 //! and also works out framing and keep-alive on the way. Anything it is not
-//! sure about goes to `httparse`, which has the last word on what is valid.
-//! Only when that reports a partial head does the decoder fall back to its
+//! sure about goes to the general path, which has the last word on what is
+//! valid: our own strict request-line parser ([`line`], RFC 9112 §3), then
+//! `httparse` for the header fields. Only when that reports a partial head
+//! does the decoder fall back to its
 //! own scan, which remembers how far it got, so a head trickling in one byte
 //! per read costs linear, not quadratic, time. The same scan enforces the
 //! size limits while the head is still incomplete: a client that never ends

@@ -64,6 +64,10 @@ pub struct WorkerStats {
     pub timeouts: [AtomicU64; 3],
     /// Errors by kind, in `ERROR_KINDS` order.
     pub errors: [AtomicU64; 8],
+    /// `/_httplite/sleep` requests asleep right now (a gauge; see
+    /// [`WorkerStats::sleeping`]). Tests wait on it to know the server has
+    /// read their sleep requests.
+    pub sleeping: AtomicU64,
     /// The worker's event-loop internals, once its driver has started.
     runtime: OnceLock<Box<dyn RuntimeProbe>>,
 }
@@ -104,6 +108,13 @@ impl WorkerStats {
         c.saturating_sub(self.closed.load(Ordering::Relaxed))
     }
 
+    /// Marks a `/_httplite/sleep` as asleep until the guard is dropped
+    /// (when the sleep ends, or its connection is dropped mid-sleep).
+    pub fn sleeping(&self) -> SleepingGuard<'_> {
+        self.sleeping.fetch_add(1, Ordering::Relaxed);
+        SleepingGuard(&self.sleeping)
+    }
+
     /// Counts a request.
     pub fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -112,6 +123,17 @@ impl WorkerStats {
     /// Publishes this worker's runtime counters (once, when it starts).
     pub fn set_runtime(&self, probe: Box<dyn RuntimeProbe>) {
         let _ = self.runtime.set(probe);
+    }
+}
+
+/// Holds one unit of the `sleeping` gauge; see [`WorkerStats::sleeping`].
+#[derive(Debug)]
+#[must_use = "the sleep counts only while the guard lives"]
+pub struct SleepingGuard<'a>(&'a AtomicU64);
+
+impl Drop for SleepingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -150,10 +172,11 @@ impl Stats {
         let open: u64 = self.workers.iter().map(|w| w.open()).sum();
         let _ = write!(
             s,
-            "{{\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},",
+            "{{\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},\"sleeping\":{},",
             self.started.elapsed().as_secs_f64(),
             self.total(|w| &w.connections),
             self.total(|w| &w.requests),
+            self.total(|w| &w.sleeping),
         );
         s.push_str("\"responses\":{");
         for class in 1..=5 {
@@ -223,5 +246,24 @@ mod tests {
         assert!(j.contains("\"handler_panic\":1"), "{j}");
         assert!(j.contains("\"write\":1"), "{j}");
         assert!(j.starts_with('{') && j.ends_with('}'));
+    }
+
+    #[test]
+    fn sleeping_is_a_gauge_summed_over_workers() {
+        let st = Stats::new(2);
+        let w0 = st.worker(0);
+        let w1 = st.worker(1);
+        let a = w0.sleeping();
+        let b = w1.sleeping();
+        let c = w1.sleeping();
+        assert!(st.to_json(&|_, _| {}).contains("\"sleeping\":3,"));
+        drop((a, b));
+        assert!(st.to_json(&|_, _| {}).contains("\"sleeping\":1,"));
+        drop(c);
+        let j = st.to_json(&|_, _| {});
+        assert!(
+            j.contains("\"requests\":0,\"sleeping\":0,\"responses\":{"),
+            "{j}"
+        );
     }
 }

@@ -312,8 +312,11 @@ impl<I: BlockingIo> Conn<'_, I> {
                     }
                 }
                 Step::Sleep(d) => {
-                    self.flush()?;
-                    self.io.sleep(d);
+                    self.flush()?; // earlier pipelined answers go first
+                    {
+                        let _asleep = self.ctx.stats.sleeping(); // the `sleeping` gauge
+                        self.io.sleep(d);
+                    }
                     let shutting_down = self.ctx.idle.is_shutting_down();
                     Event::Slept { shutting_down }
                 }

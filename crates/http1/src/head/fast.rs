@@ -1,19 +1,24 @@
-//! A single-pass parser for the heads nearly every client sends, with
-//! httparse behind it for everything else.
+//! A single-pass parser for the heads nearly every client sends, with the
+//! general path (our strict request line, then httparse for the fields)
+//! behind it for everything else.
 //!
 //! The fast path accepts only the common shape: a method token, one space,
-//! an origin-form target (`/…`, visible ASCII), one space, `HTTP/1.1` or
-//! `HTTP/1.0`, CRLF, then `Name: value` lines ending in CRLF, then CRLF. In
-//! the same pass it finds the query, checks the limits and shows each
-//! header's name to [`Semantics`]; only the few headers whose values decide
-//! framing and persistence are read again, after the loop.
+//! an origin-form target (`/…`, visible ASCII but `#`), one space,
+//! `HTTP/1.1` or `HTTP/1.0`, CRLF, then `Name: value` lines ending in CRLF,
+//! then CRLF, with at most one `Host` whose value is a plain host name or
+//! IPv4 address and port. In the same pass it finds the query, checks the
+//! limits and shows each header's name to [`Semantics`]; only the few
+//! headers whose values decide framing and persistence are read again,
+//! after the loop. The `Host` value is checked once per connection
+//! ([`HostCache`]).
 //!
 //! It never rejects anything: on any byte it is not sure about (a bare LF,
-//! obs-fold, absolute-form, non-ASCII in the target, a control character),
-//! on a partial head, and on any error (limits, framing), it returns `None`
-//! and the caller runs the httparse path, which then decides — and gives the
-//! error its exact status. So the fast path only has to agree with httparse
-//! on what it accepts, and a differential property test checks exactly that.
+//! obs-fold, absolute-form, non-ASCII in the target, a control character,
+//! an unusual `Host`), on a partial head, and on any error (limits,
+//! framing), it returns `None` and the caller runs the general path, which
+//! then decides — and gives the error its exact status. So the fast path
+//! only has to agree with the general path on what it accepts, and a
+//! differential property test checks exactly that.
 
 use bytes::BytesMut;
 

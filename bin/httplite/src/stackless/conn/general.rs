@@ -265,8 +265,12 @@ impl Conn {
                     }
                 }
                 Step::Sleep(d) => {
+                    // Earlier pipelined answers should not wait for this one.
                     self.flush().await?;
-                    executor::sleep(d).await;
+                    {
+                        let _asleep = self.ctx.stats.sleeping(); // the `sleeping` gauge
+                        executor::sleep(d).await;
+                    }
                     let shutting_down = self.ctx.shutdown.is_set();
                     Event::Slept { shutting_down }
                 }
