@@ -335,6 +335,11 @@ impl Conn {
 
     /// Streams the request body back through `enc` as it arrives; the
     /// bytes echoed.
+    ///
+    /// This, [`Conn::read_body`] and [`Conn::send_file`] are the waiting
+    /// halves of plan steps; the blocking driver has the same loops without
+    /// `.await` (for the reason given at [`Conn::handle_slow`]). What they
+    /// decide is only how to wait: what the bytes mean is the site's.
     async fn echo(&mut self, enc: &mut BodyEncoder) -> Res<u64> {
         let mut sent = 0u64;
         // A request without a body has none to stream.
