@@ -97,21 +97,27 @@ fn stalled_worker_does_not_block_the_acceptor() {
     server.join().unwrap();
 }
 
-#[test]
-fn held_fds_are_delivered_when_the_pipe_drains() {
-    const CONNS: usize = 1500;
+/// One stalled worker and `conns` clients that each sent a line: the only
+/// pipe is full, the acceptor holds what it accepted beyond it and leaves
+/// the rest in the kernel backlog, without blocking.
+fn fill_the_only_pipe(conns: usize) -> (Arc<Behavior>, Server, Vec<TcpStream>) {
     dispatch::sys::raise_nofile_limit().unwrap();
     let behavior = Behavior::new(1);
     behavior.stall(0, true);
     let server = start(1, &behavior);
-    let stats = server.stats().clone();
-    let mut streams = open_and_send(&server, CONNS);
-
-    // The only pipe is full: the acceptor holds what it accepted beyond it
-    // and leaves the rest in the kernel backlog, without blocking.
+    let streams = open_and_send(&server, conns);
+    let stats = server.stats();
     assert!(wait_until(Duration::from_secs(10), || {
         stats.acceptor().snapshot().held > 0
     }));
+    (behavior, server, streams)
+}
+
+#[test]
+fn held_fds_are_delivered_when_the_pipe_drains() {
+    const CONNS: usize = 1500;
+    let (behavior, server, mut streams) = fill_the_only_pipe(CONNS);
+    let stats = server.stats().clone();
     let w0 = stats.workers()[0].snapshot();
     assert_pipe_filled(w0.handed_off);
     assert!(w0.pipe_full >= 1);
@@ -144,15 +150,8 @@ fn held_fds_are_delivered_when_the_pipe_drains() {
 fn shutdown_with_a_full_pipe_answers_every_client() {
     const CONNS: usize = 1500;
     const GRACE: Duration = Duration::from_secs(5);
-    dispatch::sys::raise_nofile_limit().unwrap();
-    let behavior = Behavior::new(1);
-    behavior.stall(0, true);
-    let server = start(1, &behavior);
+    let (_behavior, server, mut streams) = fill_the_only_pipe(CONNS);
     let stats = server.stats().clone();
-    let mut streams = open_and_send(&server, CONNS);
-    assert!(wait_until(Duration::from_secs(10), || {
-        stats.acceptor().snapshot().held > 0
-    }));
     let acc = stats.acceptor().snapshot();
     assert!(
         acc.accepted < CONNS as u64,

@@ -233,7 +233,7 @@ pub const INDEX_HTML: &str = "<!doctype html>
 ";
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use bytes::BytesMut;
@@ -241,7 +241,9 @@ mod tests {
 
     use crate::jobs::Retention;
 
-    fn app(root: Option<StaticRoot>) -> App {
+    /// A one-worker app over `root` with a one-thread pool, for the site's
+    /// unit tests (no sockets).
+    pub(crate) fn app(root: Option<StaticRoot>) -> App {
         let pool = pool::Pool::builder().max_threads(1).build();
         let retention = Retention {
             max_count: 16,

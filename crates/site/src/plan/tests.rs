@@ -2,17 +2,14 @@
 //! waiting answer asks for, and what it encodes.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use http1::{Decoder, Limits, Message};
 
 use super::*;
-use crate::jobs::{Jobs, Retention};
 use crate::respond::{Handled, handle};
 use crate::static_files::StaticRoot;
-use crate::stats::Stats;
 
 /// A directory of its own under the system's temporary one, removed on drop.
 struct TempDir(PathBuf);
@@ -32,20 +29,7 @@ impl Drop for TempDir {
     }
 }
 
-fn app(root: Option<StaticRoot>) -> App {
-    let pool = pool::Pool::builder().max_threads(1).build();
-    let retention = Retention {
-        max_count: 16,
-        max_age: Duration::from_secs(60),
-    };
-    App {
-        root,
-        stats: Arc::new(Stats::new(1)),
-        worker_extra: Box::new(|_, _| {}),
-        test_endpoints: false,
-        jobs: Jobs::new(pool, retention, false),
-    }
-}
+use crate::routes::tests::app;
 
 /// Decodes `head` (and leaves any body in `rbuf`) and hands it to
 /// `handle`: the plan if the answer waits.
