@@ -40,6 +40,24 @@ use crate::routes::App;
 use crate::static_files::StaticReply;
 use crate::stats::{ErrorKind, WorkerStats};
 
+/// Largest file body copied into the write buffer with its head instead of
+/// sent by `sendfile` (see [`Plan`]'s file step).
+pub const INLINE_FILE_MAX: u64 = 16 * 1024;
+
+/// Appends `len` bytes of `file` from `offset` to `wbuf`; `false` (with
+/// `wbuf` as it was) if the file no longer has them.
+fn read_into(file: &File, wbuf: &mut BytesMut, offset: u64, len: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let start = wbuf.len();
+    // Zeroed, not uninitialised: safe, and a memset of at most 16 KiB.
+    wbuf.resize(start + len as usize, 0);
+    if file.read_exact_at(&mut wbuf[start..], offset).is_ok() {
+        return true;
+    }
+    wbuf.truncate(start);
+    false
+}
+
 /// Work that finishes a static file answer on the blocking pool (a
 /// directory listing: milliseconds for thousands of entries).
 pub type PoolWork = Box<dyn FnOnce() -> StaticReply + Send>;
@@ -363,6 +381,7 @@ impl Plan {
             } => {
                 let hs: Vec<(&str, &[u8])> =
                     headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+                let head_start = wbuf.len();
                 let Ok(enc) = http1::encode_head(wbuf, to, status, &hs, Framing::Length(len))
                 else {
                     return Step::Close;
@@ -378,6 +397,24 @@ impl Plan {
                         bytes: 0,
                         ..outcome
                     });
+                }
+                if len <= INLINE_FILE_MAX {
+                    // A small body goes out with its head: one `send` and
+                    // one TCP segment, where a head by `send` and a body by
+                    // `sendfile` are two segments and an extra ACK (four
+                    // segments per 1 KiB response instead of two, measured
+                    // on loopback). The copy is from the page cache, as
+                    // `sendfile`'s would be.
+                    let body = head_start..wbuf.len();
+                    if read_into(&file, wbuf, offset, len) {
+                        stats.response(status.code());
+                        return Step::Done(outcome);
+                    }
+                    // The file shrank since it was opened: the head already
+                    // promised `len` bytes, so take it back and close rather
+                    // than send a short body.
+                    wbuf.truncate(body.start);
+                    return Step::Close;
                 }
                 self.stage = Stage::Sending(outcome);
                 Step::SendFile { file, offset, len }

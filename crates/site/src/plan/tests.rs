@@ -111,11 +111,12 @@ fn a_body_nobody_wants_is_read_first_unless_the_client_waits_for_100() {
     );
     let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).unwrap();
     let step = plan.next(&app, &st, &mut wbuf, Event::Start);
-    let Step::SendFile { offset, len, .. } = step else {
-        panic!("{step:?}")
-    };
-    assert_eq!((offset, len), (0, 5));
+    assert!(
+        matches!(step, Step::Done(o) if o.bytes == 5 && !o.keep_alive),
+        "{step:?}"
+    );
     assert!(text(&wbuf).contains("Connection: close"), "{}", text(&wbuf));
+    assert!(text(&wbuf).ends_with("\r\n\r\nhello"), "{}", text(&wbuf));
     assert!(!text(&wbuf).contains("100 Continue"));
 }
 
@@ -134,34 +135,42 @@ fn files_ranges_and_conditionals() {
         (plan, step, wbuf)
     };
 
-    // The whole file: the head is encoded, the body is the driver's.
-    let (mut plan, step, mut wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\n\r\n");
-    let Step::SendFile { offset, len, .. } = step else {
-        panic!("{step:?}")
-    };
-    assert_eq!((offset, len), (0, 10));
+    // A small file: head and body in the write buffer, in one piece.
+    let (_, step, wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        matches!(step, Step::Done(o) if o.bytes == 10 && o.keep_alive),
+        "{step:?}"
+    );
     let head = text(&wbuf);
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
-    assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
+    assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n0123456789"));
     let etag = head
         .lines()
         .find_map(|l| l.strip_prefix("ETag: "))
         .expect("an ETag")
         .to_string();
+
+    // A larger one: the head is encoded, the body is the driver's `sendfile`.
+    let big = INLINE_FILE_MAX + 1;
+    std::fs::write(dir.0.join("big.bin"), vec![b'x'; big as usize]).unwrap();
+    let (mut plan, step, mut wbuf) = run("GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
+    let Step::SendFile { offset, len, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((offset, len), (0, big));
+    assert!(text(&wbuf).ends_with("\r\n\r\n"), "{}", text(&wbuf));
     let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
     assert!(
-        matches!(step, Step::Done(o) if o.bytes == 10 && o.keep_alive),
+        matches!(step, Step::Done(o) if o.bytes == big && o.keep_alive),
         "{step:?}"
     );
 
     // A range.
     let (_, step, wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=2-4\r\n\r\n");
-    let Step::SendFile { offset, len, .. } = step else {
-        panic!("{step:?}")
-    };
-    assert_eq!((offset, len), (2, 3));
+    assert!(matches!(step, Step::Done(o) if o.bytes == 3), "{step:?}");
     assert!(text(&wbuf).starts_with("HTTP/1.1 206 "), "{}", text(&wbuf));
     assert!(text(&wbuf).contains("Content-Range: bytes 2-4/10"));
+    assert!(text(&wbuf).ends_with("\r\n\r\n234"));
 
     // A range past the end.
     let (_, step, wbuf) = run("GET /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=20-\r\n\r\n");
@@ -276,4 +285,26 @@ fn echo_hands_over_an_encoder_and_finishes_the_body() {
     let out = text(&wbuf);
     assert!(out.contains("Transfer-Encoding: chunked"), "{out}");
     assert!(out.ends_with("3\r\nabc\r\n0\r\n\r\n"), "{out}");
+}
+
+/// A small file that shrinks between its lookup and the copy: the head
+/// that promised its old length is taken back and the connection closes,
+/// rather than send a body shorter than its Content-Length.
+#[test]
+fn a_small_file_that_shrinks_is_not_sent_short() {
+    let dir = TempDir::new("shrink");
+    std::fs::write(dir.0.join("f.txt"), "0123456789").unwrap();
+    let app = app(Some(StaticRoot::new(&dir.0, false).unwrap()));
+    let st = app.stats.worker(0);
+    let (mut wbuf, mut dec) = (
+        BytesMut::from(&b"earlier answer"[..]),
+        Decoder::new(Limits::default()),
+    );
+    let mut rbuf = BytesMut::from(&b"GET /f.txt HTTP/1.1\r\nHost: a\r\n\r\n"[..]);
+    let mut plan = start(&app, &mut wbuf, &mut rbuf, &mut dec).expect("files wait");
+    // Opened and measured at 10 bytes; now it has 3.
+    std::fs::write(dir.0.join("f.txt"), "012").unwrap();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    assert!(matches!(step, Step::Close), "{step:?}");
+    assert_eq!(&wbuf[..], b"earlier answer", "the head is taken back");
 }
