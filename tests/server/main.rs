@@ -13,6 +13,7 @@ mod basics;
 mod conformance;
 mod console;
 mod curl;
+mod file_cache;
 mod jobs;
 mod limits;
 mod load;

@@ -48,6 +48,18 @@ pub struct Cli {
     #[arg(long)]
     pub list_dirs: bool,
 
+    /// Keep up to N open files (fd, metadata, headers) between requests;
+    /// 0 turns the cache off [default: 10,000, at most a quarter of the
+    /// open-file limit].
+    #[arg(long, value_name = "N")]
+    pub file_cache: Option<usize>,
+
+    /// Trust a cached file this long before checking it again with one
+    /// `fstatat` (a change on disk is served at most this late; 0 checks on
+    /// every request).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub file_cache_valid: Duration,
+
     /// Stop accepting while this many connections are open [default: no limit].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,

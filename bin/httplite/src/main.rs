@@ -63,7 +63,8 @@ fn run(cli: Cli) -> Result<()> {
     let root = match &cli.root {
         Some(dir) => Some(
             StaticRoot::new(dir, cli.list_dirs)
-                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?,
+                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
+                .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
         ),
         None => None,
     };
@@ -201,4 +202,14 @@ fn run(cli: Cli) -> Result<()> {
         println!("httplite: shut down cleanly");
     }
     Ok(())
+}
+
+/// `--file-cache`, or its default: 10,000 entries, but never more than a
+/// quarter of the open-file limit, so that cached files cannot take the fds
+/// that connections need.
+fn file_cache_entries(asked: Option<usize>) -> usize {
+    asked.unwrap_or_else(|| {
+        let limit = dispatch::sys::nofile_limit().map_or(1024, |(soft, _)| soft);
+        usize::try_from(limit / 4).unwrap_or(usize::MAX).min(10_000)
+    })
 }

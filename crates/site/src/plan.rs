@@ -28,6 +28,7 @@
 //! `.await`; both are a few lines per step.
 
 use std::fs::File;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -86,8 +87,8 @@ pub enum Step {
     /// bytes of `file` from `offset` (with `sendfile(2)`), then report
     /// [`Event::Sent`].
     SendFile {
-        /// The file.
-        file: File,
+        /// The file (shared with the open-file cache).
+        file: Arc<File>,
         /// First byte.
         offset: u64,
         /// Bytes.

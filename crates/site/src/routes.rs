@@ -199,6 +199,9 @@ impl App {
         let mut s = self.stats.to_json(&*self.worker_extra);
         s.pop(); // the closing brace, to add members before it
         crate::jobs::http::stats_members(&self.jobs, &mut s);
+        if let Some(cache) = self.root.as_ref().and_then(StaticRoot::file_cache) {
+            cache.stats_members(&mut s);
+        }
         s.push('}');
         s
     }

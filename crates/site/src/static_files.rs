@@ -20,9 +20,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use http1::{Request, Status};
 
+use crate::file_cache::{Entry, FileCache};
 use crate::httpdate::parse_http_date;
 use crate::mime::content_type;
 
@@ -34,6 +36,9 @@ pub struct StaticRoot {
     /// lacks `openat2`.
     root_fd: Option<Arc<OwnedFd>>,
     list_dirs: bool,
+    /// Open files kept between requests (`--file-cache`); `None` when off
+    /// or where the kernel lacks `openat2`.
+    cache: Option<Arc<FileCache>>,
 }
 
 /// What to answer.
@@ -43,8 +48,8 @@ pub enum StaticReply {
     File {
         /// 200 or 206.
         status: Status,
-        /// The open file.
-        file: File,
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
         /// First byte to send.
         offset: u64,
         /// Bytes to send.
@@ -111,7 +116,23 @@ impl StaticRoot {
             root,
             root_fd,
             list_dirs,
+            cache: None,
         })
+    }
+
+    /// Keeps up to `entries` open files between requests, each trusted for
+    /// `valid` after a check (see [`FileCache`]); `0` entries turns it off.
+    /// Needs `openat2` (a kernel from 5.6): elsewhere files are opened on
+    /// every request.
+    pub fn with_file_cache(mut self, entries: usize, valid: Duration) -> StaticRoot {
+        self.cache = (entries > 0 && self.root_fd.is_some())
+            .then(|| Arc::new(FileCache::new(entries, valid)));
+        self
+    }
+
+    /// The open-file cache, if on.
+    pub fn file_cache(&self) -> Option<&FileCache> {
+        self.cache.as_deref()
     }
 
     /// The canonical root.
@@ -121,20 +142,38 @@ impl StaticRoot {
 
     /// Decides the answer to a GET or HEAD for `req`.
     pub fn serve(&self, req: &Request) -> StaticReply {
+        let cache = self.cache.as_deref().zip(self.root_fd.as_deref());
+        if let Some((cache, root)) = cache
+            && let Some(entry) = cache.get(req.path(), root.as_raw_fd())
+        {
+            return match &entry.file {
+                Some(file) => reply(req, file.clone(), &entry.as_facts()),
+                None => StaticReply::Error(Status::NOT_FOUND, Vec::new()),
+            };
+        }
         let rel = match url_to_relative(req.path()) {
             Ok(p) => p,
             Err(status) => return StaticReply::Error(status, Vec::new()),
         };
         let opened = match self.open(&rel) {
             Ok(f) => f,
-            Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
+            Err(e) => {
+                if let Some((cache, _)) = cache
+                    && e.raw_os_error() == Some(libc::ENOENT)
+                    && let Some(c) = c_path(&rel)
+                {
+                    cache.insert(req.path(), Entry::missing(c));
+                }
+                return StaticReply::Error(io_status(&e), Vec::new());
+            }
         };
         let meta = match opened.metadata() {
             Ok(m) => m,
             Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
         };
         if !meta.is_dir() {
-            return self.file_reply(req, opened, &meta, &rel);
+            let key = cache.map(|(cache, _)| (cache, req.path()));
+            return self.file_reply(req, opened, &meta, &rel, key);
         }
         if !req.path().ends_with('/') {
             let mut loc = format!("{}/", req.path());
@@ -147,7 +186,7 @@ impl StaticRoot {
         let index = Path::new("index.html");
         match self.open_in(&opened, &rel, index) {
             Ok(f) => match f.metadata() {
-                Ok(m) if m.is_file() => return self.file_reply(req, f, &m, index),
+                Ok(m) if m.is_file() => return self.file_reply(req, f, &m, index, None),
                 Ok(_) => {}
                 Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
             },
@@ -185,12 +224,15 @@ impl StaticRoot {
         }
     }
 
+    /// The answer for the regular file `file` (found at `path`), kept in
+    /// the cache under `key` if given.
     fn file_reply(
         &self,
         req: &Request,
         file: File,
         meta: &std::fs::Metadata,
         path: &Path,
+        key: Option<(&FileCache, &str)>,
     ) -> StaticReply {
         if !meta.is_file() {
             return StaticReply::Error(Status::FORBIDDEN, Vec::new());
@@ -199,48 +241,98 @@ impl StaticRoot {
         let mtime = meta.mtime().max(0) as u64;
         let etag = format!("\"{:x}-{:x}-{:x}\"", mtime, meta.mtime_nsec(), size);
         let last_modified = String::from_utf8_lossy(&http1::format_http_date(mtime)).into_owned();
-        let validators = vec![
-            ("Last-Modified", last_modified.clone()),
-            ("ETag", etag.clone()),
-        ];
-
-        if not_modified(req, &etag, mtime) {
-            return StaticReply::NotModified {
-                headers: validators,
-            };
+        let file = Arc::new(file);
+        let content_type = content_type(path);
+        if let Some((cache, key)) = key
+            && let Some(rel) = c_path(path)
+        {
+            let entry = Entry::file(file.clone(), meta, rel, etag, last_modified, content_type);
+            let answer = reply(req, file, &entry.as_facts());
+            cache.insert(key, entry);
+            return answer;
         }
+        let facts = Facts {
+            size,
+            mtime,
+            etag: &etag,
+            last_modified: &last_modified,
+            content_type,
+        };
+        reply(req, file, &facts)
+    }
+}
 
-        let mut headers = vec![("Content-Type", content_type(path).to_string())];
-        headers.extend(validators);
-        headers.push(("Accept-Ranges", "bytes".to_string()));
+/// What a file's answer is made of, from a fresh open or from the cache.
+struct Facts<'a> {
+    size: u64,
+    mtime: u64,
+    etag: &'a str,
+    last_modified: &'a str,
+    content_type: &'static str,
+}
 
-        let range = req
-            .header("range")
-            .filter(|_| if_range_allows(req, &etag, &last_modified));
-        match range.map(|r| parse_range(r, size)) {
-            Some(RangeSpec::Satisfiable(start, end)) => {
-                headers.push(("Content-Range", format!("bytes {start}-{end}/{size}")));
-                StaticReply::File {
-                    status: Status::PARTIAL_CONTENT,
-                    file,
-                    offset: start,
-                    len: end - start + 1,
-                    headers,
-                }
-            }
-            Some(RangeSpec::Unsatisfiable) => StaticReply::Error(
-                Status::RANGE_NOT_SATISFIABLE,
-                vec![("Content-Range", format!("bytes */{size}"))],
-            ),
-            Some(RangeSpec::Ignore) | None => StaticReply::File {
-                status: Status::OK,
-                file,
-                offset: 0,
-                len: size,
-                headers,
-            },
+impl Entry {
+    fn as_facts(&self) -> Facts<'_> {
+        Facts {
+            size: self.size,
+            mtime: self.mtime,
+            etag: &self.etag,
+            last_modified: &self.last_modified,
+            content_type: self.content_type,
         }
     }
+}
+
+/// The answer to `req` for a regular file: 304 if the client's copy is
+/// current, a range, or the whole file.
+fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
+    let size = f.size;
+    let validators = vec![
+        ("Last-Modified", f.last_modified.to_string()),
+        ("ETag", f.etag.to_string()),
+    ];
+    if not_modified(req, f.etag, f.mtime) {
+        return StaticReply::NotModified {
+            headers: validators,
+        };
+    }
+    let mut headers = vec![("Content-Type", f.content_type.to_string())];
+    headers.extend(validators);
+    headers.push(("Accept-Ranges", "bytes".to_string()));
+
+    let range = req
+        .header("range")
+        .filter(|_| if_range_allows(req, f.etag, f.last_modified));
+    match range.map(|r| parse_range(r, size)) {
+        Some(RangeSpec::Satisfiable(start, end)) => {
+            headers.push(("Content-Range", format!("bytes {start}-{end}/{size}")));
+            StaticReply::File {
+                status: Status::PARTIAL_CONTENT,
+                file,
+                offset: start,
+                len: end - start + 1,
+                headers,
+            }
+        }
+        Some(RangeSpec::Unsatisfiable) => StaticReply::Error(
+            Status::RANGE_NOT_SATISFIABLE,
+            vec![("Content-Range", format!("bytes */{size}"))],
+        ),
+        Some(RangeSpec::Ignore) | None => StaticReply::File {
+            status: Status::OK,
+            file,
+            offset: 0,
+            len: size,
+            headers,
+        },
+    }
+}
+
+/// `path` (relative to the root) as a C string for `fstatat`; `None` if it
+/// holds a NUL (it cannot: `url_to_relative` refuses those).
+fn c_path(path: &Path) -> Option<CString> {
+    let bytes = path.as_os_str().as_bytes();
+    CString::new(if bytes.is_empty() { &b"."[..] } else { bytes }).ok()
 }
 
 /// Percent-decodes and normalises a URL path into a relative filesystem path.
