@@ -48,6 +48,10 @@ pub struct Cli {
     #[arg(long)]
     pub list_dirs: bool,
 
+    /// Show dotfiles (names starting with '.') in directory listings.
+    #[arg(long, requires = "list_dirs")]
+    pub show_hidden: bool,
+
     /// Stop accepting while this many connections are open [default: no limit].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,

@@ -63,7 +63,8 @@ fn run(cli: Cli) -> Result<()> {
     let root = match &cli.root {
         Some(dir) => Some(
             StaticRoot::new(dir, cli.list_dirs)
-                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?,
+                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
+                .show_hidden(cli.show_hidden),
         ),
         None => None,
     };
