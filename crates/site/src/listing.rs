@@ -155,7 +155,8 @@ fn read_entries(path: &Path, dir: &File, show_hidden: bool) -> io::Result<Vec<En
     Ok(entries)
 }
 
-/// Directories first (in either order), then by the column; ties by name.
+/// Directories first, then by the column (reversed for `desc`); ties by
+/// name, A to Z (so directories, which have no size, stay A to Z by size).
 fn sort(entries: &mut [Entry], view: &ListView) {
     let by_name = |a: &Entry, b: &Entry| {
         a.name
@@ -166,11 +167,14 @@ fn sort(entries: &mut [Entry], view: &ListView) {
     entries.sort_by(|a, b| {
         let column = match view.sort {
             SortKey::Name => by_name(a, b),
-            SortKey::Size => a.size.cmp(&b.size).then_with(|| by_name(a, b)),
-            SortKey::Mtime => a.mtime.cmp(&b.mtime).then_with(|| by_name(a, b)),
+            SortKey::Size => a.size.cmp(&b.size),
+            SortKey::Mtime => a.mtime.cmp(&b.mtime),
         };
         let column = if view.desc { column.reverse() } else { column };
-        b.is_dir.cmp(&a.is_dir).then(column)
+        b.is_dir
+            .cmp(&a.is_dir)
+            .then(column)
+            .then_with(|| by_name(a, b))
     });
 }
 
@@ -198,7 +202,7 @@ td a{color:var(--link);text-decoration:none}td a:hover{text-decoration:underline
 .name{overflow-wrap:anywhere;width:100%}\
 tr.dir .name a{font-weight:600}\
 .size{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
-.mtime{white-space:nowrap;font-variant-numeric:tabular-nums;color:var(--muted)}\
+.mtime{white-space:nowrap;font-variant-numeric:tabular-nums}td.mtime{color:var(--muted)}\
 .note{color:var(--muted);font-size:.85em;margin-left:.4em}\
 footer{margin-top:1rem;color:var(--muted);font-size:.85rem}\
 @media (max-width:32rem){body{padding:1rem .5rem;font-size:14px}\

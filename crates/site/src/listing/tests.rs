@@ -111,13 +111,13 @@ fn sort_orders_keep_directories_first() {
         ),
         (
             Some("sort=size&order=desc"),
-            ["zdir/?sort=size&amp;order=desc", "a%20dir/?sort=size&amp;order=desc",
+            ["a%20dir/?sort=size&amp;order=desc", "zdir/?sort=size&amp;order=desc",
              "big.bin", "mid.dat", "small.txt", "%3Cb%3E%26.txt"],
         ),
         // A size sort with no order: the largest first.
         (
             Some("sort=size"),
-            ["zdir/?sort=size&amp;order=desc", "a%20dir/?sort=size&amp;order=desc",
+            ["a%20dir/?sort=size&amp;order=desc", "zdir/?sort=size&amp;order=desc",
              "big.bin", "mid.dat", "small.txt", "%3Cb%3E%26.txt"],
         ),
         (
