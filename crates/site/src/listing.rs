@@ -148,7 +148,7 @@ fn read_entries(path: &Path, dir: &File, show_hidden: bool) -> io::Result<Vec<En
         entries.push(Entry {
             name,
             is_dir,
-            size: (!is_dir).then(|| meta.len()),
+            size: (!is_dir).then_some(meta.len()),
             mtime: Some(meta.mtime()),
         });
     }
@@ -238,7 +238,10 @@ fn render(url_path: &str, entries: &[Entry], view: &ListView) -> String {
         let (aria, arrow) = match (active, view.desc) {
             (false, _) => ("", ""),
             (true, false) => (" aria-sort=\"ascending\"", "<span class=\"arrow\">▲</span>"),
-            (true, true) => (" aria-sort=\"descending\"", "<span class=\"arrow\">▼</span>"),
+            (true, true) => (
+                " aria-sort=\"descending\"",
+                "<span class=\"arrow\">▼</span>",
+            ),
         };
         let _ = write!(
             html,
@@ -268,7 +271,10 @@ fn render(url_path: &str, entries: &[Entry], view: &ListView) -> String {
             ("file", "", "")
         };
         let size = match e.size {
-            Some(n) => format!("<td class=\"size\" title=\"{n} bytes\">{}</td>", human_size(n)),
+            Some(n) => format!(
+                "<td class=\"size\" title=\"{n} bytes\">{}</td>",
+                human_size(n)
+            ),
             None => "<td class=\"size\">-</td>".to_string(),
         };
         let mtime = e.mtime.map(utc_minutes).unwrap_or_default();

@@ -297,7 +297,11 @@ fn openat2_with(dirfd: RawFd, path: &Path, access: libc::c_int) -> io::Result<Fi
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     // openat2 refuses O_PATH with any flag but O_CLOEXEC, O_DIRECTORY and
     // O_NOFOLLOW (EINVAL).
-    let noctty = if access == libc::O_PATH { 0 } else { libc::O_NOCTTY };
+    let noctty = if access == libc::O_PATH {
+        0
+    } else {
+        libc::O_NOCTTY
+    };
     how.flags = (access | libc::O_CLOEXEC | noctty) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: c_path is a valid NUL-terminated string and `how` a valid
@@ -462,5 +466,4 @@ mod tests {
         assert!(etag_list_matches(b"*", "\"b\""));
         assert!(!etag_list_matches(b"\"c\"", "\"b\""));
     }
-
 }

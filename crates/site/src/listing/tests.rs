@@ -76,9 +76,15 @@ fn names_are_escaped_and_links_encoded() {
     assert!(!html.contains("<b>&"), "{html}");
     // The title shows the decoded path, escaped.
     let html = list(&d, "/x%20%3Cy%3E/", None, false);
-    assert!(html.contains("<title>Index of /x &lt;y&gt;/</title>"), "{html}");
+    assert!(
+        html.contains("<title>Index of /x &lt;y&gt;/</title>"),
+        "{html}"
+    );
     assert!(html.contains("<a href=\"/\">/</a>"), "{html}");
-    assert_eq!(html_escape("<a&\"b\">'"), "&lt;a&amp;&quot;b&quot;&gt;&#39;");
+    assert_eq!(
+        html_escape("<a&\"b\">'"),
+        "&lt;a&amp;&quot;b&quot;&gt;&#39;"
+    );
     assert_eq!(percent_encode_segment("a b/c"), "a%20b%2Fc");
 }
 
@@ -102,39 +108,83 @@ fn sort_orders_keep_directories_first() {
     let cases: [(Option<&str>, [&str; 6]); 7] = [
         (
             None,
-            [dirs[0], dirs[1], "%3Cb%3E%26.txt", "big.bin", "mid.dat", "small.txt"],
+            [
+                dirs[0],
+                dirs[1],
+                "%3Cb%3E%26.txt",
+                "big.bin",
+                "mid.dat",
+                "small.txt",
+            ],
         ),
         (
             Some("sort=name&order=desc"),
-            ["zdir/?sort=name&amp;order=desc", "a%20dir/?sort=name&amp;order=desc",
-             "small.txt", "mid.dat", "big.bin", "%3Cb%3E%26.txt"],
+            [
+                "zdir/?sort=name&amp;order=desc",
+                "a%20dir/?sort=name&amp;order=desc",
+                "small.txt",
+                "mid.dat",
+                "big.bin",
+                "%3Cb%3E%26.txt",
+            ],
         ),
         (
             Some("sort=size&order=desc"),
-            ["a%20dir/?sort=size&amp;order=desc", "zdir/?sort=size&amp;order=desc",
-             "big.bin", "mid.dat", "small.txt", "%3Cb%3E%26.txt"],
+            [
+                "a%20dir/?sort=size&amp;order=desc",
+                "zdir/?sort=size&amp;order=desc",
+                "big.bin",
+                "mid.dat",
+                "small.txt",
+                "%3Cb%3E%26.txt",
+            ],
         ),
         // A size sort with no order: the largest first.
         (
             Some("sort=size"),
-            ["a%20dir/?sort=size&amp;order=desc", "zdir/?sort=size&amp;order=desc",
-             "big.bin", "mid.dat", "small.txt", "%3Cb%3E%26.txt"],
+            [
+                "a%20dir/?sort=size&amp;order=desc",
+                "zdir/?sort=size&amp;order=desc",
+                "big.bin",
+                "mid.dat",
+                "small.txt",
+                "%3Cb%3E%26.txt",
+            ],
         ),
         (
             Some("sort=size&order=asc"),
-            ["a%20dir/?sort=size&amp;order=asc", "zdir/?sort=size&amp;order=asc",
-             "%3Cb%3E%26.txt", "small.txt", "mid.dat", "big.bin"],
+            [
+                "a%20dir/?sort=size&amp;order=asc",
+                "zdir/?sort=size&amp;order=asc",
+                "%3Cb%3E%26.txt",
+                "small.txt",
+                "mid.dat",
+                "big.bin",
+            ],
         ),
         (
             Some("sort=mtime&order=asc"),
             // small.txt is the oldest; the directories were made just now.
-            ["a%20dir/?sort=mtime&amp;order=asc", "zdir/?sort=mtime&amp;order=asc",
-             "small.txt", "big.bin", "%3Cb%3E%26.txt", "mid.dat"],
+            [
+                "a%20dir/?sort=mtime&amp;order=asc",
+                "zdir/?sort=mtime&amp;order=asc",
+                "small.txt",
+                "big.bin",
+                "%3Cb%3E%26.txt",
+                "mid.dat",
+            ],
         ),
         // Nonsense is the default.
         (
             Some("sort=colour&order=up&x"),
-            [dirs[0], dirs[1], "%3Cb%3E%26.txt", "big.bin", "mid.dat", "small.txt"],
+            [
+                dirs[0],
+                dirs[1],
+                "%3Cb%3E%26.txt",
+                "big.bin",
+                "mid.dat",
+                "small.txt",
+            ],
         ),
     ];
     for (query, want) in cases {
@@ -149,12 +199,29 @@ fn headers_link_to_each_sort() {
     let html = list(&d, "/", None, false);
     // Sorted by name ascending: its header reverses it, the others start
     // with the largest and the newest.
-    assert!(html.contains("<th class=\"name\" aria-sort=\"ascending\"><a href=\"?sort=name&amp;order=desc\">Name"), "{html}");
-    assert!(html.contains("<a href=\"?sort=size&amp;order=desc\">Size</a>"), "{html}");
-    assert!(html.contains("<a href=\"?sort=mtime&amp;order=desc\">Last modified</a>"), "{html}");
+    assert!(
+        html.contains(
+            "<th class=\"name\" aria-sort=\"ascending\"><a href=\"?sort=name&amp;order=desc\">Name"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("<a href=\"?sort=size&amp;order=desc\">Size</a>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<a href=\"?sort=mtime&amp;order=desc\">Last modified</a>"),
+        "{html}"
+    );
     let html = list(&d, "/", Some("sort=size&order=desc"), false);
-    assert!(html.contains("aria-sort=\"descending\"><a href=\"?sort=size&amp;order=asc\">Size"), "{html}");
-    assert!(html.contains("<a href=\"?sort=name&amp;order=asc\">Name</a>"), "{html}");
+    assert!(
+        html.contains("aria-sort=\"descending\"><a href=\"?sort=size&amp;order=asc\">Size"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<a href=\"?sort=name&amp;order=asc\">Name</a>"),
+        "{html}"
+    );
 }
 
 #[test]
@@ -195,13 +262,22 @@ fn sizes_and_times_are_readable() {
 
     let d = demo("sizes");
     let html = list(&d, "/", None, false);
-    assert!(html.contains("title=\"3145728 bytes\">3.0 MiB</td>"), "{html}");
+    assert!(
+        html.contains("title=\"3145728 bytes\">3.0 MiB</td>"),
+        "{html}"
+    );
     assert!(html.contains("title=\"1536 bytes\">1.5 KiB</td>"), "{html}");
     assert!(html.contains("title=\"10 bytes\">10 B</td>"), "{html}");
     // Directories have no size.
-    assert!(html.contains("a dir/</a></td><td class=\"size\">-</td>"), "{html}");
+    assert!(
+        html.contains("a dir/</a></td><td class=\"size\">-</td>"),
+        "{html}"
+    );
     // mid.dat: 2026-01-01 01:00 UTC.
-    assert!(html.contains("2026-01-01<span class=\"time\"> 01:00</span>"), "{html}");
+    assert!(
+        html.contains("2026-01-01<span class=\"time\"> 01:00</span>"),
+        "{html}"
+    );
 }
 
 #[test]
@@ -211,6 +287,12 @@ fn links_out_of_the_directory_show_nothing_of_their_target() {
     std::os::unix::fs::symlink("in.txt", d.0.join("inlink")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", d.0.join("outlink")).unwrap();
     let html = list(&d, "/", None, false);
-    assert!(html.contains("inlink</a></td><td class=\"size\" title=\"2048 bytes\">"), "{html}");
-    assert!(html.contains("outlink</a></td><td class=\"size\">-</td><td class=\"mtime\"></td>"), "{html}");
+    assert!(
+        html.contains("inlink</a></td><td class=\"size\" title=\"2048 bytes\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("outlink</a></td><td class=\"size\">-</td><td class=\"mtime\"></td>"),
+        "{html}"
+    );
 }
