@@ -420,3 +420,59 @@ fn traversal_attempts_are_refused() {
         c.expect_open(Duration::from_millis(20));
     }
 }
+
+/// `--list-dirs`: the size sort puts the largest file first, dotfiles are
+/// hidden unless `--show-hidden`, names are escaped, and the page is never
+/// cached without revalidation.
+#[test]
+fn listings_sort_hide_dotfiles_and_escape() {
+    for rt in RUNTIMES {
+        let base = TempDir::new("listing");
+        base.write("d/small.txt", b"s");
+        base.write("d/large.bin", &vec![b'x'; 40_000]);
+        base.write("d/medium.dat", &vec![b'x'; 2_000]);
+        base.write("d/<b>&.txt", b"tag");
+        base.write("d/.secret", b"dot");
+        base.write("d/sub/inner.txt", b"inner");
+        let root = base.path().join("d");
+        let root = root.to_str().unwrap();
+
+        let server = Server::start(rt, &["--root", root, "--list-dirs"]);
+        let mut c = server.connect();
+        let r = c.get("/?sort=size&order=desc");
+        assert_eq!(r.status, 200, "[{rt}] {r:?}");
+        assert_eq!(r.header("cache-control"), Some("no-cache"), "[{rt}] {r:?}");
+        assert_eq!(r.header("etag"), None, "[{rt}] {r:?}");
+        let html = r.text();
+        let at = |name: &str| {
+            html.find(&format!(">{name}<"))
+                .unwrap_or_else(|| panic!("[{rt}] {name} not listed: {html}"))
+        };
+        // The directory first, then the largest file down to the smallest.
+        assert!(at("sub/") < at("large.bin"), "[{rt}] {html}");
+        assert!(at("large.bin") < at("medium.dat"), "[{rt}] {html}");
+        assert!(at("medium.dat") < at("&lt;b&gt;&amp;.txt"), "[{rt}] {html}");
+        assert!(at("&lt;b&gt;&amp;.txt") < at("small.txt"), "[{rt}] {html}");
+        // Ascending: the other way round.
+        let html = c.get("/?sort=size&order=asc").text();
+        assert!(
+            html.find(">small.txt<") < html.find(">large.bin<"),
+            "[{rt}] {html}"
+        );
+        // Escaped, and its link percent-encoded (it is served from there).
+        let html = c.get("/").text();
+        assert!(html.contains("href=\"%3Cb%3E%26.txt\""), "[{rt}] {html}");
+        assert!(!html.contains("<b>&"), "[{rt}] unescaped: {html}");
+        assert_eq!(c.get("/%3Cb%3E%26.txt").body, b"tag", "[{rt}]");
+        // Dotfiles hidden by default.
+        assert!(!html.contains(".secret"), "[{rt}] {html}");
+        // A subdirectory has a parent link.
+        let html = c.get("/sub/").text();
+        assert!(html.contains("href=\"../\""), "[{rt}] {html}");
+        drop(server);
+
+        let server = Server::start(rt, &["--root", root, "--list-dirs", "--show-hidden"]);
+        let html = server.connect().get("/").text();
+        assert!(html.contains("href=\".secret\""), "[{rt}] {html}");
+    }
+}

@@ -48,7 +48,11 @@ fn row(name: &str, samples: Vec<Duration>) {
 fn time_serve(root: &StaticRoot, path: &str, n: usize) -> Vec<Duration> {
     let req = request(path);
     let answer = || match root.serve(&req) {
-        StaticReply::ListDir { dir, url_path } => StaticReply::list(&dir, &url_path),
+        StaticReply::ListDir {
+            dir,
+            url_path,
+            view,
+        } => StaticReply::list(&dir, &url_path, &view),
         other => other,
     };
     // One untimed call: the first touch of a path pays for the dentry cache.

@@ -60,6 +60,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub file_cache_valid: Duration,
 
+    /// Show dotfiles (names starting with '.') in directory listings.
+    #[arg(long, requires = "list_dirs")]
+    pub show_hidden: bool,
+
     /// Stop accepting while this many connections are open [default: no limit].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,

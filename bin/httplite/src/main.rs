@@ -64,6 +64,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(dir) => Some(
             StaticRoot::new(dir, cli.list_dirs)
                 .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
+                .show_hidden(cli.show_hidden)
                 .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
         ),
         None => None,

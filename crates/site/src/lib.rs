@@ -78,8 +78,8 @@
 //!
 //! The modules: [`routes`] (the [`routes::App`] and what each path gets, an
 //! [`action::Action`]), [`respond`] (the first step and the error replies),
-//! [`plan`] (the waiting answers), [`static_files`] with [`mime`] and
-//! [`httpdate`] (`--root`), [`jobs`] (background jobs' HTTP side and
+//! [`plan`] (the waiting answers), [`static_files`] with [`mime`],
+//! [`httpdate`] and [`listing`] (`--root`), [`jobs`] (background jobs' HTTP side and
 //! bookkeeping; the threads are [`pool`]'s), [`stats`] (counters, and the
 //! [`stats::RuntimeProbe`] each driver fills in) and [`access_log`].
 
@@ -90,6 +90,7 @@ pub mod action;
 pub mod file_cache;
 pub mod httpdate;
 pub mod jobs;
+pub mod listing;
 pub mod mime;
 pub mod plan;
 pub mod respond;

@@ -331,9 +331,13 @@ impl Plan {
                 }
                 self.submit(app, stats, wbuf, kind, Vec::new())
             }
-            Action::File(StaticReply::ListDir { dir, url_path }) => {
+            Action::File(StaticReply::ListDir {
+                dir,
+                url_path,
+                view,
+            }) => {
                 self.stage = Stage::Listing;
-                Step::Offload(Box::new(move || StaticReply::list(&dir, &url_path)))
+                Step::Offload(Box::new(move || StaticReply::list(&dir, &url_path, &view)))
             }
             Action::File(reply) => self.file(stats, wbuf, reply),
             action => match complete(wbuf, stats, self.to, &action) {
@@ -432,14 +436,20 @@ impl Plan {
                 let keep = respond_owned(wbuf, stats, to, status, Some(TEXT), &headers, body);
                 done(stats, status, body.len(), keep)
             }
-            StaticReply::ListDir { dir, url_path } => {
+            StaticReply::ListDir {
+                dir,
+                url_path,
+                view,
+            } => {
                 // `answer` lists on the pool; a listing that reaches here
                 // (none today) is still answered right.
-                self.file(stats, wbuf, StaticReply::list(&dir, &url_path))
+                self.file(stats, wbuf, StaticReply::list(&dir, &url_path, &view))
             }
             StaticReply::Listing(html) => {
+                // Generated each time, with no validators: revalidate always.
                 let html = html.as_bytes();
-                let keep = respond_owned(wbuf, stats, to, Status::OK, Some(HTML), &[], html);
+                let headers = [("Cache-Control", "no-cache".to_string())];
+                let keep = respond_owned(wbuf, stats, to, Status::OK, Some(HTML), &headers, html);
                 done(stats, Status::OK, html.len(), keep)
             }
             StaticReply::Error(status, headers) => {

@@ -12,7 +12,6 @@
 //! against the canonical root instead).
 
 use std::ffi::CString;
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -26,6 +25,7 @@ use http1::{Request, Status};
 
 use crate::file_cache::{Entry, FileCache};
 use crate::httpdate::parse_http_date;
+use crate::listing::{ListView, listing};
 use crate::mime::content_type;
 
 /// The directory being served.
@@ -39,6 +39,8 @@ pub struct StaticRoot {
     /// Open files kept between requests (`--file-cache`); `None` when off
     /// or where the kernel lacks `openat2`.
     cache: Option<Arc<FileCache>>,
+    /// List dotfiles too (`--show-hidden`).
+    show_hidden: bool,
 }
 
 /// What to answer.
@@ -75,6 +77,8 @@ pub enum StaticReply {
         dir: File,
         /// The request path (the listing's title and link base).
         url_path: String,
+        /// Sort (from the query) and dotfiles.
+        view: ListView,
     },
     /// An error status, with extra headers (416 carries Content-Range).
     Error(Status, Vec<(&'static str, String)>),
@@ -83,11 +87,8 @@ pub enum StaticReply {
 impl StaticReply {
     /// Builds the listing of a [`StaticReply::ListDir`] (blocking: run it on
     /// the pool).
-    pub fn list(dir: &File, url_path: &str) -> StaticReply {
-        // The open directory's own fd names it, so the listing is of
-        // exactly the directory that was resolved beneath the root.
-        let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
-        match listing(url_path, &path) {
+    pub fn list(dir: &File, url_path: &str, view: &ListView) -> StaticReply {
+        match listing(url_path, dir, view) {
             Ok(html) => StaticReply::Listing(html),
             Err(e) => StaticReply::Error(io_status(&e), Vec::new()),
         }
@@ -117,6 +118,7 @@ impl StaticRoot {
             root_fd,
             list_dirs,
             cache: None,
+            show_hidden: false,
         })
     }
 
@@ -133,6 +135,12 @@ impl StaticRoot {
     /// The open-file cache, if on.
     pub fn file_cache(&self) -> Option<&FileCache> {
         self.cache.as_deref()
+    }
+
+    /// Lists dotfiles too (`--show-hidden`; they are left out by default).
+    pub fn show_hidden(mut self, show: bool) -> StaticRoot {
+        self.show_hidden = show;
+        self
     }
 
     /// The canonical root.
@@ -197,6 +205,7 @@ impl StaticRoot {
             return StaticReply::ListDir {
                 dir: opened,
                 url_path: req.path().to_string(),
+                view: ListView::from_query(req.query(), self.show_hidden),
             };
         }
         StaticReply::Error(Status::FORBIDDEN, Vec::new())
@@ -358,6 +367,17 @@ fn url_to_relative(path: &str) -> Result<PathBuf, Status> {
 /// `openat2(dirfd, path, O_RDONLY, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`:
 /// fails with `EXDEV` instead of resolving outside `dirfd`.
 fn openat2_beneath(dirfd: RawFd, path: &Path) -> io::Result<File> {
+    openat2_with(dirfd, path, libc::O_RDONLY)
+}
+
+/// The metadata of `path` beneath `dirfd`, links followed only as far as
+/// they stay beneath it (`O_PATH`: a FIFO is not opened). Where the kernel
+/// lacks `openat2`, an error: the caller shows nothing.
+pub(crate) fn stat_beneath(dirfd: RawFd, path: &Path) -> io::Result<std::fs::Metadata> {
+    openat2_with(dirfd, path, libc::O_PATH)?.metadata()
+}
+
+fn openat2_with(dirfd: RawFd, path: &Path, access: libc::c_int) -> io::Result<File> {
     let path = if path.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -367,7 +387,14 @@ fn openat2_beneath(dirfd: RawFd, path: &Path) -> io::Result<File> {
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: open_how is plain data; all-zero is a valid value to fill in.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+    // openat2 refuses O_PATH with any flag but O_CLOEXEC, O_DIRECTORY and
+    // O_NOFOLLOW (EINVAL).
+    let noctty = if access == libc::O_PATH {
+        0
+    } else {
+        libc::O_NOCTTY
+    };
+    how.flags = (access | libc::O_CLOEXEC | noctty) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: c_path is a valid NUL-terminated string and `how` a valid
     // open_how of the size passed, both alive for the call.
@@ -476,61 +503,6 @@ fn parse_range(header: &[u8], size: u64) -> RangeSpec {
     RangeSpec::Satisfiable(start, end.min(size - 1))
 }
 
-/// A minimal HTML listing; names are escaped.
-fn listing(url_path: &str, dir: &Path) -> io::Result<String> {
-    let mut names: Vec<(String, bool)> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .map(|e| {
-            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            (e.file_name().to_string_lossy().into_owned(), is_dir)
-        })
-        .collect();
-    names.sort();
-    let title = html_escape(url_path);
-    let mut html = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of {title}</title></head>\
-         <body><h1>Index of {title}</h1><ul>\n"
-    );
-    for (name, is_dir) in names {
-        let slash = if is_dir { "/" } else { "" };
-        let _ = writeln!(
-            html,
-            "<li><a href=\"{}{slash}\">{}{slash}</a></li>",
-            percent_encode_segment(&name),
-            html_escape(&name)
-        );
-    }
-    html.push_str("</ul></body></html>\n");
-    Ok(html)
-}
-
-fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-fn percent_encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,11 +557,5 @@ mod tests {
         assert!(etag_list_matches(b"W/\"b\"", "\"b\""));
         assert!(etag_list_matches(b"*", "\"b\""));
         assert!(!etag_list_matches(b"\"c\"", "\"b\""));
-    }
-
-    #[test]
-    fn escaping() {
-        assert_eq!(html_escape("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
-        assert_eq!(percent_encode_segment("a b/c"), "a%20b%2Fc");
     }
 }
