@@ -42,6 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 /// Shards of the cache; a power of two.
 const SHARDS: usize = 16;
 
@@ -92,6 +94,9 @@ pub struct Entry {
     /// The HTTP date of `mtime`.
     pub(crate) last_modified: String,
     pub(crate) content_type: &'static str,
+    /// The whole body of a small file (see `plan::INLINE_FILE_MAX`), read
+    /// once, so that a hit needs no `pread` either.
+    pub(crate) body: Option<Bytes>,
     /// The path relative to the root, for `fstatat`.
     rel: CString,
     /// `None` for a negative entry.
@@ -108,10 +113,20 @@ impl Entry {
         last_modified: String,
         content_type: &'static str,
     ) -> Entry {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let size = meta.size();
+        let body = (size <= crate::plan::INLINE_FILE_MAX).then(|| {
+            let mut buf = vec![0; size as usize];
+            // A file that shrank since its `fstat` keeps no body (and its
+            // next check finds it changed).
+            file.read_exact_at(&mut buf, 0)
+                .ok()
+                .map(|()| Bytes::from(buf))
+        });
         Entry {
+            body: body.flatten(),
             file: Some(file),
-            size: meta.size(),
+            size,
             mtime: meta.mtime().max(0) as u64,
             etag,
             last_modified,
@@ -130,6 +145,7 @@ impl Entry {
             etag: String::new(),
             last_modified: String::new(),
             content_type: "",
+            body: None,
             rel,
             version: None,
         }
@@ -382,8 +398,30 @@ mod tests {
         let entry = Entry::file(file, &meta, rel, "e".into(), "d".into(), "t");
         cache.insert("/f", entry);
         assert!(cache.get("/f", root_fd).is_some());
+        let hit = cache.get("/f", root_fd).expect("current");
+        assert_eq!(
+            hit.body.as_deref(),
+            Some(&b"one"[..]),
+            "a small file's bytes are kept"
+        );
         std::fs::write(&path, "longer now").unwrap();
         assert!(cache.get("/f", root_fd).is_none(), "rewritten in place");
+
+        // A file over the inline size keeps its fd only.
+        let big = dir.join("big");
+        let size = crate::plan::INLINE_FILE_MAX as usize + 1;
+        std::fs::write(&big, vec![b'x'; size]).unwrap();
+        let file = Arc::new(File::open(&big).unwrap());
+        let meta = file.metadata().unwrap();
+        let entry = Entry::file(
+            file,
+            &meta,
+            CString::new("big").unwrap(),
+            "e".into(),
+            "d".into(),
+            "t",
+        );
+        assert!(entry.body.is_none() && entry.size == size as u64);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http1::{Request, Status};
 
 use crate::file_cache::{Entry, FileCache};
@@ -58,6 +59,9 @@ pub enum StaticReply {
         len: u64,
         /// Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range.
         headers: Vec<(&'static str, String)>,
+        /// The whole file's bytes, when the open-file cache holds them (a
+        /// small file): the range is copied from here, not read.
+        body: Option<Bytes>,
     },
     /// 304: the client's copy is current.
     NotModified {
@@ -261,6 +265,7 @@ impl StaticRoot {
             return answer;
         }
         let facts = Facts {
+            body: None,
             size,
             mtime,
             etag: &etag,
@@ -273,6 +278,7 @@ impl StaticRoot {
 
 /// What a file's answer is made of, from a fresh open or from the cache.
 struct Facts<'a> {
+    body: Option<&'a Bytes>,
     size: u64,
     mtime: u64,
     etag: &'a str,
@@ -283,6 +289,7 @@ struct Facts<'a> {
 impl Entry {
     fn as_facts(&self) -> Facts<'_> {
         Facts {
+            body: self.body.as_ref(),
             size: self.size,
             mtime: self.mtime,
             etag: &self.etag,
@@ -321,6 +328,7 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
                 offset: start,
                 len: end - start + 1,
                 headers,
+                body: f.body.cloned(),
             }
         }
         Some(RangeSpec::Unsatisfiable) => StaticReply::Error(
@@ -333,6 +341,7 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
             offset: 0,
             len: size,
             headers,
+            body: f.body.cloned(),
         },
     }
 }
