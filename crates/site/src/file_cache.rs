@@ -44,6 +44,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+/// Largest file whose bytes an entry keeps: at the default 10,000 entries
+/// that bounds the memory for bodies at 40 MiB.
+pub const BODY_MAX: u64 = 4 * 1024;
+
 /// Shards of the cache; a power of two.
 const SHARDS: usize = 16;
 
@@ -94,8 +98,8 @@ pub struct Entry {
     /// The HTTP date of `mtime`.
     pub(crate) last_modified: String,
     pub(crate) content_type: &'static str,
-    /// The whole body of a small file (see `plan::INLINE_FILE_MAX`), read
-    /// once, so that a hit needs no `pread` either.
+    /// The whole body of a file of at most [`BODY_MAX`] bytes, read once,
+    /// so that a hit needs no `pread` either.
     pub(crate) body: Option<Bytes>,
     /// The path relative to the root, for `fstatat`.
     rel: CString,
@@ -115,7 +119,7 @@ impl Entry {
     ) -> Entry {
         use std::os::unix::fs::{FileExt, MetadataExt};
         let size = meta.size();
-        let body = (size <= crate::plan::INLINE_FILE_MAX).then(|| {
+        let body = (size <= BODY_MAX).then(|| {
             let mut buf = vec![0; size as usize];
             // A file that shrank since its `fstat` keeps no body (and its
             // next check finds it changed).
@@ -407,9 +411,9 @@ mod tests {
         std::fs::write(&path, "longer now").unwrap();
         assert!(cache.get("/f", root_fd).is_none(), "rewritten in place");
 
-        // A file over the inline size keeps its fd only.
+        // A larger file keeps its fd only.
         let big = dir.join("big");
-        let size = crate::plan::INLINE_FILE_MAX as usize + 1;
+        let size = BODY_MAX as usize + 1;
         std::fs::write(&big, vec![b'x'; size]).unwrap();
         let file = Arc::new(File::open(&big).unwrap());
         let meta = file.metadata().unwrap();
