@@ -210,7 +210,7 @@ impl StaticRoot {
             };
         }
 
-        let mut headers = vec![("Content-Type", content_type(path).to_string())];
+        let mut headers = vec![("Content-Type", content_type(path).into_owned())];
         headers.extend(validators);
         headers.push(("Accept-Ranges", "bytes".to_string()));
 
