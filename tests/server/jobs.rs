@@ -7,8 +7,9 @@ use sha2::{Digest, Sha256};
 
 use crate::harness::{Client, RUNTIMES, Response, Server, TempDir, heavy_lock, wait_until};
 
-/// The expected result of a sha256 job, from the `sha2` crate: the
-/// server's own implementation must not vouch for itself.
+/// The expected result of a sha256 job. The server hashes with `sha2` too;
+/// these tests check the plumbing, and the site's unit tests check the
+/// digests against FIPS 180-4's vectors.
 fn hex_digest(data: &[u8]) -> String {
     Sha256::digest(data)
         .iter()

@@ -130,6 +130,39 @@ fn files_are_served_with_their_content_type() {
     }
 }
 
+/// The exact `Content-Type` per extension (site::mime's rules: nginx's
+/// types, `charset=utf-8` on text types, octet-stream when unknown).
+#[test]
+fn content_types_are_exact() {
+    let base = TempDir::new("types");
+    let cases = [
+        ("s.css", "text/css; charset=utf-8"),
+        ("m.JS", "text/javascript; charset=utf-8"),
+        ("i.svg", "image/svg+xml"),
+        ("f.woff2", "font/woff2"),
+        ("w.wasm", "application/wasm"),
+        ("d.json", "application/json"),
+        ("t.txt", "text/plain; charset=utf-8"),
+        ("r.md", "text/markdown; charset=utf-8"),
+        ("a.tar.gz", "application/gzip"),
+        ("x.unknownext", "application/octet-stream"),
+        (".hidden", "application/octet-stream"),
+    ];
+    for (name, _) in cases {
+        base.write(name, b"x");
+    }
+    let root = base.path().to_str().unwrap().to_string();
+    for rt in RUNTIMES {
+        let server = Server::start(rt, &["--root", &root]);
+        let mut c = server.connect();
+        for (name, want) in cases {
+            let r = c.get(&format!("/{name}"));
+            assert_eq!(r.status, 200, "[{rt}] GET /{name}: {r:?}");
+            assert_eq!(r.header("content-type"), Some(want), "[{rt}] /{name}");
+        }
+    }
+}
+
 #[test]
 fn large_file_arrives_intact() {
     for rt in RUNTIMES {

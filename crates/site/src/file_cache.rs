@@ -32,6 +32,7 @@
 //! cache's size is capped by the caller (see `--file-cache`), and a reply
 //! shares the fd (an `Arc<File>`) rather than duplicating it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::ffi::CString;
@@ -97,7 +98,7 @@ pub struct Entry {
     pub(crate) etag: String,
     /// The HTTP date of `mtime`.
     pub(crate) last_modified: String,
-    pub(crate) content_type: &'static str,
+    pub(crate) content_type: Cow<'static, str>,
     /// The whole body of a file of at most [`BODY_MAX`] bytes, read once,
     /// so that a hit needs no `pread` either.
     pub(crate) body: Option<Bytes>,
@@ -115,7 +116,7 @@ impl Entry {
         rel: CString,
         etag: String,
         last_modified: String,
-        content_type: &'static str,
+        content_type: Cow<'static, str>,
     ) -> Entry {
         use std::os::unix::fs::{FileExt, MetadataExt};
         let size = meta.size();
@@ -148,7 +149,7 @@ impl Entry {
             mtime: 0,
             etag: String::new(),
             last_modified: String::new(),
-            content_type: "",
+            content_type: Cow::Borrowed(""),
             body: None,
             rel,
             version: None,
@@ -399,7 +400,7 @@ mod tests {
         let file = Arc::new(File::open(&path).unwrap());
         let meta = file.metadata().unwrap();
         let rel = CString::new("f").unwrap();
-        let entry = Entry::file(file, &meta, rel, "e".into(), "d".into(), "t");
+        let entry = Entry::file(file, &meta, rel, "e".into(), "d".into(), "t".into());
         cache.insert("/f", entry);
         assert!(cache.get("/f", root_fd).is_some());
         let hit = cache.get("/f", root_fd).expect("current");
@@ -423,7 +424,7 @@ mod tests {
             CString::new("big").unwrap(),
             "e".into(),
             "d".into(),
-            "t",
+            "t".into(),
         );
         assert!(entry.body.is_none() && entry.size == size as u64);
         let _ = std::fs::remove_dir_all(&dir);

@@ -270,7 +270,7 @@ impl StaticRoot {
             mtime,
             etag: &etag,
             last_modified: &last_modified,
-            content_type,
+            content_type: &content_type,
         };
         reply(req, file, &facts)
     }
@@ -283,7 +283,7 @@ struct Facts<'a> {
     mtime: u64,
     etag: &'a str,
     last_modified: &'a str,
-    content_type: &'static str,
+    content_type: &'a str,
 }
 
 impl Entry {
@@ -294,7 +294,7 @@ impl Entry {
             mtime: self.mtime,
             etag: &self.etag,
             last_modified: &self.last_modified,
-            content_type: self.content_type,
+            content_type: &self.content_type,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::sha256;
+use sha2::{Digest, Sha256};
 
 /// A job type, chosen with `?type=` at submission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl JobKind {
             JobKind::WordCount => JobValue::Count(text()?.split_whitespace().count() as u64),
             JobKind::CharCount => JobValue::Count(text()?.chars().count() as u64),
             JobKind::Capitalize => JobValue::Text(capitalize(text()?)),
-            JobKind::Sha256 => JobValue::Text(sha256::hex_digest(input)),
+            JobKind::Sha256 => JobValue::Text(hex(&Sha256::digest(input))),
             JobKind::TestPanic => panic!("test job panicked on purpose"),
             JobKind::TestSleep => {
                 let d = test_millis(input)?;
@@ -105,13 +105,24 @@ impl JobKind {
                 let mib = mib.min(1024);
                 let mut block = [0u8; 4096];
                 for _ in 0..mib * 256 {
-                    let digest = sha256::digest(&block);
+                    let digest = Sha256::digest(block);
                     block[..32].copy_from_slice(&digest);
                 }
                 JobValue::Text(format!("hashed {mib} MiB"))
             }
         })
     }
+}
+
+/// Lowercase hex, two digits a byte.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)].into());
+        s.push(DIGITS[usize::from(b & 15)].into());
+    }
+    s
 }
 
 /// A test job's input: milliseconds, at most [`MAX_TEST_SLEEP`].
@@ -168,6 +179,39 @@ mod tests {
             text(run(JobKind::Sha256, "abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    // The examples of FIPS 180-4 (NIST's "SHA256.pdf", "SHA2_Additional.pdf"),
+    // through the job: the digest and its hex.
+    #[test]
+    fn sha256_matches_fips_180_4_vectors() {
+        let long = "a".repeat(1_000_000);
+        let cases: [(&str, &str); 5] = [
+            (
+                "abc",
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
+            (
+                "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+            ),
+            (
+                "",
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+            (
+                &long[..56],
+                "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a",
+            ),
+            (
+                &long,
+                "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0",
+            ),
+        ];
+        for (input, want) in cases {
+            let got = JobKind::Sha256.run(input.as_bytes()).unwrap();
+            assert_eq!(got, JobValue::Text(want.into()), "{} bytes", input.len());
+        }
     }
 
     #[test]

@@ -18,7 +18,6 @@
 
 pub mod http;
 pub mod kinds;
-pub mod sha256;
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
