@@ -1,6 +1,24 @@
 #!/usr/bin/env bash
-# Prints an nginx config for the benchmarks: one worker, `return 200`, no
-# access log, keep-alive without a request cap. Usage: nginx-conf.sh PREFIX PORT
+# Prints an nginx config for the benchmarks: one worker, no access log,
+# keep-alive without a request cap.
+# Usage: nginx-conf.sh PREFIX PORT [ROOT [HTTP_DIRECTIVES]]
+#   without ROOT: every path answers `return 200 "Hello, World!"`;
+#   with ROOT: serves the files under ROOT (404 for a missing one), and
+#   HTTP_DIRECTIVES (e.g. "sendfile on; tcp_nopush on;") go into the http block.
+if [ -n "${3:-}" ]; then
+    LOCATION="        root $3;
+        location / {
+            default_type application/octet-stream;
+        }"
+else
+    LOCATION='        location / {
+            default_type text/plain;
+            return 200 "Hello, World!";
+        }'
+fi
+EXTRA=""
+[ -n "${4:-}" ] && EXTRA="    $4
+"
 cat <<CONF
 daemon off;
 worker_processes 1;
@@ -17,12 +35,9 @@ http {
     fastcgi_temp_path $1/fastcgi;
     uwsgi_temp_path $1/uwsgi;
     scgi_temp_path $1/scgi;
-    server {
+${EXTRA}    server {
         listen 127.0.0.1:$2;
-        location / {
-            default_type text/plain;
-            return 200 "Hello, World!";
-        }
+$LOCATION
     }
 }
 CONF

@@ -1,0 +1,409 @@
+#!/usr/bin/env bash
+# Static files: httplite against nginx (with and without open_file_cache),
+# H2O and lighttpd, in one run, with the goals of issue #17.
+#
+# Every server gets one worker (one thread), no access log, the same root (a
+# temp dir with a 1 KiB, a 64 KiB and a 16 MiB file of random bytes) and a
+# 127.0.0.1 port of its own; the server runs on CPU 0 (taskset -c 0) and
+# `wrk -t1` on CPU 1. Server CPU is utime + stime from /proc/PID/stat, summed
+# over the server's process tree (nginx: master + worker) and all threads,
+# taken after a 1 s warm-up and after the run, divided by the requests (or the
+# megabytes) wrk completed. Cells (rows):
+#   1 KiB file, 256 connections: server CPU µs/request (requests/s)
+#   64 KiB file, 256 connections: the same
+#   16 MiB file, 8 connections: throughput MB/s, 10^6 bytes (server CPU µs/MB)
+#   404 (a missing path), 256 connections: server CPU µs/request (requests/s)
+#   304 (If-None-Match with the file's ETag, taken from the server's first
+#       response to a GET of the 1 KiB file), 256 connections: the same
+# Before measuring, every server is checked: the sha256 of each file as
+# served equals the original's, the missing path answers 404, the ETag answers
+# 304; and every run is checked from wrk's own counts (no non-2xx/3xx status
+# except in the 404 row, where all are; bytes per response at least the file's
+# size; under 1 KiB per 304). A server that fails a check or does not start
+# gets "n/a" in its column and the reason on stderr; a cell that fails gets
+# "invalid".
+#
+# Peers are Debian's packages nginx-light, h2o and lighttpd; what is missing
+# is installed with apt-get (as root, or with sudo). Their configs are written
+# to the temp dir:
+#   nginx:   scripts/lib/nginx-conf.sh's config (as scripts/bench.sh uses) with
+#            `sendfile on; tcp_nopush on;`, once without and once with
+#            `open_file_cache max=10000 inactive=60s; open_file_cache_valid 60s;
+#            open_file_cache_errors on;`
+#   H2O:     num-threads 1, file.dir, otherwise defaults (no pid-file: as root
+#            it drops to nobody before writing one)
+#   lighttpd: server.max-worker 0 (one process), otherwise defaults except
+#            server.max-keep-alive-requests 65535 (its default of 1,000 closes
+#            the connection every 1,000 requests; nginx's cap is raised too,
+#            H2O and httplite have none) and a mimetype.assign for .bin
+#            (without a type for the file it sends no ETag, so no 304)
+# (On a machine whose apt starts services, installing a peer also starts its
+# distribution service on port 80; this script only uses its own ports.)
+#
+# Order: for each round, every server in turn (the first server rotates each
+# round), one fresh server process running all five cells; the table shows
+# medians over the rounds. Raw runs: target/bench-static/results.tsv; the
+# table is also written to target/bench-static/table.md.
+#
+# Usage: scripts/bench-static.sh [--rounds N] [--duration D] [--quick]
+#   --rounds N     rounds (default 3; median over them)
+#   --duration D   wrk duration per cell (default 5s)
+#   --quick        a fast check: 1 round of 2 s (explicit --rounds/--duration win)
+# Env: HTTPLITE_HEAVY_LOCK=/path runs cargo under `flock` on that file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS="" DURATION="" QUICK=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+if [ "$QUICK" = 1 ]; then : "${ROUNDS:=1}" "${DURATION:=2s}"; fi
+: "${ROUNDS:=3}" "${DURATION:=5s}"
+[[ "$ROUNDS" =~ ^[0-9]+$ ]] && [ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 50 ] ||
+    { echo "--rounds must be 1..50" >&2; exit 2; }
+[[ "$DURATION" =~ ^[0-9]+(s|m)?$ ]] || { echo "--duration: e.g. 5s" >&2; exit 2; }
+
+source scripts/lib/proc-cpu.sh
+export PATH="$PATH:/usr/sbin:/sbin"
+log() { echo "bench-static: $*" >&2; }
+
+TMP=$(mktemp -d)
+OUT=target/bench-static
+mkdir -p "$OUT"
+
+# --- servers we start: every PID goes here, and the trap stops them --------
+RUNNING=()      # PIDs of started servers (nginx: the master), still to stop
+stop_pids() {   # PID... : TERM, wait up to 5 s, then KILL what is left (incl. descendants)
+    local p tree=() left
+    for p in "$@"; do
+        # shellcheck disable=SC2207
+        tree+=($(proc_tree "$p"))
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for _ in $(seq 1 50); do
+        left=0
+        for p in "${tree[@]}"; do kill -0 "$p" 2>/dev/null && left=1; done
+        [ "$left" = 0 ] && break
+        sleep 0.1
+    done
+    for p in "${tree[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+cleanup() {
+    [ ${#RUNNING[@]} -gt 0 ] && stop_pids "${RUNNING[@]}"
+    RUNNING=()
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- tools and peers ---------------------------------------------------------
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then SUDO=sudo; else SUDO=none; fi
+fi
+APT_UPDATED=0
+install_pkg() { # package -> 0 if installed; the log is in $TMP/apt-PKG.log
+    [ "$SUDO" = none ] && { echo "not root and no sudo" > "$TMP/apt-$1.log"; return 1; }
+    if [ "$APT_UPDATED" = 0 ]; then
+        $SUDO apt-get update -qq > "$TMP/apt-update.log" 2>&1 || true
+        APT_UPDATED=1
+    fi
+    log "installing $1"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$1" > "$TMP/apt-$1.log" 2>&1
+}
+need() { # command package: required tools
+    command -v "$1" >/dev/null && return 0
+    install_pkg "$2" && command -v "$1" >/dev/null && return 0
+    echo "cannot install $2 (for $1):" >&2; tail -5 "$TMP/apt-$2.log" >&2; exit 1
+}
+need wrk wrk
+need curl curl
+need taskset util-linux
+need python3 python3
+need sha256sum coreutils
+
+SERVERS=(httplite nginx nginx-ofc h2o lighttpd)
+declare -A LABEL=([httplite]=httplite [nginx]=nginx [nginx-ofc]="nginx + open_file_cache"
+    [h2o]=H2O [lighttpd]=lighttpd)
+declare -A NA=()   # server -> why it has no column
+peer() { # server command package
+    command -v "$2" >/dev/null && return 0
+    if install_pkg "$3" && command -v "$2" >/dev/null; then return 0; fi
+    NA[$1]="apt-get install $3 failed: $(tail -3 "$TMP/apt-$3.log" | tr '\n' ' ')"
+    log "${LABEL[$1]}: ${NA[$1]}"
+}
+peer nginx nginx nginx-light
+[ -n "${NA[nginx]:-}" ] && NA[nginx-ofc]=${NA[nginx]}
+peer h2o h2o h2o
+peer lighttpd lighttpd lighttpd
+
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+log "building httplite"
+cargo_() { if [ -n "${HTTPLITE_HEAVY_LOCK:-}" ]; then flock "$HTTPLITE_HEAVY_LOCK" cargo "$@"; else cargo "$@"; fi; }
+cargo_ build --release -p httplite -q
+HTTPLITE=$PWD/target/release/httplite
+
+# --- the files ---------------------------------------------------------------
+ROOT=$TMP/www
+mkdir -p "$ROOT"
+head -c 1024 /dev/urandom > "$ROOT/1k.bin"
+head -c 65536 /dev/urandom > "$ROOT/64k.bin"
+head -c 16777216 /dev/urandom > "$ROOT/16m.bin"
+# nginx's worker and H2O drop to nobody when started as root.
+chmod 755 "$TMP" "$ROOT"; chmod 644 "$ROOT"/*.bin
+declare -A SHA=() SIZE=()
+for f in 1k 64k 16m; do
+    SHA[$f]=$(sha256sum "$ROOT/$f.bin" | cut -d' ' -f1)
+    SIZE[$f]=$(stat -c %s "$ROOT/$f.bin")
+done
+MISSING=/missing-file.bin
+
+cat > "$TMP/report.lua" <<'LUA'
+-- only done(): no per-response callback, so wrk's own speed is unchanged
+done = function(summary, latency, requests)
+    local e = summary.errors
+    io.write(string.format("RESULT %d %d %d %d %d %d %d %d\n", summary.requests,
+        summary.duration, summary.bytes, e.status, e.connect, e.read, e.write, e.timeout))
+end
+LUA
+
+# --- ports: one per server, free when chosen -----------------------------------
+declare -A PORT=()
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+next=$((20000 + RANDOM % 30000))
+for s in "${SERVERS[@]}"; do
+    for _ in $(seq 1 100); do
+        next=$((next + 1)); [ "$next" -gt 60000 ] && next=20001
+        port_free "$next" && break
+    done
+    PORT[$s]=$next
+done
+
+# --- configs -------------------------------------------------------------------
+write_configs() {
+    local s d
+    for s in nginx nginx-ofc h2o lighttpd; do mkdir -p "$TMP/$s"; chmod 755 "$TMP/$s"; done
+    local sf="sendfile on; tcp_nopush on;"
+    local ofc="open_file_cache max=10000 inactive=60s; open_file_cache_valid 60s; open_file_cache_errors on;"
+    scripts/lib/nginx-conf.sh "$TMP/nginx" "${PORT[nginx]}" "$ROOT" "$sf" > "$TMP/nginx/nginx.conf"
+    scripts/lib/nginx-conf.sh "$TMP/nginx-ofc" "${PORT[nginx-ofc]}" "$ROOT" "$sf $ofc" \
+        > "$TMP/nginx-ofc/nginx.conf"
+    d=$TMP/h2o
+    cat > "$d/h2o.conf" <<CONF
+listen:
+  host: 127.0.0.1
+  port: ${PORT[h2o]}
+num-threads: 1
+max-connections: 20000
+error-log: $d/error.log
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $ROOT
+CONF
+    d=$TMP/lighttpd
+    cat > "$d/lighttpd.conf" <<CONF
+server.document-root = "$ROOT"
+server.bind = "127.0.0.1"
+server.port = ${PORT[lighttpd]}
+server.pid-file = "$d/lighttpd.pid"
+server.errorlog = "$d/error.log"
+server.max-worker = 0
+server.max-fds = 20000
+server.max-connections = 10000
+server.max-keep-alive-requests = 65535
+# without a type for the file, lighttpd 1.4.69 sends neither ETag nor Last-Modified
+mimetype.assign = (".bin" => "application/octet-stream")
+CONF
+}
+write_configs
+
+SPID=""   # the started server's PID (nginx: the master)
+start_server() { # server -> SPID, or 1 with the reason in $TMP/why
+    local s=$1 log=$TMP/$1.log
+    mkdir -p "$TMP/$s"
+    case "$s" in
+        httplite) taskset -c 0 "$HTTPLITE" --bind "127.0.0.1:${PORT[$s]}" --workers 1 \
+                      --root "$ROOT" --quiet > "$log" 2>&1 & ;;
+        nginx|nginx-ofc) taskset -c 0 nginx -p "$TMP/$s" -c "$TMP/$s/nginx.conf" > "$log" 2>&1 & ;;
+        h2o) taskset -c 0 h2o -c "$TMP/h2o/h2o.conf" > "$log" 2>&1 & ;;
+        lighttpd) taskset -c 0 lighttpd -D -f "$TMP/lighttpd/lighttpd.conf" > "$log" 2>&1 & ;;
+    esac
+    SPID=$!
+    RUNNING+=("$SPID")
+    for _ in $(seq 1 100); do
+        curl -s -o /dev/null "http://127.0.0.1:${PORT[$s]}/1k.bin" && return 0
+        kill -0 "$SPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    { echo "did not start:"; tail -5 "$log"; tail -5 "$TMP/$s/error.log" 2>/dev/null; } > "$TMP/why"
+    stop_server
+    return 1
+}
+stop_server() {
+    stop_pids "$SPID"
+    local keep=() p
+    for p in "${RUNNING[@]}"; do [ "$p" != "$SPID" ] && keep+=("$p"); done
+    RUNNING=("${keep[@]+"${keep[@]}"}")
+}
+
+declare -A ETAG=()
+verify() { # server -> 0, or 1 with the reason in $TMP/why; sets ETAG[server]
+    local s=$1 base="http://127.0.0.1:${PORT[$1]}" f got code etag
+    for f in 1k 64k 16m; do
+        got=$(curl -sf --max-time 20 "$base/$f.bin" | sha256sum | cut -d' ' -f1)
+        [ "$got" = "${SHA[$f]}" ] || { echo "/$f.bin: sha256 $got, not ${SHA[$f]}" > "$TMP/why"; return 1; }
+    done
+    code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$base$MISSING")
+    [ "$code" = 404 ] || { echo "$MISSING: status $code, not 404" > "$TMP/why"; return 1; }
+    etag=$(curl -s --max-time 5 -D - -o /dev/null "$base/1k.bin" |
+        tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: *//p' | head -1)
+    [ -n "$etag" ] || { echo "/1k.bin: no ETag" > "$TMP/why"; return 1; }
+    code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -H "If-None-Match: $etag" "$base/1k.bin")
+    [ "$code" = 304 ] || { echo "If-None-Match: $etag: status $code, not 304" > "$TMP/why"; return 1; }
+    ETAG[$s]=$etag
+}
+
+# Cells: name|path|connections|expect
+CELLS=("1k|/1k.bin|256|200" "64k|/64k.bin|256|200" "16m|/16m.bin|8|200"
+       "404|$MISSING|256|404" "304|/1k.bin|256|304")
+TICKS=$(getconf CLK_TCK)
+RESULTS=$OUT/results.tsv
+printf 'round\tserver\tcell\trequests\tduration_us\tbytes\tstatus_errors\tsocket_errors\tcpu_ticks\tclk_tck\tcheck\n' > "$RESULTS"
+
+run_cell() { # round server cell-line
+    local round=$1 s=$2 name path conns expect url before after r
+    IFS='|' read -r name path conns expect <<<"$3"
+    url="http://127.0.0.1:${PORT[$s]}$path"
+    local args=(-t1 -c"$conns" --timeout 10s -s "$TMP/report.lua")
+    [ "$expect" = 304 ] && args+=(-H "If-None-Match: ${ETAG[$s]}")
+    taskset -c 1 wrk "${args[@]}" -d1s "$url" > /dev/null 2>&1 || true   # warm-up
+    before=$(cpu_ticks_tree "$SPID")
+    taskset -c 1 wrk "${args[@]}" -d"$DURATION" "$url" > "$TMP/wrk.out" 2>&1 || true
+    after=$(cpu_ticks_tree "$SPID")
+    r=$(sed -n 's/^RESULT //p' "$TMP/wrk.out")
+    local reqs=0 dur=0 bytes=0 st=0 ec=0 er=0 ew=0 et=0 check=ok
+    [ -n "$r" ] && read -r reqs dur bytes st ec er ew et <<<"$r"
+    if [ -z "$r" ] || [ "$reqs" = 0 ]; then check="no responses: $(tail -2 "$TMP/wrk.out" | tr '\n' ' ')"
+    elif [ "$expect" = 404 ] && [ "$st" != "$reqs" ]; then check="$((reqs - st)) of $reqs not 404"
+    elif [ "$expect" != 404 ] && [ "$st" != 0 ]; then check="$st responses with status >= 400"
+    elif [ "$expect" = 200 ] && [ $((bytes / reqs)) -lt "${SIZE[$name]}" ]; then
+        check="$((bytes / reqs)) bytes per response, less than the file"
+    elif [ "$expect" = 304 ] && [ $((bytes / reqs)) -ge 1024 ]; then
+        check="$((bytes / reqs)) bytes per response: not 304s"
+    fi
+    [ "$check" != ok ] && log "round $round ${LABEL[$s]} $name: $check"
+    [ $((ec + er + ew + et)) -gt 0 ] &&
+        log "round $round ${LABEL[$s]} $name: socket errors connect $ec read $er write $ew timeout $et"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$s" "$name" "$reqs" "$dur" \
+        "$bytes" "$st" "$((ec + er + ew + et))" "$((after - before))" "$TICKS" "$check" >> "$RESULTS"
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+    n=${#SERVERS[@]}
+    for i in $(seq 0 $((n - 1))); do
+        s=${SERVERS[$(((i + round - 1) % n))]}
+        [ -n "${NA[$s]:-}" ] && continue
+        log "round $round/$ROUNDS: ${LABEL[$s]} on 127.0.0.1:${PORT[$s]}"
+        if ! start_server "$s"; then
+            NA[$s]=$(tr '\n' ' ' < "$TMP/why"); log "${LABEL[$s]}: ${NA[$s]}"; continue
+        fi
+        if ! verify "$s"; then
+            NA[$s]="check failed: $(cat "$TMP/why")"; log "${LABEL[$s]}: ${NA[$s]}"
+            stop_server; continue
+        fi
+        for c in "${CELLS[@]}"; do run_cell "$round" "$s" "$c"; done
+        stop_server
+    done
+done
+
+# --- the table -------------------------------------------------------------------
+versions() {
+    echo "httplite $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    command -v nginx >/dev/null && nginx -v 2>&1 | sed 's/^nginx version: //'
+    command -v h2o >/dev/null && h2o --version 2>/dev/null | head -1
+    command -v lighttpd >/dev/null && lighttpd -v 2>/dev/null | head -1 | sed 's/ - .*//'
+    wrk -v 2>&1 | head -1 | cut -d' ' -f1-2
+}
+NA_LIST=""
+for s in "${SERVERS[@]}"; do [ -n "${NA[$s]:-}" ] && NA_LIST+="$s=${NA[$s]}"$'\n'; done
+python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$(versions | paste -sd, | sed 's/,/, /g')" \
+    "$NA_LIST" > "$OUT/table.md" <<'PY'
+import csv, statistics, sys
+from collections import defaultdict
+path, rounds, duration, versions, na_list = sys.argv[1:6]
+servers = ["httplite", "nginx", "nginx-ofc", "h2o", "lighttpd"]
+label = {"httplite": "httplite", "nginx": "nginx", "nginx-ofc": "nginx + `open_file_cache`",
+         "h2o": "H2O", "lighttpd": "lighttpd"}
+na = dict(l.split("=", 1) for l in na_list.splitlines() if "=" in l)
+runs = defaultdict(list)
+for r in csv.DictReader(open(path), delimiter="\t"):
+    if r["check"] != "ok":
+        continue
+    reqs, dur_s, nbytes = int(r["requests"]), int(r["duration_us"]) / 1e6, int(r["bytes"])
+    cpu_us = int(r["cpu_ticks"]) / int(r["clk_tck"]) * 1e6
+    runs[(r["server"], r["cell"])].append({
+        "rps": reqs / dur_s, "cpu_req": cpu_us / reqs,
+        "mbs": nbytes / 1e6 / dur_s, "cpu_mb": cpu_us / (nbytes / 1e6)})
+cells = [  # name, label, main metric, lower is better, goal ratio, secondary
+    ("1k", "1 KiB, 256 connections: server CPU µs/request (requests/s)", "cpu_req", True, 0.9, "rps"),
+    ("64k", "64 KiB, 256 connections: server CPU µs/request (requests/s)", "cpu_req", True, 0.95, "rps"),
+    ("16m", "16 MiB, 8 connections: throughput MB/s (server CPU µs/MB)", "mbs", False, 1.0, "cpu_mb"),
+    ("404", "404, 256 connections: server CPU µs/request (requests/s)", "cpu_req", True, 0.9, "rps"),
+    ("304", "304 (If-None-Match), 256 connections: server CPU µs/request (requests/s)", "cpu_req", True, 0.9, "rps"),
+]
+def med(s, c, k):
+    v = [x[k] for x in runs.get((s, c), [])]
+    return statistics.median(v) if v else None
+def fmt(k, x):
+    if k == "rps":
+        return f"{x / 1000:,.0f}k" if x >= 10000 else f"{x:,.0f}"
+    if k == "mbs":
+        return f"{x:,.0f}"
+    return f"{x:,.2f}"
+print(f"Static files, {versions}; one worker each, server on CPU 0, `wrk -t1` on CPU 1; "
+      f"medians of {rounds} round(s) of {duration} (MB = 10^6 bytes).\n")
+cols = [s for s in servers]
+print("| file | " + " | ".join(label[s] for s in cols) + " | best peer | httplite / best peer | goal |")
+print("|---" * (len(cols) + 4) + "|")
+for name, text, key, lower, goal, sec in cells:
+    row = [text]
+    for s in cols:
+        m = med(s, name, key)
+        if s in na:
+            row.append("n/a")
+        elif m is None:
+            row.append("invalid")
+        else:
+            row.append(f"{fmt(key, m)} ({fmt(sec, med(s, name, sec))})")
+    peers = [(med(s, name, key), s) for s in cols if s != "httplite" and s not in na
+             and med(s, name, key) is not None]
+    mine = med("httplite", name, key) if "httplite" not in na else None
+    if peers:
+        best, bs = (min if lower else max)(peers)
+        row.append(f"{fmt(key, best)} ({label[bs]})")
+    else:
+        best = None
+        row.append("–")
+    sign = "≤" if lower else "≥"
+    if best and mine is not None:
+        ratio = mine / best
+        met = ratio <= goal if lower else ratio >= goal
+        row.append(f"{ratio:.2f}")
+        row.append(f"{sign} {goal:.2f}: {'met' if met else 'not met'}")
+    else:
+        row.append("–")
+        row.append(f"{sign} {goal:.2f}: –")
+    print("| " + " | ".join(row) + " |")
+for s, why in na.items():
+    print(f"\n{label[s]}: n/a ({why.strip()})")
+PY
+cat "$OUT/table.md"
