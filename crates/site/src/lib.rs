@@ -93,6 +93,7 @@ pub mod jobs;
 pub mod listing;
 pub mod mime;
 pub mod plan;
+pub mod ranges;
 pub mod respond;
 pub mod routes;
 pub mod static_files;

@@ -1,6 +1,6 @@
 //! Static files under `--root`: safe path resolution, conditional requests,
-//! single byte ranges. The body itself is sent by the connection with
-//! `sendfile(2)`; this module only decides what to send.
+//! byte ranges (parsed in [`crate::ranges`]). The body itself is sent by
+//! the connection with `sendfile(2)`; this module only decides what to send.
 //!
 //! Traversal is impossible by construction: the URL path is percent-decoded
 //! (NUL refused), split into segments, `.` and empty segments dropped, any
@@ -28,6 +28,7 @@ use crate::file_cache::{Entry, FileCache};
 use crate::httpdate::parse_http_date;
 use crate::listing::{ListView, listing};
 use crate::mime::content_type;
+use crate::ranges::{Multipart, RangeSpec, if_range_allows, parse_ranges};
 
 /// The directory being served.
 #[derive(Debug, Clone)]
@@ -83,6 +84,17 @@ pub enum StaticReply {
         url_path: String,
         /// Sort (from the query) and dotfiles.
         view: ListView,
+    },
+    /// 206 with several ranges of a file as a `multipart/byteranges` body.
+    Parts {
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
+        /// The body's layout: each part's header block and range.
+        parts: Multipart,
+        /// Content-Type (multipart), Last-Modified, ETag, Accept-Ranges.
+        headers: Vec<(&'static str, String)>,
+        /// The whole file's bytes, when the open-file cache holds them.
+        body: Option<Bytes>,
     },
     /// An error status, with extra headers (416 carries Content-Range).
     Error(Status, Vec<(&'static str, String)>),
@@ -318,9 +330,19 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
 
     let range = req
         .header("range")
-        .filter(|_| if_range_allows(req, f.etag, f.last_modified));
-    match range.map(|r| parse_range(r, size)) {
-        Some(RangeSpec::Satisfiable(start, end)) => {
+        .filter(|_| if_range_allows(req, f.etag, f.mtime));
+    match range.map(|r| parse_ranges(r, size)) {
+        Some(RangeSpec::Multi(ranges)) => {
+            let parts = Multipart::new(&ranges, size, f.content_type);
+            headers[0].1 = parts.content_type();
+            StaticReply::Parts {
+                file,
+                parts,
+                headers,
+                body: f.body.cloned(),
+            }
+        }
+        Some(RangeSpec::Single(start, end)) => {
             headers.push(("Content-Range", format!("bytes {start}-{end}/{size}")));
             StaticReply::File {
                 status: Status::PARTIAL_CONTENT,
@@ -454,64 +476,6 @@ fn etag_list_matches(list: &[u8], etag: &str) -> bool {
     })
 }
 
-/// A range is honoured only if `If-Range` is absent or still matches.
-fn if_range_allows(req: &Request, etag: &str, last_modified: &str) -> bool {
-    match req.header("if-range") {
-        None => true,
-        Some(v) => v == etag.as_bytes() || v == last_modified.as_bytes(),
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum RangeSpec {
-    /// Inclusive byte positions.
-    Satisfiable(u64, u64),
-    Unsatisfiable,
-    /// Malformed or multiple ranges: serve the whole file (allowed by RFC 9110).
-    Ignore,
-}
-
-fn parse_range(header: &[u8], size: u64) -> RangeSpec {
-    let Ok(h) = std::str::from_utf8(header) else {
-        return RangeSpec::Ignore;
-    };
-    let Some(spec) = h.trim().strip_prefix("bytes=") else {
-        return RangeSpec::Ignore;
-    };
-    if spec.contains(',') {
-        return RangeSpec::Ignore;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return RangeSpec::Ignore;
-    };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        // Suffix: the last `b` bytes.
-        let Ok(n) = b.parse::<u64>() else {
-            return RangeSpec::Ignore;
-        };
-        if n == 0 || size == 0 {
-            return RangeSpec::Unsatisfiable;
-        }
-        return RangeSpec::Satisfiable(size.saturating_sub(n), size - 1);
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return RangeSpec::Ignore;
-    };
-    let end = if b.is_empty() {
-        u64::MAX
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => e,
-            _ => return RangeSpec::Ignore,
-        }
-    };
-    if start >= size {
-        return RangeSpec::Unsatisfiable;
-    }
-    RangeSpec::Satisfiable(start, end.min(size - 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,32 +496,6 @@ mod tests {
             PathBuf::from("a/b/c")
         );
         assert_eq!(url_to_relative("/").unwrap(), PathBuf::new());
-    }
-
-    #[test]
-    fn ranges() {
-        assert_eq!(parse_range(b"bytes=0-9", 100), RangeSpec::Satisfiable(0, 9));
-        assert_eq!(
-            parse_range(b"bytes=90-", 100),
-            RangeSpec::Satisfiable(90, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=-10", 100),
-            RangeSpec::Satisfiable(90, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=-1000", 100),
-            RangeSpec::Satisfiable(0, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=50-1000", 100),
-            RangeSpec::Satisfiable(50, 99)
-        );
-        assert_eq!(parse_range(b"bytes=100-", 100), RangeSpec::Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=-0", 100), RangeSpec::Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=5-1", 100), RangeSpec::Ignore);
-        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), RangeSpec::Ignore);
-        assert_eq!(parse_range(b"items=0-1", 100), RangeSpec::Ignore);
     }
 
     #[test]

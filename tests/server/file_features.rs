@@ -1,0 +1,142 @@
+//! File-server features on top of `--root`: multiple byte ranges
+//! (`multipart/byteranges`), header rules and CORS (`--header`, `--cors`),
+//! and the single-page-app fallback and error pages (`--fallback`,
+//! `--error-page`).
+
+use crate::harness::{Client, RUNTIMES, Response, Server, TempDir};
+
+/// Bytes that differ at every offset (so a wrong offset shows).
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+fn request(c: &mut Client, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: t\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    c.send(req.as_bytes());
+    if method == "HEAD" {
+        c.read_head_response()
+    } else {
+        c.read_response()
+    }
+}
+
+/// The exact `multipart/byteranges` body for `ranges` (inclusive) of
+/// `data`, with `boundary`.
+fn multipart(data: &[u8], ranges: &[(usize, usize)], ct: &str, boundary: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (i, &(s, e)) in ranges.iter().enumerate() {
+        if i > 0 {
+            body.extend_from_slice(b"\r\n");
+        }
+        let head = format!(
+            "--{boundary}\r\nContent-Type: {ct}\r\nContent-Range: bytes {s}-{e}/{}\r\n\r\n",
+            data.len()
+        );
+        body.extend_from_slice(head.as_bytes());
+        body.extend_from_slice(&data[s..=e]);
+    }
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
+}
+
+#[test]
+fn multiple_ranges_are_multipart_byteranges() {
+    let dir = TempDir::new("multirange");
+    let small = pattern(100);
+    let medium = pattern(10 * 1024); // not in the cache's bytes: read
+    let big = pattern(200 * 1024); // parts sent with sendfile
+    dir.write("small.bin", &small);
+    dir.write("medium.txt", &medium);
+    dir.write("big.bin", &big);
+    let octet = "application/octet-stream";
+    let text = "text/plain; charset=utf-8";
+    let cases: &[(&str, &[u8], &str, &[(usize, usize)])] = &[
+        ("/small.bin", &small, octet, &[(0, 9), (20, 29)]),
+        ("/small.bin", &small, octet, &[(90, 99), (0, 0), (50, 59)]),
+        ("/medium.txt", &medium, text, &[(0, 99), (5000, 9999)]),
+        (
+            "/big.bin",
+            &big,
+            octet,
+            &[(0, 9), (1000, 60_000), (100_000, 204_799)],
+        ),
+        ("/big.bin", &big, octet, &[(150_000, 204_799), (0, 40_000)]),
+    ];
+    for rt in RUNTIMES {
+        let root = dir.path().to_str().unwrap();
+        let server = Server::start(rt, &["--root", root]);
+        let mut c = server.connect();
+        // Twice: the second time from the open-file cache.
+        for _ in 0..2 {
+            for &(path, data, ct, ranges) in cases {
+                let spec: Vec<String> = ranges.iter().map(|(s, e)| format!("{s}-{e}")).collect();
+                let range = format!("bytes={}", spec.join(","));
+                let r = request(&mut c, "GET", path, &[("Range", &range)]);
+                assert_eq!(r.status, 206, "[{rt}] {path} {range}: {:?}", r.headers);
+                let ctype = r.header("content-type").unwrap();
+                let boundary = ctype
+                    .strip_prefix("multipart/byteranges; boundary=")
+                    .unwrap_or_else(|| panic!("[{rt}] {ctype}"));
+                assert!(r.header("content-range").is_none(), "[{rt}]");
+                let expect = multipart(data, ranges, ct, boundary);
+                let len: usize = r.header("content-length").unwrap().parse().unwrap();
+                assert_eq!(len, expect.len(), "[{rt}] {path} {range}");
+                assert!(r.body == expect, "[{rt}] {path} {range}: parts differ");
+            }
+        }
+        // HEAD: the same head, no body; the connection goes on.
+        let r = request(&mut c, "HEAD", "/big.bin", &[("Range", "bytes=0-9,20-29")]);
+        assert_eq!(r.status, 206, "[{rt}]");
+        assert!(r.body.is_empty());
+        // Overlapping or too many: the whole file.
+        let many: Vec<String> = (0..17).map(|i| format!("{}-{}", i * 2, i * 2)).collect();
+        for range in [
+            "bytes=0-9,5-14".to_string(),
+            format!("bytes={}", many.join(",")),
+        ] {
+            let r = request(&mut c, "GET", "/small.bin", &[("Range", &range)]);
+            assert_eq!(r.status, 200, "[{rt}] {range}");
+            assert_eq!(r.body, small, "[{rt}] {range}");
+        }
+        // None satisfiable: 416.
+        let r = request(
+            &mut c,
+            "GET",
+            "/small.bin",
+            &[("Range", "bytes=100-,200-300")],
+        );
+        assert_eq!(r.status, 416, "[{rt}]");
+        assert_eq!(r.header("content-range"), Some("bytes */100"), "[{rt}]");
+        // One satisfiable among others: a single range.
+        let r = request(
+            &mut c,
+            "GET",
+            "/small.bin",
+            &[("Range", "bytes=5-6,200-300")],
+        );
+        assert_eq!(r.status, 206, "[{rt}]");
+        assert_eq!(r.header("content-range"), Some("bytes 5-6/100"), "[{rt}]");
+        assert_eq!(r.body, &small[5..=6]);
+        // If-Range: the current ETag or Last-Modified honours the ranges,
+        // anything else gets the whole file.
+        let whole = request(&mut c, "GET", "/small.bin", &[]);
+        let etag = whole.header("etag").unwrap().to_string();
+        let date = whole.header("last-modified").unwrap().to_string();
+        for (if_range, status) in [
+            (etag.as_str(), 206),
+            (date.as_str(), 206),
+            ("\"stale\"", 200),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", 200),
+        ] {
+            let hs = [("Range", "bytes=0-1,5-6"), ("If-Range", if_range)];
+            let r = request(&mut c, "GET", "/small.bin", &hs);
+            assert_eq!(r.status, status, "[{rt}] If-Range: {if_range}");
+        }
+        // The connection is still in step after all that.
+        assert_eq!(request(&mut c, "GET", "/small.bin", &[]).body, small);
+    }
+}
