@@ -140,3 +140,125 @@ fn multiple_ranges_are_multipart_byteranges() {
         assert_eq!(request(&mut c, "GET", "/small.bin", &[]).body, small);
     }
 }
+
+#[test]
+fn header_rules_and_cors() {
+    let dir = TempDir::new("rules");
+    dir.write("fonts/a.woff2", b"font");
+    dir.write("app.js", b"let x;");
+    dir.write("big.woff2", &pattern(40 * 1024));
+    let root = dir.path().to_str().unwrap();
+    let immutable = "public, max-age=31536000, immutable";
+    for rt in RUNTIMES {
+        let server = Server::start(
+            rt,
+            &[
+                "--root",
+                root,
+                "--header",
+                &format!("*.woff2: Cache-Control: {immutable}"),
+                "--header",
+                "/fonts/**: X-Font: yes",
+                "--header",
+                "/*.js: X-Script: 1",
+                "--cors",
+            ],
+        );
+        let mut c = server.connect();
+        let r = request(&mut c, "GET", "/fonts/a.woff2", &[]);
+        assert_eq!(r.status, 200, "[{rt}]");
+        assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
+        assert_eq!(r.header("x-font"), Some("yes"), "[{rt}]");
+        assert_eq!(r.header("x-script"), None, "[{rt}]");
+        assert_eq!(r.header("access-control-allow-origin"), Some("*"), "[{rt}]");
+        // 304 and 206 (one range, several, sendfile'd) carry them too.
+        let etag = r.header("etag").unwrap().to_string();
+        let r = request(&mut c, "GET", "/fonts/a.woff2", &[("If-None-Match", &etag)]);
+        assert_eq!(r.status, 304, "[{rt}]");
+        assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
+        for range in ["bytes=0-1", "bytes=0-1,3-3"] {
+            let r = request(&mut c, "GET", "/fonts/a.woff2", &[("Range", range)]);
+            assert_eq!(r.status, 206, "[{rt}]");
+            assert_eq!(r.header("x-font"), Some("yes"), "[{rt}] {range}");
+        }
+        let r = request(&mut c, "GET", "/big.woff2", &[]);
+        assert_eq!((r.status, r.body.len()), (200, 40 * 1024), "[{rt}]");
+        assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
+        let r = request(&mut c, "HEAD", "/big.woff2", &[]);
+        assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
+        let r = request(&mut c, "GET", "/app.js", &[]);
+        assert_eq!(r.header("x-script"), Some("1"), "[{rt}]");
+        assert_eq!(r.header("cache-control"), None, "[{rt}]");
+        // A 404 gets no rule headers, but CORS's.
+        let r = request(&mut c, "GET", "/none.woff2", &[]);
+        assert_eq!(r.status, 404, "[{rt}]");
+        assert_eq!(r.header("cache-control"), None, "[{rt}]");
+        assert_eq!(r.header("access-control-allow-origin"), Some("*"), "[{rt}]");
+        // A preflight.
+        let pre = [
+            ("Origin", "https://example.com"),
+            ("Access-Control-Request-Method", "GET"),
+            ("Access-Control-Request-Headers", "x-a, content-type"),
+        ];
+        let r = request(&mut c, "OPTIONS", "/app.js", &pre);
+        assert_eq!(r.status, 204, "[{rt}] {:?}", r.headers);
+        assert!(r.body.is_empty() && r.header("content-length").is_none());
+        assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+        assert_eq!(
+            r.header("access-control-allow-methods"),
+            Some("GET, HEAD, OPTIONS")
+        );
+        assert_eq!(
+            r.header("access-control-allow-headers"),
+            Some("x-a, content-type")
+        );
+        assert_eq!(r.header("access-control-max-age"), Some("86400"));
+        // A plain OPTIONS is still answered with Allow.
+        let r = request(&mut c, "OPTIONS", "/app.js", &[]);
+        assert_eq!(r.status, 200, "[{rt}]");
+        assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+        assert_eq!(request(&mut c, "GET", "/app.js", &[]).body, b"let x;");
+    }
+    // An origin of one's own; without --cors nothing is added.
+    let server = Server::start(
+        "stackless",
+        &["--root", root, "--cors", "https://a.example"],
+    );
+    let r = server.get("/app.js");
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://a.example")
+    );
+    let server = Server::start("stackless", &["--root", root]);
+    let mut c = server.connect();
+    let r = request(&mut c, "GET", "/app.js", &[]);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    let pre = [
+        ("Origin", "https://x"),
+        ("Access-Control-Request-Method", "GET"),
+    ];
+    assert_eq!(request(&mut c, "OPTIONS", "/app.js", &pre).status, 200);
+}
+
+#[test]
+fn bad_rules_are_usage_errors() {
+    let dir = TempDir::new("badrules");
+    let root = dir.path().to_str().unwrap();
+    for bad in [
+        &["--header", "*.css"][..],
+        &["--header", "*.css: Bad Name: v"],
+        &["--header", "*.css: Content-Length: 1"],
+        &["--cors", ""],
+        &["--error-page", "200=/x.html"],
+        &["--error-page", "404"],
+        &["--fallback", "../x.html"],
+    ] {
+        let mut args = vec!["--root", root];
+        args.extend_from_slice(bad);
+        let out = crate::harness::run_binary(&args, std::time::Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{bad:?}: {stderr}");
+        assert!(stderr.contains("error"), "{bad:?}: {stderr}");
+    }
+}

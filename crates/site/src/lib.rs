@@ -88,6 +88,8 @@
 pub mod access_log;
 pub mod action;
 pub mod file_cache;
+pub mod file_features;
+pub mod header_rules;
 pub mod httpdate;
 pub mod jobs;
 pub mod listing;

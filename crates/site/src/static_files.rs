@@ -25,6 +25,7 @@ use bytes::Bytes;
 use http1::{Request, Status};
 
 use crate::file_cache::{Entry, FileCache};
+use crate::file_features::FileFeatures;
 use crate::httpdate::parse_http_date;
 use crate::listing::{ListView, listing};
 use crate::mime::content_type;
@@ -43,6 +44,9 @@ pub struct StaticRoot {
     cache: Option<Arc<FileCache>>,
     /// List dotfiles too (`--show-hidden`).
     show_hidden: bool,
+    /// Header rules, CORS, fallback and error pages (applied by
+    /// [`crate::file_features`]).
+    features: Arc<FileFeatures>,
 }
 
 /// What to answer.
@@ -135,6 +139,7 @@ impl StaticRoot {
             list_dirs,
             cache: None,
             show_hidden: false,
+            features: Arc::default(),
         })
     }
 
@@ -157,6 +162,17 @@ impl StaticRoot {
     pub fn show_hidden(mut self, show: bool) -> StaticRoot {
         self.show_hidden = show;
         self
+    }
+
+    /// Header rules, CORS, fallback and error pages.
+    pub fn with_features(mut self, features: FileFeatures) -> StaticRoot {
+        self.features = Arc::new(features);
+        self
+    }
+
+    /// The features [`crate::file_features`] applies.
+    pub fn features(&self) -> &FileFeatures {
+        &self.features
     }
 
     /// The canonical root.
