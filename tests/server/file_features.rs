@@ -262,3 +262,83 @@ fn bad_rules_are_usage_errors() {
         assert!(stderr.contains("error"), "{bad:?}: {stderr}");
     }
 }
+
+#[test]
+fn fallback_and_error_pages() {
+    let dir = TempDir::new("spa");
+    let index = b"<div id=app></div>\n";
+    let not_found = b"<h1>nothing here</h1>\n";
+    let big_page = pattern(30 * 1024); // sent with sendfile
+    dir.write("index.html", index);
+    dir.write("404.html", not_found);
+    dir.write("errors/403.bin", &big_page);
+    dir.write("app.js", b"let x;");
+    dir.write("docs/page.txt", b"page");
+    let secret = dir.write("private.txt", b"secret");
+    let mut perm = std::fs::metadata(&secret).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o000);
+    std::fs::set_permissions(&secret, perm).unwrap();
+    let unreadable = std::fs::read(&secret).is_err(); // root reads anything
+    let root = dir.path().to_str().unwrap();
+    for rt in RUNTIMES {
+        let server = Server::start(
+            rt,
+            &[
+                "--root",
+                root,
+                "--fallback",
+                "index.html",
+                "--error-page",
+                "404=/404.html",
+                "--error-page",
+                "403=errors/403.bin",
+            ],
+        );
+        let mut c = server.connect();
+        // Client-side routes get the app, with 200.
+        for path in ["/users/12", "/about", "/v1.2/users", "/docs/none"] {
+            let r = request(&mut c, "GET", path, &[]);
+            assert_eq!(r.status, 200, "[{rt}] {path}");
+            assert_eq!(r.body, index, "[{rt}] {path}");
+            assert!(r.header("content-type").unwrap().starts_with("text/html"));
+            let r = request(&mut c, "HEAD", path, &[]);
+            assert_eq!(r.status, 200, "[{rt}] HEAD {path}");
+            assert_eq!(r.header("content-length"), Some("19"), "[{rt}]");
+        }
+        // Existing files are themselves.
+        assert_eq!(request(&mut c, "GET", "/app.js", &[]).body, b"let x;");
+        assert_eq!(request(&mut c, "GET", "/docs/page.txt", &[]).body, b"page");
+        // Missing paths that look like files: the 404 page, status kept.
+        for path in ["/missing.js", "/docs/x.png"] {
+            let r = request(&mut c, "GET", path, &[]);
+            assert_eq!(r.status, 404, "[{rt}] {path}");
+            assert_eq!(r.body, not_found, "[{rt}] {path}");
+            assert!(r.header("content-type").unwrap().starts_with("text/html"));
+            // Ranges and conditions do not apply to an error page.
+            let r = request(&mut c, "GET", path, &[("Range", "bytes=0-1")]);
+            assert_eq!((r.status, r.body.as_slice()), (404, &not_found[..]));
+            let r = request(&mut c, "HEAD", path, &[]);
+            assert_eq!(r.status, 404, "[{rt}] HEAD {path}");
+            assert!(r.body.is_empty());
+        }
+        // A big error page (sendfile), for 403.
+        if unreadable {
+            let r = request(&mut c, "GET", "/private.txt", &[]);
+            assert_eq!(r.status, 403, "[{rt}]");
+            assert!(r.body == big_page, "[{rt}] the 403 page differs");
+        }
+        // Other errors keep their plain answer.
+        let r = request(&mut c, "GET", "/%2e%2e/x", &[]);
+        assert!(r.status == 403 || r.status == 400, "[{rt}] {}", r.status);
+        assert_eq!(request(&mut c, "GET", "/app.js", &[]).body, b"let x;");
+    }
+    // Without the flags: plain 404s.
+    let server = Server::start("stackless", &["--root", root]);
+    let r = server.get("/users/12");
+    assert_eq!(r.status, 404);
+    assert_ne!(r.body, index);
+    // An error page without a fallback: client-side routes are 404 too.
+    let server = Server::start("threads", &["--root", root, "--error-page", "404=404.html"]);
+    let r = server.get("/users/12");
+    assert_eq!((r.status, r.body.as_slice()), (404, &not_found[..]));
+}

@@ -5,6 +5,7 @@
 //! the answer for one file; this module only adjusts it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http1::{Request, Status};
 
@@ -57,8 +58,43 @@ pub fn serve(root: &StaticRoot, req: &Request) -> StaticReply {
     if !features.any() {
         return root.serve(req);
     }
-    let reply = root.serve(req);
+    let mut reply = root.serve(req);
+    if let Some(fallback) = &features.fallback
+        && matches!(reply, StaticReply::Error(Status::NOT_FOUND, _))
+        && !looks_like_a_file(req.path())
+    {
+        reply = root.serve_at(req, fallback);
+    }
+    if let StaticReply::Error(status, headers) = &mut reply
+        && let Some((_, page)) = features
+            .error_pages
+            .iter()
+            .find(|(code, _)| *code == status.code())
+        && let Ok((file, len, content_type)) = root.open_page(page)
+    {
+        // The page's body with the original status (and its headers: a
+        // 416's Content-Range), never its ranges or validators.
+        let mut page_headers = vec![("Content-Type", content_type)];
+        page_headers.append(headers);
+        reply = StaticReply::File {
+            status: *status,
+            file: Arc::new(file),
+            offset: 0,
+            len,
+            headers: page_headers,
+            body: None,
+        };
+    }
     decorate(features, req.path(), reply)
+}
+
+/// Whether the last segment of the URL path `path` has an extension
+/// (`/app.js`, not `/users/12`): such a path is not a client-side route,
+/// and a missing one stays a 404 under `--fallback`.
+fn looks_like_a_file(path: &str) -> bool {
+    let path = http1::percent_decode_str(path).unwrap_or(Cow::Borrowed(path));
+    let last = path.rsplit('/').next().unwrap_or("");
+    last.trim_start_matches('.').contains('.')
 }
 
 /// Adds the rules' headers (to 200, 206 and 304) and CORS's (to all).
@@ -112,4 +148,20 @@ pub fn preflight(features: &FileFeatures, req: &Request) -> Option<Action> {
         headers,
         body: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_looks_like_a_file() {
+        assert!(looks_like_a_file("/app.js"));
+        assert!(looks_like_a_file("/a/b/c.min.css"));
+        assert!(looks_like_a_file("/a%2Eb"));
+        assert!(!looks_like_a_file("/"));
+        assert!(!looks_like_a_file("/users/12"));
+        assert!(!looks_like_a_file("/v1.2/users"));
+        assert!(!looks_like_a_file("/.hidden"));
+    }
 }

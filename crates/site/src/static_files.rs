@@ -182,16 +182,22 @@ impl StaticRoot {
 
     /// Decides the answer to a GET or HEAD for `req`.
     pub fn serve(&self, req: &Request) -> StaticReply {
+        self.serve_at(req, req.path())
+    }
+
+    /// As [`StaticRoot::serve`] for the URL path `path` instead of the
+    /// request's (`--fallback`), with the request's conditions and ranges.
+    pub fn serve_at(&self, req: &Request, path: &str) -> StaticReply {
         let cache = self.cache.as_deref().zip(self.root_fd.as_deref());
         if let Some((cache, root)) = cache
-            && let Some(entry) = cache.get(req.path(), root.as_raw_fd())
+            && let Some(entry) = cache.get(path, root.as_raw_fd())
         {
             return match &entry.file {
                 Some(file) => reply(req, file.clone(), &entry.as_facts()),
                 None => StaticReply::Error(Status::NOT_FOUND, Vec::new()),
             };
         }
-        let rel = match url_to_relative(req.path()) {
+        let rel = match url_to_relative(path) {
             Ok(p) => p,
             Err(status) => return StaticReply::Error(status, Vec::new()),
         };
@@ -202,7 +208,7 @@ impl StaticRoot {
                     && e.raw_os_error() == Some(libc::ENOENT)
                     && let Some(c) = c_path(&rel)
                 {
-                    cache.insert(req.path(), Entry::missing(c));
+                    cache.insert(path, Entry::missing(c));
                 }
                 return StaticReply::Error(io_status(&e), Vec::new());
             }
@@ -212,11 +218,11 @@ impl StaticRoot {
             Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
         };
         if !meta.is_dir() {
-            let key = cache.map(|(cache, _)| (cache, req.path()));
+            let key = cache.map(|(cache, _)| (cache, path));
             return self.file_reply(req, opened, &meta, &rel, key);
         }
-        if !req.path().ends_with('/') {
-            let mut loc = format!("{}/", req.path());
+        if !path.ends_with('/') {
+            let mut loc = format!("{}/", path);
             if let Some(q) = req.query() {
                 loc.push('?');
                 loc.push_str(q);
@@ -236,11 +242,24 @@ impl StaticRoot {
         if self.list_dirs {
             return StaticReply::ListDir {
                 dir: opened,
-                url_path: req.path().to_string(),
+                url_path: path.to_string(),
                 view: ListView::from_query(req.query(), self.show_hidden),
             };
         }
         StaticReply::Error(Status::FORBIDDEN, Vec::new())
+    }
+
+    /// The file at the URL path `path`, for an error page: open, with its
+    /// size and type.
+    pub(crate) fn open_page(&self, path: &str) -> io::Result<(File, u64, String)> {
+        let rel =
+            url_to_relative(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let file = self.open(&rel)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        Ok((file, meta.len(), content_type(&rel).to_string()))
     }
 
     /// Opens `rel` (relative to the root) without leaving the root.
