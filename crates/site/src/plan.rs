@@ -447,7 +447,7 @@ impl Plan {
                 parts,
                 headers,
                 body,
-            } => self.parts(stats, wbuf, file, parts, &headers, body),
+            } => self.parts(stats, wbuf, file, *parts, &headers, body),
             StaticReply::NotModified { headers } => {
                 let keep =
                     respond_owned(wbuf, stats, to, Status::NOT_MODIFIED, None, &headers, b"");

@@ -93,8 +93,9 @@ pub enum StaticReply {
     Parts {
         /// The open file (shared with the open-file cache).
         file: Arc<File>,
-        /// The body's layout: each part's header block and range.
-        parts: Multipart,
+        /// The body's layout: each part's header block and range (boxed:
+        /// the replies stay small).
+        parts: Box<Multipart>,
         /// Content-Type (multipart), Last-Modified, ETag, Accept-Ranges.
         headers: Vec<(&'static str, String)>,
         /// The whole file's bytes, when the open-file cache holds them.
@@ -368,7 +369,7 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
         .filter(|_| if_range_allows(req, f.etag, f.mtime));
     match range.map(|r| parse_ranges(r, size)) {
         Some(RangeSpec::Multi(ranges)) => {
-            let parts = Multipart::new(&ranges, size, f.content_type);
+            let parts = Box::new(Multipart::new(&ranges, size, f.content_type));
             headers[0].1 = parts.content_type();
             StaticReply::Parts {
                 file,
