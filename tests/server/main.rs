@@ -14,6 +14,7 @@ mod conformance;
 mod console;
 mod curl;
 mod file_cache;
+mod file_features;
 mod jobs;
 mod limits;
 mod load;

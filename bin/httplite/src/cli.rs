@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use site::file_features::parse_cors_origin;
+use site::header_rules::HeaderRule;
 
 /// A small, fast HTTP/1.1 server on a hand-written epoll runtime.
 ///
@@ -63,6 +65,29 @@ pub struct Cli {
     /// Show dotfiles (names starting with '.') in directory listings.
     #[arg(long, requires = "list_dirs")]
     pub show_hidden: bool,
+
+    /// Add a header to the static files whose URL path matches GLOB ('*'
+    /// any characters but '/', '**' any, '?' one; a GLOB without '/'
+    /// matches the last segment), on 200, 206 and 304 answers; repeatable.
+    /// E.g. '*.woff2: Cache-Control: public, max-age=31536000, immutable'.
+    #[arg(long = "header", value_name = "'GLOB: Name: value'", value_parser = HeaderRule::parse, requires = "root")]
+    pub headers: Vec<HeaderRule>,
+
+    /// Add `Access-Control-Allow-Origin: ORIGIN` to static files and answer
+    /// CORS preflight OPTIONS requests with 204.
+    #[arg(long, value_name = "ORIGIN", num_args = 0..=1, default_missing_value = "*", value_parser = parse_cors_origin, requires = "root")]
+    pub cors: Option<String>,
+
+    /// Serve this file (relative to --root) with 200 for GET/HEAD of paths
+    /// that do not exist and whose last segment has no extension (a
+    /// single-page app's client-side routes).
+    #[arg(long, value_name = "FILE", value_parser = parse_root_file, requires = "root")]
+    pub fallback: Option<String>,
+
+    /// Answer status CODE with the body of PAGE (a path under --root), the
+    /// status kept; repeatable. E.g. 404=/404.html.
+    #[arg(long, value_name = "CODE=PAGE", value_parser = parse_error_page, requires = "root")]
+    pub error_page: Vec<(u16, String)>,
 
     /// Stop accepting while this many connections are open [default: no limit].
     #[arg(long, value_name = "N")]
@@ -191,6 +216,30 @@ impl std::fmt::Display for RuntimeKind {
             RuntimeKind::Threads => "threads",
         })
     }
+}
+
+/// A file under the root as a URL path: `index.html` → `/index.html`.
+pub fn parse_root_file(s: &str) -> Result<String, String> {
+    let s = s.trim().trim_start_matches('/');
+    if s.is_empty() || s.split('/').any(|seg| seg == "..") || s.contains(['\0', '?', '#']) {
+        return Err(format!("{s:?} is not a file path under --root"));
+    }
+    Ok(format!("/{s}"))
+}
+
+/// `CODE=PAGE`, e.g. `404=/404.html`: an error status (400 to 599) and a
+/// file under the root.
+pub fn parse_error_page(s: &str) -> Result<(u16, String), String> {
+    let (code, page) = s
+        .split_once('=')
+        .ok_or("expected CODE=PAGE, e.g. 404=/404.html")?;
+    let code: u16 = code
+        .trim()
+        .parse()
+        .ok()
+        .filter(|c| (400..600).contains(c))
+        .ok_or_else(|| format!("{code:?} is not an error status (400-599)"))?;
+    Ok((code, parse_root_file(page)?))
 }
 
 /// Parses `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.

@@ -15,6 +15,7 @@ use clap::Parser;
 use httplite::cli::{Cli, DispatchMode, PoolPriority, RuntimeKind};
 use httplite::config::Config;
 use site::access_log::{AccessLog, LogSink};
+use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
 use site::static_files::StaticRoot;
@@ -65,6 +66,12 @@ fn run(cli: Cli) -> Result<()> {
             StaticRoot::new(dir, cli.list_dirs)
                 .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
                 .show_hidden(cli.show_hidden)
+                .with_features(FileFeatures {
+                    rules: cli.headers.clone(),
+                    cors: cli.cors.clone(),
+                    fallback: cli.fallback.clone(),
+                    error_pages: cli.error_page.clone(),
+                })
                 .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
         ),
         None => None,

@@ -88,11 +88,14 @@
 pub mod access_log;
 pub mod action;
 pub mod file_cache;
+pub mod file_features;
+pub mod header_rules;
 pub mod httpdate;
 pub mod jobs;
 pub mod listing;
 pub mod mime;
 pub mod plan;
+pub mod ranges;
 pub mod respond;
 pub mod routes;
 pub mod static_files;

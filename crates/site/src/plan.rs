@@ -184,6 +184,9 @@ enum Stage {
     Listing,
     /// A file range is being sent; then this is the outcome.
     Sending(Outcome),
+    /// A part of a `multipart/byteranges` body is being sent; the rest
+    /// follow.
+    SendingParts(Box<parts::Sending>),
     /// The body is being echoed.
     Echoing,
     /// [`Step::Done`] or [`Step::Close`] was given.
@@ -260,6 +263,7 @@ impl Plan {
                 stats.response(outcome.status.code());
                 Step::Done(outcome)
             }
+            (Stage::SendingParts(rest), Event::Sent) => self.next_part(stats, wbuf, rest),
             (Stage::Echoing, Event::Echoed { encoder, sent }) => {
                 let keep_alive = encoder.keep_alive();
                 if encoder.finish(wbuf).is_err() {
@@ -438,6 +442,12 @@ impl Plan {
                 self.stage = Stage::Sending(outcome);
                 Step::SendFile { file, offset, len }
             }
+            StaticReply::Parts {
+                file,
+                parts,
+                headers,
+                body,
+            } => self.parts(stats, wbuf, file, *parts, &headers, body),
             StaticReply::NotModified { headers } => {
                 let keep =
                     respond_owned(wbuf, stats, to, Status::NOT_MODIFIED, None, &headers, b"");
@@ -527,5 +537,6 @@ fn pool_done(stats: &WorkerStats, ran: Offloaded) -> StaticReply {
     }
 }
 
+mod parts;
 #[cfg(test)]
 mod tests;

@@ -112,7 +112,7 @@ impl App {
             return self.builtin(endpoint, req, get_or_head);
         }
         match &self.root {
-            Some(root) if get_or_head => Action::File(root.serve(req)),
+            Some(root) if get_or_head => Action::File(crate::file_features::serve(root, req)),
             Some(_) => Action::not_allowed(READ_ONLY),
             None if path == "/" && get_or_head => Action::Static(&INDEX),
             None if path == "/" => Action::not_allowed(READ_ONLY),
@@ -122,8 +122,16 @@ impl App {
 
     /// `OPTIONS` (RFC 9110 §9.3.7): 200 with the target's methods in
     /// `Allow` and no body; `*` asks about the server as a whole. A target
-    /// that names nothing is 404.
+    /// that names nothing is 404. With `--cors`, a CORS preflight of a file
+    /// path is 204 with the `Access-Control-*` answers instead.
     fn options(&self, req: &Request) -> Action {
+        if let Some(root) = &self.root
+            && req.target() != "*"
+            && !req.path().starts_with(PREFIX)
+            && let Some(preflight) = crate::file_features::preflight(root.features(), req)
+        {
+            return preflight;
+        }
         let allow = if req.target() == "*" {
             Some(SERVER_METHODS)
         } else {

@@ -1,6 +1,6 @@
 //! Static files under `--root`: safe path resolution, conditional requests,
-//! single byte ranges. The body itself is sent by the connection with
-//! `sendfile(2)`; this module only decides what to send.
+//! byte ranges (parsed in [`crate::ranges`]). The body itself is sent by
+//! the connection with `sendfile(2)`; this module only decides what to send.
 //!
 //! Traversal is impossible by construction: the URL path is percent-decoded
 //! (NUL refused), split into segments, `.` and empty segments dropped, any
@@ -25,9 +25,11 @@ use bytes::Bytes;
 use http1::{Request, Status};
 
 use crate::file_cache::{Entry, FileCache};
+use crate::file_features::FileFeatures;
 use crate::httpdate::parse_http_date;
 use crate::listing::{ListView, listing};
 use crate::mime::content_type;
+use crate::ranges::{Multipart, RangeSpec, if_range_allows, parse_ranges};
 
 /// The directory being served.
 #[derive(Debug, Clone)]
@@ -42,6 +44,9 @@ pub struct StaticRoot {
     cache: Option<Arc<FileCache>>,
     /// List dotfiles too (`--show-hidden`).
     show_hidden: bool,
+    /// Header rules, CORS, fallback and error pages (applied by
+    /// [`crate::file_features`]).
+    features: Arc<FileFeatures>,
 }
 
 /// What to answer.
@@ -84,6 +89,18 @@ pub enum StaticReply {
         /// Sort (from the query) and dotfiles.
         view: ListView,
     },
+    /// 206 with several ranges of a file as a `multipart/byteranges` body.
+    Parts {
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
+        /// The body's layout: each part's header block and range (boxed:
+        /// the replies stay small).
+        parts: Box<Multipart>,
+        /// Content-Type (multipart), Last-Modified, ETag, Accept-Ranges.
+        headers: Vec<(&'static str, String)>,
+        /// The whole file's bytes, when the open-file cache holds them.
+        body: Option<Bytes>,
+    },
     /// An error status, with extra headers (416 carries Content-Range).
     Error(Status, Vec<(&'static str, String)>),
 }
@@ -123,6 +140,7 @@ impl StaticRoot {
             list_dirs,
             cache: None,
             show_hidden: false,
+            features: Arc::default(),
         })
     }
 
@@ -147,6 +165,17 @@ impl StaticRoot {
         self
     }
 
+    /// Header rules, CORS, fallback and error pages.
+    pub fn with_features(mut self, features: FileFeatures) -> StaticRoot {
+        self.features = Arc::new(features);
+        self
+    }
+
+    /// The features [`crate::file_features`] applies.
+    pub fn features(&self) -> &FileFeatures {
+        &self.features
+    }
+
     /// The canonical root.
     pub fn path(&self) -> &Path {
         &self.root
@@ -154,16 +183,22 @@ impl StaticRoot {
 
     /// Decides the answer to a GET or HEAD for `req`.
     pub fn serve(&self, req: &Request) -> StaticReply {
+        self.serve_at(req, req.path())
+    }
+
+    /// As [`StaticRoot::serve`] for the URL path `path` instead of the
+    /// request's (`--fallback`), with the request's conditions and ranges.
+    pub fn serve_at(&self, req: &Request, path: &str) -> StaticReply {
         let cache = self.cache.as_deref().zip(self.root_fd.as_deref());
         if let Some((cache, root)) = cache
-            && let Some(entry) = cache.get(req.path(), root.as_raw_fd())
+            && let Some(entry) = cache.get(path, root.as_raw_fd())
         {
             return match &entry.file {
                 Some(file) => reply(req, file.clone(), &entry.as_facts()),
                 None => StaticReply::Error(Status::NOT_FOUND, Vec::new()),
             };
         }
-        let rel = match url_to_relative(req.path()) {
+        let rel = match url_to_relative(path) {
             Ok(p) => p,
             Err(status) => return StaticReply::Error(status, Vec::new()),
         };
@@ -174,7 +209,7 @@ impl StaticRoot {
                     && e.raw_os_error() == Some(libc::ENOENT)
                     && let Some(c) = c_path(&rel)
                 {
-                    cache.insert(req.path(), Entry::missing(c));
+                    cache.insert(path, Entry::missing(c));
                 }
                 return StaticReply::Error(io_status(&e), Vec::new());
             }
@@ -184,11 +219,11 @@ impl StaticRoot {
             Err(e) => return StaticReply::Error(io_status(&e), Vec::new()),
         };
         if !meta.is_dir() {
-            let key = cache.map(|(cache, _)| (cache, req.path()));
+            let key = cache.map(|(cache, _)| (cache, path));
             return self.file_reply(req, opened, &meta, &rel, key);
         }
-        if !req.path().ends_with('/') {
-            let mut loc = format!("{}/", req.path());
+        if !path.ends_with('/') {
+            let mut loc = format!("{}/", path);
             if let Some(q) = req.query() {
                 loc.push('?');
                 loc.push_str(q);
@@ -208,11 +243,24 @@ impl StaticRoot {
         if self.list_dirs {
             return StaticReply::ListDir {
                 dir: opened,
-                url_path: req.path().to_string(),
+                url_path: path.to_string(),
                 view: ListView::from_query(req.query(), self.show_hidden),
             };
         }
         StaticReply::Error(Status::FORBIDDEN, Vec::new())
+    }
+
+    /// The file at the URL path `path`, for an error page: open, with its
+    /// size and type.
+    pub(crate) fn open_page(&self, path: &str) -> io::Result<(File, u64, String)> {
+        let rel =
+            url_to_relative(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let file = self.open(&rel)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        Ok((file, meta.len(), content_type(&rel).to_string()))
     }
 
     /// Opens `rel` (relative to the root) without leaving the root.
@@ -318,9 +366,19 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
 
     let range = req
         .header("range")
-        .filter(|_| if_range_allows(req, f.etag, f.last_modified));
-    match range.map(|r| parse_range(r, size)) {
-        Some(RangeSpec::Satisfiable(start, end)) => {
+        .filter(|_| if_range_allows(req, f.etag, f.mtime));
+    match range.map(|r| parse_ranges(r, size)) {
+        Some(RangeSpec::Multi(ranges)) => {
+            let parts = Box::new(Multipart::new(&ranges, size, f.content_type));
+            headers[0].1 = parts.content_type();
+            StaticReply::Parts {
+                file,
+                parts,
+                headers,
+                body: f.body.cloned(),
+            }
+        }
+        Some(RangeSpec::Single(start, end)) => {
             headers.push(("Content-Range", format!("bytes {start}-{end}/{size}")));
             StaticReply::File {
                 status: Status::PARTIAL_CONTENT,
@@ -454,64 +512,6 @@ fn etag_list_matches(list: &[u8], etag: &str) -> bool {
     })
 }
 
-/// A range is honoured only if `If-Range` is absent or still matches.
-fn if_range_allows(req: &Request, etag: &str, last_modified: &str) -> bool {
-    match req.header("if-range") {
-        None => true,
-        Some(v) => v == etag.as_bytes() || v == last_modified.as_bytes(),
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum RangeSpec {
-    /// Inclusive byte positions.
-    Satisfiable(u64, u64),
-    Unsatisfiable,
-    /// Malformed or multiple ranges: serve the whole file (allowed by RFC 9110).
-    Ignore,
-}
-
-fn parse_range(header: &[u8], size: u64) -> RangeSpec {
-    let Ok(h) = std::str::from_utf8(header) else {
-        return RangeSpec::Ignore;
-    };
-    let Some(spec) = h.trim().strip_prefix("bytes=") else {
-        return RangeSpec::Ignore;
-    };
-    if spec.contains(',') {
-        return RangeSpec::Ignore;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return RangeSpec::Ignore;
-    };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        // Suffix: the last `b` bytes.
-        let Ok(n) = b.parse::<u64>() else {
-            return RangeSpec::Ignore;
-        };
-        if n == 0 || size == 0 {
-            return RangeSpec::Unsatisfiable;
-        }
-        return RangeSpec::Satisfiable(size.saturating_sub(n), size - 1);
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return RangeSpec::Ignore;
-    };
-    let end = if b.is_empty() {
-        u64::MAX
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => e,
-            _ => return RangeSpec::Ignore,
-        }
-    };
-    if start >= size {
-        return RangeSpec::Unsatisfiable;
-    }
-    RangeSpec::Satisfiable(start, end.min(size - 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,32 +532,6 @@ mod tests {
             PathBuf::from("a/b/c")
         );
         assert_eq!(url_to_relative("/").unwrap(), PathBuf::new());
-    }
-
-    #[test]
-    fn ranges() {
-        assert_eq!(parse_range(b"bytes=0-9", 100), RangeSpec::Satisfiable(0, 9));
-        assert_eq!(
-            parse_range(b"bytes=90-", 100),
-            RangeSpec::Satisfiable(90, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=-10", 100),
-            RangeSpec::Satisfiable(90, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=-1000", 100),
-            RangeSpec::Satisfiable(0, 99)
-        );
-        assert_eq!(
-            parse_range(b"bytes=50-1000", 100),
-            RangeSpec::Satisfiable(50, 99)
-        );
-        assert_eq!(parse_range(b"bytes=100-", 100), RangeSpec::Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=-0", 100), RangeSpec::Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=5-1", 100), RangeSpec::Ignore);
-        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), RangeSpec::Ignore);
-        assert_eq!(parse_range(b"items=0-1", 100), RangeSpec::Ignore);
     }
 
     #[test]

@@ -308,3 +308,114 @@ fn a_small_file_that_shrinks_is_not_sent_short() {
     assert!(matches!(step, Step::Close), "{step:?}");
     assert_eq!(&wbuf[..], b"earlier answer", "the head is taken back");
 }
+
+#[test]
+fn multiple_ranges_are_parts_each_copied_or_sent() {
+    let dir = TempDir::new("parts");
+    let big = 3 * INLINE_FILE_MAX;
+    let data: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.0.join("big.bin"), &data).unwrap();
+    std::fs::write(dir.0.join("f.txt"), "0123456789abcdefghij").unwrap();
+    // No open-file cache: the small parts are read, not copied from it.
+    let app = app(Some(StaticRoot::new(&dir.0, false).unwrap()));
+    let st = app.stats.worker(0);
+    let start_plan = |head: &str, wbuf: &mut BytesMut| {
+        let mut dec = Decoder::new(Limits::default());
+        let mut rbuf = BytesMut::from(head.as_bytes());
+        let mut plan = start(&app, wbuf, &mut rbuf, &mut dec).expect("files wait");
+        let step = plan.next(&app, &st, wbuf, Event::Start);
+        (plan, step)
+    };
+    let boundary = |wbuf: &BytesMut| {
+        let t = text(wbuf);
+        let b = t.split("boundary=").nth(1).expect("a boundary").to_string();
+        b.split("\r\n").next().unwrap().to_string()
+    };
+
+    // A small file: everything in the write buffer at once.
+    let mut wbuf = BytesMut::new();
+    let (_, step) = start_plan(
+        "GET /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,5-6\r\n\r\n",
+        &mut wbuf,
+    );
+    let b = boundary(&wbuf);
+    let body = format!(
+        "--{b}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 0-1/20\r\n\r\n01\
+         \r\n--{b}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 5-6/20\r\n\r\n56\
+         \r\n--{b}--\r\n"
+    );
+    let Step::Done(o) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((o.status.code(), o.bytes), (206, body.len() as u64));
+    let t = text(&wbuf);
+    assert!(t.starts_with("HTTP/1.1 206 "), "{t}");
+    assert!(
+        t.contains(&format!("Content-Length: {}\r\n", body.len())),
+        "{t}"
+    );
+    assert!(t.ends_with(&format!("\r\n\r\n{body}")), "{t}");
+
+    // A big file: a small part is copied, a big one sent.
+    let mut wbuf = BytesMut::new();
+    let last = big - 1;
+    let (mut plan, step) = start_plan(
+        &format!("GET /big.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=0-9,100-{last}\r\n\r\n"),
+        &mut wbuf,
+    );
+    let b = boundary(&wbuf);
+    let Step::SendFile { offset, len, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((offset, len), (100, big - 100));
+    let ct = "Content-Type: application/octet-stream";
+    let mut expect =
+        format!("--{b}\r\n{ct}\r\nContent-Range: bytes 0-9/{big}\r\n\r\n").into_bytes();
+    expect.extend_from_slice(&data[..10]);
+    expect.extend_from_slice(
+        format!("\r\n--{b}\r\n{ct}\r\nContent-Range: bytes 100-{last}/{big}\r\n\r\n").as_bytes(),
+    );
+    assert!(wbuf.ends_with(&expect), "{}", text(&wbuf));
+    wbuf.clear(); // the driver flushed it, then sent the part
+    let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
+    assert!(
+        matches!(step, Step::Done(o) if o.status.code() == 206),
+        "{step:?}"
+    );
+    assert_eq!(text(&wbuf), format!("\r\n--{b}--\r\n"));
+
+    // Two big parts: two sends, the second's header between them.
+    let mut wbuf = BytesMut::new();
+    let h = INLINE_FILE_MAX + 1;
+    let (mut plan, step) = start_plan(
+        &format!(
+            "GET /big.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=0-{},-{h}\r\n\r\n",
+            h - 1
+        ),
+        &mut wbuf,
+    );
+    assert!(
+        matches!(step, Step::SendFile { offset: 0, len, .. } if len == h),
+        "{step:?}"
+    );
+    wbuf.clear();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
+    assert!(
+        matches!(step, Step::SendFile { offset, len, .. } if offset == big - h && len == h),
+        "{step:?}"
+    );
+    assert!(text(&wbuf).starts_with("\r\n--") && text(&wbuf).ends_with("\r\n\r\n"));
+    wbuf.clear();
+    let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
+    assert!(matches!(step, Step::Done(_)), "{step:?}");
+    assert!(text(&wbuf).ends_with("--\r\n"));
+
+    // HEAD: the head with the whole length, nothing sent.
+    let mut wbuf = BytesMut::new();
+    let (_, step) = start_plan(
+        "HEAD /f.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,5-6\r\n\r\n",
+        &mut wbuf,
+    );
+    assert!(matches!(step, Step::Done(o) if o.bytes == 0), "{step:?}");
+    assert!(text(&wbuf).contains("multipart/byteranges"));
+}
