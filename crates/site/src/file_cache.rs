@@ -43,8 +43,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 /// Largest file whose bytes an entry keeps: at the default 10,000 entries
 /// that bounds the memory for bodies at 40 MiB.
 pub const BODY_MAX: u64 = 4 * 1024;
@@ -101,7 +99,7 @@ pub struct Entry {
     pub(crate) content_type: Cow<'static, str>,
     /// The whole body of a file of at most [`BODY_MAX`] bytes, read once,
     /// so that a hit needs no `pread` either.
-    pub(crate) body: Option<Bytes>,
+    pub(crate) body: Option<Arc<[u8]>>,
     /// The path relative to the root, for `fstatat`.
     rel: CString,
     /// `None` for a negative entry.
@@ -126,7 +124,7 @@ impl Entry {
             // next check finds it changed).
             file.read_exact_at(&mut buf, 0)
                 .ok()
-                .map(|()| Bytes::from(buf))
+                .map(|()| Arc::from(buf))
         });
         Entry {
             body: body.flatten(),

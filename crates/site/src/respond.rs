@@ -72,6 +72,23 @@ pub fn handle(
         http1::encode_static(wbuf, to, response);
         return answered(stats, &req, to, response, log);
     }
+    routed(app, stats, wbuf, req, to, log)
+}
+
+/// [`handle`] for everything but the constant endpoints: route (catching a
+/// handler's panic) and answer or hand back. Out of line and cold, so that
+/// the routing code (which grows with every feature of the site) stays out
+/// of the plaintext path the connection loop inlines `handle` into.
+#[cold]
+#[inline(never)]
+fn routed(
+    app: &App,
+    stats: &WorkerStats,
+    wbuf: &mut BytesMut,
+    req: Request,
+    to: ReplyTo,
+    log: impl FnOnce(&Request, Outcome),
+) -> Handled<Slow> {
     let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req))) {
         Ok(a) => a,
         Err(_) => {

@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http1::{Request, Status};
 
 use crate::file_cache::{Entry, FileCache};
@@ -66,7 +65,7 @@ pub enum StaticReply {
         headers: Vec<(&'static str, String)>,
         /// The whole file's bytes, when the open-file cache holds them (a
         /// small file): the range is copied from here, not read.
-        body: Option<Bytes>,
+        body: Option<Arc<[u8]>>,
     },
     /// 304: the client's copy is current.
     NotModified {
@@ -99,7 +98,7 @@ pub enum StaticReply {
         /// Content-Type (multipart), Last-Modified, ETag, Accept-Ranges.
         headers: Vec<(&'static str, String)>,
         /// The whole file's bytes, when the open-file cache holds them.
-        body: Option<Bytes>,
+        body: Option<Arc<[u8]>>,
     },
     /// An error status, with extra headers (416 carries Content-Range).
     Error(Status, Vec<(&'static str, String)>),
@@ -326,7 +325,7 @@ impl StaticRoot {
 
 /// What a file's answer is made of, from a fresh open or from the cache.
 struct Facts<'a> {
-    body: Option<&'a Bytes>,
+    body: Option<&'a Arc<[u8]>>,
     size: u64,
     mtime: u64,
     etag: &'a str,

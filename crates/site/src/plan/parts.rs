@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use http1::{Framing, Status};
 
 use super::{INLINE_FILE_MAX, Plan, Stage, Step, read_into};
@@ -20,7 +20,7 @@ use crate::stats::WorkerStats;
 pub(super) struct Sending {
     file: Arc<File>,
     /// The whole file's bytes, when the open-file cache holds them.
-    body: Option<Bytes>,
+    body: Option<Arc<[u8]>>,
     parts: std::vec::IntoIter<Part>,
     closing: Vec<u8>,
     outcome: Outcome,
@@ -35,7 +35,7 @@ impl Plan {
         file: Arc<File>,
         parts: Multipart,
         headers: &[(&'static str, String)],
-        body: Option<Bytes>,
+        body: Option<Arc<[u8]>>,
     ) -> Step {
         let status = Status::PARTIAL_CONTENT;
         let hs: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
