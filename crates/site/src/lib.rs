@@ -87,6 +87,7 @@
 
 pub mod access_log;
 pub mod action;
+pub mod encoding;
 pub mod file_cache;
 pub mod httpdate;
 pub mod jobs;
