@@ -65,6 +65,7 @@ fn run(cli: Cli) -> Result<()> {
             StaticRoot::new(dir, cli.list_dirs)
                 .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
                 .show_hidden(cli.show_hidden)
+                .precompressed(cli.precompressed)
                 .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
         ),
         None => None,
