@@ -121,7 +121,10 @@ fn etag_and_304_per_representation() {
                 r.header("etag").unwrap().to_owned()
             };
             let (t_id, t_br, t_gz) = (tag(&mut c, &[]), tag(&mut c, &[&br]), tag(&mut c, &[&gz]));
-            assert!(t_br != t_id && t_gz != t_id && t_br != t_gz, "[{rt}] {t_id} {t_br} {t_gz}");
+            assert!(
+                t_br != t_id && t_gz != t_id && t_br != t_gz,
+                "[{rt}] {t_id} {t_br} {t_gz}"
+            );
 
             let inm = format!("If-None-Match: {t_br}");
             let r = get(&mut c, "/a.css", &[&br, &inm]);
@@ -162,7 +165,11 @@ fn a_range_applies_to_the_chosen_representation() {
                 assert_eq!(r.header("vary"), Some("Accept-Encoding"), "{at}");
 
                 let r = get(&mut c, "/a.css", &["Range: bytes=-4"]);
-                assert_eq!((r.status, &r.body[..]), (206, &CSS[CSS.len() - 4..]), "{at}");
+                assert_eq!(
+                    (r.status, &r.body[..]),
+                    (206, &CSS[CSS.len() - 4..]),
+                    "{at}"
+                );
                 assert_eq!(r.header("vary"), Some("Accept-Encoding"), "{at}");
                 assert_eq!(r.header("content-encoding"), None, "{at}");
 

@@ -292,7 +292,13 @@ impl StaticRoot {
 
     /// The answer for the file at the request's own path (`negotiable`;
     /// not a directory's index), with sidecars if `--precompressed`.
-    fn finish(&self, req: &Request, file: Arc<File>, f: &Facts<'_>, negotiable: bool) -> StaticReply {
+    fn finish(
+        &self,
+        req: &Request,
+        file: Arc<File>,
+        f: &Facts<'_>,
+        negotiable: bool,
+    ) -> StaticReply {
         if self.precompressed && negotiable {
             return self.negotiate(req, file, f);
         }

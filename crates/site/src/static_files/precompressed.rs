@@ -177,7 +177,14 @@ impl StaticRoot {
             && let Some(c) = c_path(&path)
         {
             let ty = Cow::Owned(content_type.to_owned());
-            let entry = Entry::file(file.clone(), &meta, c, etag.clone(), last_modified.clone(), ty);
+            let entry = Entry::file(
+                file.clone(),
+                &meta,
+                c,
+                etag.clone(),
+                last_modified.clone(),
+                ty,
+            );
             cache.insert(key, entry);
         }
         Some(Sidecar::Opened {
