@@ -224,6 +224,10 @@ fn sidecars_requested_by_name_and_the_flag_off() {
         assert_eq!(r.header("content-type"), Some("application/gzip"), "[{rt}]");
         assert_eq!(r.header("content-encoding"), None, "[{rt}]");
         assert_eq!(r.header("vary"), None, "[{rt}]");
+        let r = get(&mut c, "/a.css.zst", &[&ae("zstd")]);
+        assert_eq!((r.status, &r.body[..]), (200, ZST), "[{rt}]");
+        assert_eq!(r.header("content-type"), Some("application/zstd"), "[{rt}]");
+        assert_eq!(r.header("content-encoding"), None, "[{rt}]");
 
         // Without --precompressed the sidecars are plain files and nothing
         // is negotiated.
