@@ -20,6 +20,7 @@ mod limits;
 mod load;
 mod observability;
 mod pipelining;
+mod precompressed;
 mod shutdown;
 mod sigterm_load;
 mod startup;

@@ -89,6 +89,12 @@ pub struct Cli {
     #[arg(long, value_name = "CODE=PAGE", value_parser = parse_error_page, requires = "root")]
     pub error_page: Vec<(u16, String)>,
 
+    /// Serve x.br, x.zst or x.gz for a request of x when they exist and the
+    /// client's Accept-Encoding allows them (made beforehand: nothing is
+    /// compressed on the fly).
+    #[arg(long, requires = "root")]
+    pub precompressed: bool,
+
     /// Stop accepting while this many connections are open [default: no limit].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,

@@ -72,6 +72,7 @@ fn run(cli: Cli) -> Result<()> {
                     fallback: cli.fallback.clone(),
                     error_pages: cli.error_page.clone(),
                 })
+                .precompressed(cli.precompressed)
                 .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
         ),
         None => None,

@@ -77,6 +77,9 @@ statuses! {
     NOT_FOUND = 404, "Not Found";
     /// 405 Method Not Allowed.
     METHOD_NOT_ALLOWED = 405, "Method Not Allowed";
+    /// 406 Not Acceptable: no representation the client accepts (e.g.
+    /// `Accept-Encoding: identity;q=0` and no acceptable precompressed file).
+    NOT_ACCEPTABLE = 406, "Not Acceptable";
     /// 408 Request Timeout.
     REQUEST_TIMEOUT = 408, "Request Timeout";
     /// 409 Conflict: the resource's state does not allow the request.
@@ -176,8 +179,8 @@ mod tests {
     #[test]
     fn known_codes_have_phrases_and_lines() {
         let all = [
-            100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 411, 413, 414, 416, 417, 431,
-            500, 501, 503, 505,
+            100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 406, 408, 411, 413, 414, 416, 417,
+            431, 500, 501, 503, 505,
         ];
         for code in all {
             let s = Status::from_code(code).unwrap();

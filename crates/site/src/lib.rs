@@ -87,6 +87,7 @@
 
 pub mod access_log;
 pub mod action;
+pub mod encoding;
 pub mod file_cache;
 pub mod file_features;
 pub mod header_rules;

@@ -111,6 +111,9 @@ fn common(ext: &[u8]) -> Option<&'static str> {
         b"prc" | b"pdb" => "application/x-pilot",
         b"sea" => "application/x-sea",
         b"dll" => OCTET_STREAM,
+        // A zstd sidecar requested by name (RFC 8878); `.br` has no
+        // registered type and stays application/octet-stream.
+        b"zst" => "application/zstd",
         _ => return None,
     })
 }

@@ -214,6 +214,8 @@ fn extension_is_what_path_extension_returns() {
 fn only_the_last_extension_counts() {
     for (name, want) in [
         ("a.tar.gz", "application/gzip"),
+        ("a.css.zst", "application/zstd"),
+        ("a.css.br", OCTET_STREAM),
         ("app.min.js", "text/javascript; charset=utf-8"),
         ("style.css.map", "text/plain; charset=utf-8"),
         ("archive.zip.part", OCTET_STREAM),
@@ -230,7 +232,7 @@ fn only_the_last_extension_counts() {
 fn the_fast_table_agrees_with_mime_guess_but_for_the_exceptions() {
     let exceptions = [
         "mjs", "woff", "otf", "m3u8", "ts", "mid", "midi", "m4a", "ra", "rpm", "prc", "pdb", "sea",
-        "dll",
+        "dll", "zst",
     ];
     let fast = [
         "html", "htm", "css", "js", "json", "txt", "xml", "svg", "png", "jpg", "jpeg", "gif",
