@@ -51,6 +51,7 @@ pub struct Outcome {
 /// encodes the response at once; `log` is told about every answer given
 /// here. A panicking handler is answered with 500 and the connection
 /// closes; nothing else is affected.
+#[inline(always)]
 pub fn handle(
     app: &App,
     stats: &WorkerStats,
