@@ -189,9 +189,15 @@ fn header_rules_and_cors() {
         assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
         let r = request(&mut c, "HEAD", "/big.woff2", &[]);
         assert_eq!(r.header("cache-control"), Some(immutable), "[{rt}]");
+        // A rule's Cache-Control replaces the default, never adds a second.
+        assert_eq!(r.header_count("cache-control"), 1, "[{rt}] {r:?}");
         let r = request(&mut c, "GET", "/app.js", &[]);
         assert_eq!(r.header("x-script"), Some("1"), "[{rt}]");
-        assert_eq!(r.header("cache-control"), None, "[{rt}]");
+        assert_eq!(
+            r.header("cache-control"),
+            Some("no-cache"),
+            "[{rt}] the default"
+        );
         // A 404 gets no rule headers, but CORS's.
         let r = request(&mut c, "GET", "/none.woff2", &[]);
         assert_eq!(r.status, 404, "[{rt}]");

@@ -474,7 +474,7 @@ fn listings_sort_hide_dotfiles_and_escape() {
         let mut c = server.connect();
         let r = c.get("/?sort=size&order=desc");
         assert_eq!(r.status, 200, "[{rt}] {r:?}");
-        assert_eq!(r.header("cache-control"), Some("no-cache"), "[{rt}] {r:?}");
+        assert_eq!(r.header("cache-control"), Some("no-store"), "[{rt}] {r:?}");
         assert_eq!(r.header("etag"), None, "[{rt}] {r:?}");
         let html = r.text();
         let at = |name: &str| {

@@ -111,6 +111,13 @@ fn decorate(features: &FileFeatures, path: &str, mut reply: StaticReply) -> Stat
     if matches!(status, 200 | 206 | 304) && !features.rules.is_empty() {
         let path = http1::percent_decode_str(path).unwrap_or(Cow::Borrowed(path));
         headers.extend(features.rules.iter().filter_map(|r| r.header_for(&path)));
+        // A rule's Cache-Control replaces the default one (the first).
+        let is_cc = |n: &&str| n.eq_ignore_ascii_case("cache-control");
+        if headers.iter().filter(|(n, _)| is_cc(n)).count() > 1
+            && let Some(default) = headers.iter().position(|(n, _)| is_cc(n))
+        {
+            headers.remove(default);
+        }
     }
     if let Some(origin) = &features.cors {
         headers.push(("Access-Control-Allow-Origin", origin.clone()));

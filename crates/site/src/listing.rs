@@ -6,7 +6,7 @@
 //! header is a link that sorts by it (`?sort=name|size|mtime&order=asc|desc`,
 //! no JavaScript); dotfiles are left out unless `--show-hidden`. Names are
 //! HTML-escaped and links percent-encoded. Listings are generated: they carry
-//! `Cache-Control: no-cache` and no validators, so the query never meets the
+//! `Cache-Control: no-store` and no validators, so the query never meets the
 //! files' ETag logic.
 //!
 //! Symbolic links are shown with their target's type, size and time only

@@ -470,9 +470,11 @@ impl Plan {
                 self.file(stats, wbuf, StaticReply::list(&dir, &url_path, &view))
             }
             StaticReply::Listing(html) => {
-                // Generated each time, with no validators: revalidate always.
+                // Generated each time, with no validator to revalidate
+                // against: not to be stored (`no-cache` without one is a
+                // caching mistake HTTP linters flag).
                 let html = html.as_bytes();
-                let headers = [("Cache-Control", "no-cache".to_string())];
+                let headers = [("Cache-Control", "no-store".to_string())];
                 let keep = respond_owned(wbuf, stats, to, Status::OK, Some(HTML), &headers, html);
                 done(stats, Status::OK, html.len(), keep)
             }

@@ -383,6 +383,11 @@ fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
     let validators = vec![
         ("Last-Modified", f.last_modified.to_string()),
         ("ETag", f.etag.to_string()),
+        // A cache may keep the file but asks again before using it (a 304
+        // while it is unchanged): this server cannot know how long a site's
+        // files stay current. A `--header` rule replaces it
+        // (`file_features::decorate`); a 304 carries it as its 200 would.
+        ("Cache-Control", "no-cache".to_string()),
     ];
     if not_modified(req, f.etag, f.mtime) {
         return StaticReply::NotModified {
