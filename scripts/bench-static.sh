@@ -177,10 +177,14 @@ LUA
 # --- ports: one per server, free when chosen -----------------------------------
 declare -A PORT=()
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-next=$((20000 + RANDOM % 30000))
+# Below the kernel's ephemeral range: wrk's own connections take local ports
+# from that range, and one of them on a server's port made that server fail
+# to bind when it was restarted for the next round (seen with nginx).
+low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+next=$((10000 + RANDOM % (low - 10100)))
 for s in "${SERVERS[@]}"; do
     for _ in $(seq 1 100); do
-        next=$((next + 1)); [ "$next" -gt 60000 ] && next=20001
+        next=$((next + 1)); [ "$next" -ge "$low" ] && next=10001
         port_free "$next" && break
     done
     PORT[$s]=$next
