@@ -41,6 +41,37 @@ use crate::routes::App;
 use crate::static_files::StaticReply;
 use crate::stats::{ErrorKind, WorkerStats};
 
+/// Encodes the head of a file answer whose body is `len` bytes: the
+/// outcome to report once the body is out, or the step that ends the
+/// answer now (`Close` if the head cannot be encoded; `Done` when no body
+/// follows: HEAD).
+pub(crate) fn file_head(
+    wbuf: &mut BytesMut,
+    stats: &WorkerStats,
+    to: ReplyTo,
+    status: Status,
+    headers: &[(&'static str, String)],
+    len: u64,
+) -> Result<Outcome, Step> {
+    let hs: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+    let Ok(enc) = http1::encode_head(wbuf, to, status, &hs, Framing::Length(len)) else {
+        return Err(Step::Close);
+    };
+    let outcome = Outcome {
+        status,
+        bytes: len,
+        keep_alive: enc.keep_alive(),
+    };
+    if !enc.wants_body() {
+        stats.response(status.code());
+        return Err(Step::Done(Outcome {
+            bytes: 0,
+            ..outcome
+        }));
+    }
+    Ok(outcome)
+}
+
 /// Largest file body copied into the write buffer with its head instead of
 /// sent by `sendfile` (see [`Plan`]'s file step).
 pub const INLINE_FILE_MAX: u64 = 16 * 1024;
@@ -389,25 +420,11 @@ impl Plan {
                 headers,
                 body: cached,
             } => {
-                let hs: Vec<(&str, &[u8])> =
-                    headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
                 let head_start = wbuf.len();
-                let Ok(enc) = http1::encode_head(wbuf, to, status, &hs, Framing::Length(len))
-                else {
-                    return Step::Close;
+                let outcome = match file_head(wbuf, stats, to, status, &headers, len) {
+                    Ok(outcome) => outcome,
+                    Err(step) => return step,
                 };
-                let outcome = Outcome {
-                    status,
-                    bytes: len,
-                    keep_alive: enc.keep_alive(),
-                };
-                if !enc.wants_body() {
-                    stats.response(status.code());
-                    return Step::Done(Outcome {
-                        bytes: 0,
-                        ..outcome
-                    });
-                }
                 // The open-file cache holds the bytes of a small file.
                 let range = usize::try_from(offset)
                     .ok()

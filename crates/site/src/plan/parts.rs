@@ -8,7 +8,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use http1::{Framing, Status};
+use http1::Status;
 
 use super::{INLINE_FILE_MAX, Plan, Stage, Step, read_into};
 use crate::ranges::{Multipart, Part};
@@ -38,23 +38,11 @@ impl Plan {
         body: Option<Arc<[u8]>>,
     ) -> Step {
         let status = Status::PARTIAL_CONTENT;
-        let hs: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
         let total = parts.content_length();
-        let Ok(enc) = http1::encode_head(wbuf, self.to, status, &hs, Framing::Length(total)) else {
-            return Step::Close;
+        let outcome = match super::file_head(wbuf, stats, self.to, status, headers, total) {
+            Ok(outcome) => outcome,
+            Err(step) => return step,
         };
-        let outcome = Outcome {
-            status,
-            bytes: total,
-            keep_alive: enc.keep_alive(),
-        };
-        if !enc.wants_body() {
-            stats.response(status.code());
-            return Step::Done(Outcome {
-                bytes: 0,
-                ..outcome
-            });
-        }
         let Multipart { parts, closing, .. } = parts;
         let sending = Sending {
             file,
