@@ -18,6 +18,7 @@
 //! soon as it sees the first wrong byte, so a client that sends garbage is
 //! answered before it has sent a whole line.
 
+use crate::head::URI_TOO_LONG;
 use crate::head::fast::is_tchar;
 use crate::request::{Span, Verb};
 use crate::uri::{self, Form, TARGET};
@@ -38,7 +39,6 @@ const BAD_METHOD: Error = Error::bad_request("invalid method");
 const BAD_TARGET: Error = Error::bad_request("invalid request target");
 const BAD_VERSION: Error = Error::bad_request("invalid HTTP version");
 const BAD_LINE_END: Error = Error::bad_request("invalid request line ending");
-const URI_TOO_LONG: Error = Error::new(Status::URI_TOO_LONG, "request line too long");
 
 /// Parses the request line at the start of `buf`: `Ok(None)` while it is
 /// incomplete and valid so far.
