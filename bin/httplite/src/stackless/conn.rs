@@ -78,9 +78,6 @@ enum Stop {
 type Res<T = ()> = Result<T, Stop>;
 
 /// Where the general path picks up from the fast path.
-// `Slow` is much larger than the others, but a `Resume` only lives for the
-// hand-over; boxing it would allocate on every request that waits.
-#[allow(clippy::large_enum_variant)]
 enum Resume {
     /// The top of the loop: answer what is buffered, write, read on (a
     /// partial head, or a write the socket did not take at once).
