@@ -55,11 +55,16 @@ const JOB_METHODS: &str = "GET, HEAD, DELETE, OPTIONS";
 /// The `Allow` value of `/_httplite/jobs…` (`rest` as for [`route`]);
 /// `None` for a path that names no job resource.
 pub fn allowed(rest: &str) -> Option<&'static str> {
-    match rest.strip_prefix('/') {
-        None if rest.is_empty() => Some(SUBMIT_METHODS),
-        Some(id) if id.parse::<u64>().is_ok() => Some(JOB_METHODS),
-        _ => None,
+    if rest.is_empty() {
+        Some(SUBMIT_METHODS)
+    } else {
+        job_id(rest).map(|_| JOB_METHODS)
     }
+}
+
+/// The id in `/{id}` (`rest` as for [`route`]), if it names a job.
+fn job_id(rest: &str) -> Option<u64> {
+    rest.strip_prefix('/')?.parse().ok()
 }
 
 /// Answers `/_httplite/jobs…`; `rest` is what follows `jobs` in the path.
@@ -89,7 +94,7 @@ pub fn route(jobs: &Jobs, rest: &str, req: &Request) -> Action {
             }
         };
     }
-    let Some(id) = rest.strip_prefix('/').and_then(|s| s.parse::<u64>().ok()) else {
+    let Some(id) = job_id(rest) else {
         return text(Status::NOT_FOUND, "no such job");
     };
     match method {
