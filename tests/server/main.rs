@@ -16,6 +16,7 @@ mod curl;
 mod file_cache;
 mod file_features;
 mod jobs;
+mod large_files;
 mod limits;
 mod load;
 mod observability;

@@ -111,6 +111,13 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub write_timeout: Duration,
 
+    /// Largest file body sent with `sendfile(2)`; a larger one is copied
+    /// through a buffer of the worker's (`pread` + `send`), which a client
+    /// on the same machine receives faster (docs/static-files.md, "What was
+    /// measured"). `unlimited`: always sendfile.
+    #[arg(long, value_name = "BYTES", default_value = "512KiB", value_parser = parse_size_or_unlimited)]
+    pub sendfile_max: u64,
+
     /// Largest accepted request body (413 beyond it).
     #[arg(long, value_name = "BYTES", default_value = "1MiB", value_parser = parse_size)]
     pub max_body: u64,
@@ -269,6 +276,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("duration '{s}' is too long"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// [`parse_size`], or `unlimited` (`u64::MAX`).
+pub fn parse_size_or_unlimited(s: &str) -> Result<u64, String> {
+    if s == "unlimited" {
+        return Ok(u64::MAX);
+    }
+    parse_size(s)
 }
 
 /// Parses `1048576`, `64KiB`, `1MiB`, `10MB`, `1G`.

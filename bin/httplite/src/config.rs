@@ -15,6 +15,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Time a client may stop reading before it is closed.
     pub write_timeout: Duration,
+    /// Largest file body sent with `sendfile(2)`; larger ones are copied.
+    pub sendfile_max: u64,
 }
 
 impl Config {
@@ -29,6 +31,7 @@ impl Config {
             header_timeout: cli.header_timeout,
             idle_timeout: cli.idle_timeout,
             write_timeout: cli.write_timeout,
+            sendfile_max: cli.sendfile_max,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! site: the `http` trace lines (the reactor's tracing, which the site
 //! must not know) and the reading of a socket error.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -30,6 +31,27 @@ pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
 pub fn reject(wbuf: &mut BytesMut, stats: &WorkerStats, e: &http1::Error, head_only: bool) {
     reactor::trace!("http", "reject {} ({e})", e.status().code());
     site::respond::reject_reply(wbuf, stats, e, head_only);
+}
+
+/// Bytes copied per `pread` + `send` when a file body is larger than
+/// `--sendfile-max` (one buffer per thread, allocated on first use).
+const COPY_CHUNK: usize = 256 * 1024;
+
+thread_local! {
+    static COPY_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's copy buffer (see [`COPY_CHUNK`]). `f` must
+/// not wait: every connection of a worker shares the buffer, so what one
+/// reads into it is sent before another can use it.
+pub fn with_copy_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    COPY_BUFFER.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.is_empty() {
+            b.resize(COPY_CHUNK, 0);
+        }
+        f(&mut b)
+    })
 }
 
 /// Whether a socket error is the peer going away (not counted as an error).

@@ -94,4 +94,25 @@ impl Registration {
             sys::sendfile(self.fd(), file, offset, count)
         })
     }
+
+    /// [`Registration::poll_sendfile`] through a copy: `pread(2)` into
+    /// `scratch`, then `send(2)` (see [`sys::send_file_copied`]). A short
+    /// send clears write readiness, so the next call waits for an edge
+    /// instead of reading the file for nothing.
+    pub fn poll_send_file_copied(
+        &self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        scratch: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = self.poll_io(cx, Interest::Writable, || {
+            sys::send_file_copied(self.fd(), file, offset, count, scratch)
+        });
+        res.map_ok(|(sent, read)| {
+            self.after_write(&Ok(sent), read);
+            sent
+        })
+    }
 }

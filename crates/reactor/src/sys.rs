@@ -282,6 +282,39 @@ pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> 
     Ok(n as usize)
 }
 
+/// `pread(2)`: reads into `buf` from `offset` of `fd` without moving its
+/// file position (one open file is shared by many connections).
+pub fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = i64::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+    let n = syscall!(unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) })?;
+    Ok(n as usize)
+}
+
+/// The copying counterpart of [`sendfile`]: `pread(2)`s up to `count` bytes
+/// of `in_fd` from `*offset` into `scratch` and sends them to the socket
+/// `out_fd`, advancing `*offset` by what the socket took. Returns
+/// `(sent, read)`: `read == 0` means the file ended early; `sent < read`
+/// means the send buffer is full (the rest is read again next time, so
+/// the caller keeps no copy). A full send buffer is `WouldBlock`.
+pub fn send_file_copied(
+    out_fd: RawFd,
+    in_fd: RawFd,
+    offset: &mut u64,
+    count: usize,
+    scratch: &mut [u8],
+) -> io::Result<(usize, usize)> {
+    let want = count.min(scratch.len());
+    let read = pread(in_fd, &mut scratch[..want], *offset)?;
+    if read == 0 {
+        return Ok((0, 0));
+    }
+    let sent = send(out_fd, &scratch[..read])?;
+    *offset += sent as u64;
+    Ok((sent, read))
+}
+
 /// `write(2)` from `buf`. For sockets prefer [`send`], which never raises
 /// `SIGPIPE`.
 pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {

@@ -405,17 +405,22 @@ impl<I: BlockingIo> Conn<'_, I> {
         Ok(sent)
     }
 
-    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
+    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
+    /// `--sendfile-max`, copied through the thread's buffer beyond it.
     fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
         while off < end {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
             let chunk = (end - off).min(1 << 20) as usize;
-            let n = self
-                .io
-                .sendfile(file.as_raw_fd(), &mut off, chunk, deadline)
-                .map_err(timed(TimeoutKind::Write))?;
+            let fd = file.as_raw_fd();
+            let n = if copy {
+                self.io.send_file_copied(fd, &mut off, chunk, deadline)
+            } else {
+                self.io.sendfile(fd, &mut off, chunk, deadline)
+            }
+            .map_err(timed(TimeoutKind::Write))?;
             if n == 0 {
                 return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
             }

@@ -80,6 +80,8 @@ impl Deadline {
 ///     fn write(&mut self, buf: &[u8], _: Deadline) -> std::io::Result<usize> { Ok(buf.len()) }
 ///     fn sendfile(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
 ///         -> std::io::Result<usize> { Ok(0) }
+///     fn send_file_copied(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
+///         -> std::io::Result<usize> { Ok(0) }
 ///     fn wait_readable(&mut self, _: Deadline) -> std::io::Result<()> { Ok(()) }
 ///     fn sleep(&mut self, _: std::time::Duration) {}
 ///     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
@@ -99,6 +101,15 @@ pub unsafe trait BlockingIo {
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize>;
     /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
     fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize>;
+    /// [`BlockingIo::sendfile`] through a copy: `pread(2)` into the
+    /// thread's buffer (`driver::with_copy_buffer`), then `send(2)`.
+    fn send_file_copied(
         &mut self,
         file: RawFd,
         offset: &mut u64,

@@ -159,6 +159,22 @@ unsafe impl BlockingIo for Stackful {
         self.wait(deadline, |s, cx| s.poll_sendfile(cx, file, offset, count))
     }
 
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        // The buffer is the worker's: read and send happen in one poll, with
+        // no switch between them.
+        self.wait(deadline, |s, cx| {
+            crate::driver::with_copy_buffer(|buf| {
+                s.poll_send_file_copied(cx, file, offset, count, buf)
+            })
+        })
+    }
+
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         let mut woken = false;
         self.wait(deadline, |s, cx| {

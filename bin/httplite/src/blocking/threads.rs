@@ -103,6 +103,33 @@ impl Blocking {
         }
         Ok(())
     }
+
+    /// Runs a file-sending `op` on the socket in non-blocking mode, waiting
+    /// for room with poll(2) against the deadline.
+    ///
+    /// Not SO_SNDTIMEO: a blocking sendfile(2) splices a large count in
+    /// pieces and each piece's wait gets the whole timeout afresh, so a
+    /// client that takes a few bytes now and then stretches one call far
+    /// past it (scripts/soak.sh measured 8 s for --write-timeout 2s).
+    fn send_without_blocking(
+        &mut self,
+        deadline: Deadline,
+        mut op: impl FnMut(RawFd) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let at = deadline.at(Instant::now);
+        loop {
+            self.stream.set_nonblocking(true)?;
+            let sent = op(self.stream.as_raw_fd());
+            self.stream.set_nonblocking(false)?;
+            match sent {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(libc::POLLOUT, Deadline::At(at))?
+                }
+                r => return r,
+            }
+        }
+    }
 }
 
 // SAFETY: `read_uninit` returns what `read(2)` returned (reactor's
@@ -139,25 +166,21 @@ unsafe impl BlockingIo for Blocking {
         count: usize,
         deadline: Deadline,
     ) -> io::Result<usize> {
-        // Not SO_SNDTIMEO: a blocking sendfile(2) splices a large count in
-        // pieces and each piece's wait gets the whole timeout afresh, so a
-        // client that takes a few bytes now and then stretches one call far
-        // past it (scripts/soak.sh measured 8 s for --write-timeout 2s).
-        // Send only what fits without blocking, and wait for room with
-        // poll(2) against the deadline.
-        let at = deadline.at(Instant::now);
-        loop {
-            self.stream.set_nonblocking(true)?;
-            let sent = sys::sendfile(self.stream.as_raw_fd(), file, offset, count);
-            self.stream.set_nonblocking(false)?;
-            match sent {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wait(libc::POLLOUT, Deadline::At(at))?
-                }
-                r => return r,
-            }
-        }
+        self.send_without_blocking(deadline, |sock| sys::sendfile(sock, file, offset, count))
+    }
+
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.send_without_blocking(deadline, |sock| {
+            crate::driver::with_copy_buffer(|buf| {
+                sys::send_file_copied(sock, file, offset, count, buf).map(|(sent, _)| sent)
+            })
+        })
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {

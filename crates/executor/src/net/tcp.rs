@@ -141,6 +141,21 @@ impl TcpStream {
         self.reg.poll_sendfile(cx, file, offset, count)
     }
 
+    /// [`TcpStream::poll_sendfile`] through a copy into `scratch` (a
+    /// `pread(2)` then a `send(2)`); see
+    /// [`reactor::Registration::poll_send_file_copied`].
+    pub fn poll_send_file_copied(
+        &self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        scratch: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.reg
+            .poll_send_file_copied(cx, file, offset, count, scratch)
+    }
+
     /// Writes some of `buf` (never raises `SIGPIPE`).
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_write(cx, buf)).await

@@ -371,8 +371,10 @@ impl Conn {
         Ok(sent)
     }
 
-    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`.
+    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
+    /// `--sendfile-max`, copied through the worker's buffer beyond it.
     async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
         while off < end {
@@ -385,7 +387,13 @@ impl Conn {
             };
             let chunk = (end - off).min(1 << 20) as usize;
             let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
-                stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+                if copy {
+                    driver::with_copy_buffer(|buf| {
+                        stream.poll_send_file_copied(cx, file.as_raw_fd(), &mut off, chunk, buf)
+                    })
+                } else {
+                    stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+                }
             })
             .await?;
             if n == 0 {
