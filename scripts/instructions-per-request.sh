@@ -11,6 +11,8 @@
 # the median of ROUNDS (default 3) pairs of runs.
 #
 # Usage: [HTTPLITE_BIN=path] scripts/instructions-per-request.sh [--runtime R] [-- extra server flags]
+# REQ_PATH=/x (and REQ_HEADER='Name: value') counts another request instead of
+# plaintext, e.g. a file: REQ_PATH=/1k.bin ... -- --root DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
@@ -43,7 +45,9 @@ count() { # mode-depth K port -> total Ir
         "$BIN" --bind "127.0.0.1:$port" --workers 1 --runtime "$RUNTIME" --quiet "$@" \
         >/dev/null 2>"$OUT/vg.err" &
     local pid=$!
-    if ! python3 scripts/lib/keepalive_client.py "$port" "$k" "$depth" >/dev/null; then
+    local req=()
+    [ -n "${REQ_PATH:-}" ] && req=("$REQ_PATH" ${REQ_HEADER:+"$REQ_HEADER"})
+    if ! python3 scripts/lib/keepalive_client.py "$port" "$k" "$depth" "${req[@]}" >/dev/null; then
         cat "$OUT/vg.err" >&2
         exit 1
     fi

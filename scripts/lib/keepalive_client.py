@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Sends K plaintext requests over one keep-alive connection and checks every
-answer. Usage: keepalive_client.py PORT K DEPTH [PATH]
+answer. Usage: keepalive_client.py PORT K DEPTH [PATH [HEADER]]
 
 DEPTH 1 sends one request at a time; DEPTH 16 writes 16 pipelined requests
-per send and waits for their 16 answers."""
+per send and waits for their 16 answers. With a PATH (and optionally one
+extra header line, e.g. "If-None-Match: ..."), every answer is counted by
+its status line instead of the plaintext body."""
 import socket
 import sys
 import time
 
 port, k, depth = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 path = sys.argv[4] if len(sys.argv) > 4 else "/_httplite/plaintext"
-req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
-marker = b"\r\n\r\nHello, World!"
+header = f"{sys.argv[5]}\r\n" if len(sys.argv) > 5 else ""
+req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{header}\r\n".encode()
+marker = b"\r\n\r\nHello, World!" if len(sys.argv) <= 4 else b"HTTP/1.1 "
 
 deadline = time.time() + 30
 while True:

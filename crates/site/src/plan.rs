@@ -205,6 +205,9 @@ pub struct Plan {
 enum Stage {
     /// Nothing done yet.
     Start(Action),
+    /// The first step is decided (by [`Plan::start`]); the driver's first
+    /// [`Plan::next`] returns it, and the plan is then at the stage after it.
+    Begun(Box<(Step, Stage)>),
     /// The body is being dropped; then `Action` is answered.
     AfterBody(Action),
     /// A job's input is being read.
@@ -228,11 +231,36 @@ impl Plan {
     /// The plan for a request [`handle`](crate::respond::handle) could not
     /// answer at once.
     pub fn new(slow: Slow) -> Plan {
-        let Slow { req, to, action } = slow;
+        slow.0
+    }
+
+    /// A plan that has not started.
+    pub(crate) fn waiting(req: Request, to: ReplyTo, action: Action) -> Plan {
         Plan {
             req,
             to,
             stage: Stage::Start(action),
+        }
+    }
+
+    /// Takes the first step now: `Ok(Some(outcome))` if that answered the
+    /// request (counted; the caller logs it), `Ok(None)` if the connection
+    /// must close, `Err(())` if the step needs the driver, which then gets
+    /// it from its first [`Plan::next`].
+    pub(crate) fn start(
+        &mut self,
+        app: &App,
+        stats: &WorkerStats,
+        wbuf: &mut BytesMut,
+    ) -> Result<Option<Outcome>, ()> {
+        match self.next(app, stats, wbuf, Event::Start) {
+            Step::Done(outcome) => Ok(Some(outcome)),
+            Step::Close => Ok(None),
+            step => {
+                let then = std::mem::replace(&mut self.stage, Stage::Finished);
+                self.stage = Stage::Begun(Box::new((step, then)));
+                Err(())
+            }
         }
     }
 
@@ -259,6 +287,11 @@ impl Plan {
         event: Event,
     ) -> Step {
         match (std::mem::replace(&mut self.stage, Stage::Finished), event) {
+            (Stage::Begun(begun), Event::Start) => {
+                let (step, then) = *begun;
+                self.stage = then;
+                step
+            }
             (Stage::Start(action), Event::Start) => {
                 if self.body_first(&action) {
                     self.stage = Stage::AfterBody(action);

@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use http1::{Framing, HeaderValue, ReplyTo, Request, StaticResponse, Status};
 
 use crate::action::Action;
+use crate::plan::Plan;
 use crate::routes::App;
 use crate::stats::{ErrorKind, WorkerStats};
 
@@ -25,16 +26,10 @@ pub enum Handled<S> {
     Slow(S),
 }
 
-/// A request whose answer must wait.
+/// A request whose answer must wait: its [`Plan`](crate::plan::Plan),
+/// possibly with a first step already decided.
 #[derive(Debug)]
-pub struct Slow {
-    /// The request.
-    pub req: Request,
-    /// How to answer it.
-    pub to: ReplyTo,
-    /// What to answer.
-    pub action: Action,
-}
+pub struct Slow(pub(crate) crate::plan::Plan);
 
 /// One answered request, for the stats and the access log.
 #[derive(Debug, Clone, Copy)]
@@ -124,7 +119,21 @@ fn routed(
             http1::encode_static(wbuf, to, response);
             answered(stats, &req, to, response, log)
         }
-        action => Handled::Slow(Slow { req, to, action }),
+        // Most file answers are complete at once (a cached or small body,
+        // a 304, a 404): answered here, they skip the driver's general
+        // path (measured: ~1.5 % of the server's CPU per 1 KiB file).
+        action @ Action::File(_) if !req.has_body() => {
+            let mut plan = Plan::new(Slow(Plan::waiting(req, to, action)));
+            match plan.start(app, stats, wbuf) {
+                Ok(Some(outcome)) => {
+                    log(plan.request(), outcome);
+                    Handled::Done(outcome.keep_alive)
+                }
+                Ok(None) => Handled::Done(false),
+                Err(()) => Handled::Slow(Slow(plan)),
+            }
+        }
+        action => Handled::Slow(Slow(Plan::waiting(req, to, action))),
     }
 }
 

@@ -82,8 +82,10 @@ enum Resume {
     /// The top of the loop: answer what is buffered, write, read on (a
     /// partial head, or a write the socket did not take at once).
     Top,
-    /// A request whose answer waits (a body, a file, a sleep).
-    Slow(Slow),
+    /// A request whose answer waits (a body, a file, a sleep). Boxed: the
+    /// fast path returns a `Resume` on every turn, and most turns are
+    /// `Top` (a small enum is returned in registers).
+    Slow(Box<Slow>),
     /// The last answer is encoded (`Connection: close`, or a protocol
     /// error): write it and close.
     Close,

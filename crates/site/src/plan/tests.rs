@@ -31,10 +31,24 @@ impl Drop for TempDir {
 
 use crate::routes::tests::app;
 
-/// Decodes `head` (and leaves any body in `rbuf`) and hands it to
-/// `handle`: the plan if the answer waits.
-fn start(app: &App, wbuf: &mut BytesMut, rbuf: &mut BytesMut, dec: &mut Decoder) -> Option<Plan> {
+/// Decodes `head` (and leaves any body in `rbuf`) and routes it: the plan
+/// a driver would run, unstarted (without [`handle`]'s shortcut, which
+/// answers complete file answers itself: see
+/// `handle_answers_complete_file_answers_itself`).
+fn start(app: &App, _: &mut BytesMut, rbuf: &mut BytesMut, dec: &mut Decoder) -> Option<Plan> {
     let req = match dec.decode(rbuf) {
+        Ok(Some(Message::Head(req))) => req,
+        other => panic!("{other:?}"),
+    };
+    let to = http1::ReplyTo::new(&req);
+    let action = app.route(&req);
+    Some(Plan::waiting(req, to, action))
+}
+
+/// Decodes `head` and hands it to [`handle`]: the plan if the answer waits.
+fn handled(app: &App, wbuf: &mut BytesMut, head: &str) -> Option<Plan> {
+    let mut dec = Decoder::new(Limits::default());
+    let req = match dec.decode(&mut BytesMut::from(head.as_bytes())) {
         Ok(Some(Message::Head(req))) => req,
         other => panic!("{other:?}"),
     };
@@ -42,6 +56,51 @@ fn start(app: &App, wbuf: &mut BytesMut, rbuf: &mut BytesMut, dec: &mut Decoder)
         Handled::Done(_) => None,
         Handled::Slow(slow) => Some(Plan::new(slow)),
     }
+}
+
+#[test]
+fn handle_answers_complete_file_answers_itself() {
+    let dir = TempDir::new("complete");
+    std::fs::write(dir.0.join("f.txt"), "0123456789").unwrap();
+    let big = vec![7u8; 2 * INLINE_FILE_MAX as usize];
+    std::fs::write(dir.0.join("big.bin"), &big).unwrap();
+    let app = app(Some(StaticRoot::new(&dir.0, false).unwrap()));
+    let st = app.stats.worker(0);
+    // A small file, a 404 and a 304: answered by `handle`, no plan.
+    let mut wbuf = BytesMut::new();
+    assert!(handled(&app, &mut wbuf, "GET /f.txt HTTP/1.1\r\nHost: a\r\n\r\n").is_none());
+    assert!(
+        text(&wbuf).ends_with("\r\n\r\n0123456789"),
+        "{}",
+        text(&wbuf)
+    );
+    let etag = text(&wbuf)
+        .lines()
+        .find_map(|l| l.strip_prefix("ETag: ").map(str::to_string))
+        .expect("an ETag");
+    let mut wbuf = BytesMut::new();
+    assert!(handled(&app, &mut wbuf, "GET /no HTTP/1.1\r\nHost: a\r\n\r\n").is_none());
+    assert!(text(&wbuf).starts_with("HTTP/1.1 404"), "{}", text(&wbuf));
+    let mut wbuf = BytesMut::new();
+    let head = format!("GET /f.txt HTTP/1.1\r\nHost: a\r\nIf-None-Match: {etag}\r\n\r\n");
+    assert!(handled(&app, &mut wbuf, &head).is_none());
+    assert!(text(&wbuf).starts_with("HTTP/1.1 304"), "{}", text(&wbuf));
+    // A body for sendfile: the head is encoded, and the plan's first step
+    // (already taken) is handed to the driver, then it goes on as usual.
+    let mut wbuf = BytesMut::new();
+    let mut plan = handled(&app, &mut wbuf, "GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+        .expect("a sendfile waits");
+    assert!(text(&wbuf).starts_with("HTTP/1.1 200"), "{}", text(&wbuf));
+    let step = plan.next(&app, &st, &mut wbuf, Event::Start);
+    assert!(
+        matches!(step, Step::SendFile { offset: 0, len, .. } if len == big.len() as u64),
+        "{step:?}"
+    );
+    let step = plan.next(&app, &st, &mut wbuf, Event::Sent);
+    assert!(
+        matches!(step, Step::Done(o) if o.bytes == big.len() as u64 && o.keep_alive),
+        "{step:?}"
+    );
 }
 
 /// What a blocking driver does for `ReadBody`, over the bytes at hand.

@@ -154,7 +154,7 @@ impl Conn {
                     match handled {
                         Handled::Done(true) => {}
                         Handled::Done(false) => return Some(Resume::Close),
-                        Handled::Slow(slow) => return Some(Resume::Slow(slow)),
+                        Handled::Slow(slow) => return Some(Resume::Slow(Box::new(slow))),
                     }
                     if io.wbuf.len() >= FLUSH_AT {
                         return Some(Resume::Top);

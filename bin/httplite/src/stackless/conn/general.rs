@@ -36,7 +36,7 @@ impl Conn {
     pub(super) async fn run(&mut self, resume: Resume) -> Option<Stop> {
         match resume {
             Resume::Top => {}
-            Resume::Slow(slow) => match self.handle_slow(slow).await {
+            Resume::Slow(slow) => match self.handle_slow(*slow).await {
                 Ok(true) => {}
                 Ok(false) => return Some(self.close().await),
                 Err(stop) => return Some(stop),
