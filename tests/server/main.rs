@@ -14,6 +14,7 @@ mod conformance;
 mod console;
 mod curl;
 mod file_cache;
+mod file_cache_fds;
 mod file_features;
 mod jobs;
 mod large_files;

@@ -30,7 +30,14 @@
 //!
 //! **fds.** Every entry holds an open fd against the process's limit: the
 //! cache's size is capped by the caller (see `--file-cache`), and a reply
-//! shares the fd (an `Arc<File>`) rather than duplicating it.
+//! shares the fd (an `Arc<File>`) rather than duplicating it. The cache also
+//! gives fds back under pressure, so that it never holds the ones accepts
+//! need: the kernel hands out the lowest free fd, so a newly opened file
+//! whose fd is at or above seven eighths of `RLIMIT_NOFILE` proves that at
+//! least that many fds are in use. Such a file is not cached, and an eighth
+//! of the entries (the CLOCK's choice in each shard) are closed
+//! ([`FileCache::admit`]); an `EMFILE` on open sheds the same way before the
+//! one retry ([`FileCache::shed`]). Both are counted as `shed`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -184,6 +191,8 @@ pub struct CacheStats {
     pub revalidations: AtomicU64,
     /// Entries dropped because their file changed.
     pub invalidations: AtomicU64,
+    /// Entries closed to give fds back (see the module: **fds**).
+    pub shed: AtomicU64,
 }
 
 struct Slot {
@@ -229,6 +238,35 @@ impl FileCache {
             per_shard: capacity.div_ceil(SHARDS).max(1),
             valid,
             stats: CacheStats::default(),
+        }
+    }
+
+    /// Whether a file just opened as `fd` may be cached: not if its number
+    /// shows the fd table seven eighths full; then the cache sheds too. The
+    /// limit is read each time (one `getrlimit` per miss, which already
+    /// cost an open and a `statx`), so that a limit changed at run time
+    /// (`prlimit`) counts.
+    pub(crate) fn admit(&self, fd: RawFd) -> bool {
+        let high = fd_limit().map_or(u64::MAX, |limit| limit - limit / 8);
+        if u64::try_from(fd).is_ok_and(|fd| fd < high) {
+            return true;
+        }
+        self.shed();
+        false
+    }
+
+    /// Closes about an eighth of the entries (at least one per non-empty
+    /// shard), the CLOCK's choice, to give their fds back. An entry still
+    /// shared with a reply in flight closes when that reply is done.
+    pub(crate) fn shed(&self) {
+        for shard in &self.shards[..] {
+            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let n = shard.slots.len().div_ceil(8);
+            for _ in 0..n {
+                let victim = shard.clock();
+                shard.remove(victim);
+            }
+            self.stats.shed.fetch_add(n as u64, Relaxed);
         }
     }
 
@@ -308,15 +346,27 @@ impl FileCache {
         let _ = write!(
             s,
             ",\"file_cache\":{{\"entries\":{},\"hits\":{},\"misses\":{},\"evictions\":{},\
-             \"revalidations\":{},\"invalidations\":{}}}",
+             \"revalidations\":{},\"invalidations\":{},\"shed\":{}}}",
             self.len(),
             st.hits.load(Relaxed),
             st.misses.load(Relaxed),
             st.evictions.load(Relaxed),
             st.revalidations.load(Relaxed),
             st.invalidations.load(Relaxed),
+            st.shed.load(Relaxed),
         );
     }
+}
+
+/// The soft `RLIMIT_NOFILE`, if it is finite.
+fn fd_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a writable rlimit for the duration of the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
 }
 
 impl Shard {
@@ -352,6 +402,23 @@ mod tests {
 
     fn neg(name: &str) -> Entry {
         Entry::missing(CString::new(name).unwrap())
+    }
+
+    #[test]
+    fn a_high_fd_is_not_admitted_and_sheds_an_eighth() {
+        let cache = FileCache::new(1600, Duration::from_secs(60));
+        for i in 0..800 {
+            cache.insert(&format!("k{i}"), neg("n"));
+        }
+        assert!(cache.admit(3), "a low fd is cached");
+        assert_eq!(cache.len(), 800);
+        // An fd number no limit here allows: the table is "full".
+        assert!(!cache.admit(RawFd::MAX));
+        let shed = cache.stats.shed.load(Relaxed);
+        assert_eq!(cache.len() as u64, 800 - shed);
+        // About an eighth of each shard (rounded up): 100 of 800, plus at
+        // most one per shard.
+        assert!((100..=100 + SHARDS as u64).contains(&shed), "shed {shed}");
     }
 
     #[test]

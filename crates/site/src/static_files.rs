@@ -214,7 +214,16 @@ impl StaticRoot {
             Ok(p) => p,
             Err(status) => return StaticReply::Error(status, Vec::new()),
         };
-        let opened = match self.open(&rel) {
+        let mut opened = self.open(&rel);
+        if let (Some((cache, _)), Err(e)) = (cache, &opened)
+            && matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+        {
+            // Out of fds: the cache gives some back, and the open is tried
+            // once more.
+            cache.shed();
+            opened = self.open(&rel);
+        }
+        let opened = match opened {
             Ok(f) => f,
             Err(e) => {
                 if let Some((cache, _)) = cache
@@ -319,6 +328,7 @@ impl StaticRoot {
         let file = Arc::new(file);
         let content_type = content_type(path);
         if let Some((cache, key)) = key
+            && cache.admit(file.as_raw_fd())
             && let Some(rel) = c_path(path)
         {
             let entry = Entry::file(file.clone(), meta, rel, etag, last_modified, content_type);
@@ -523,6 +533,14 @@ fn io_status(e: &io::Error) -> Status {
         _ if e.raw_os_error() == Some(libc::ELOOP) => Status::FORBIDDEN,
         // RESOLVE_BENEATH: the path (a symlink) leads out of the root.
         _ if e.raw_os_error() == Some(libc::EXDEV) => Status::FORBIDDEN,
+        // Out of fds (or kernel memory): the file may well exist; try later.
+        _ if matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+        ) =>
+        {
+            Status::SERVICE_UNAVAILABLE
+        }
         _ => Status::NOT_FOUND,
     }
 }
