@@ -182,13 +182,33 @@ pub fn encode_head(
     for &(name, value) in headers {
         check_header(name, value)?;
     }
-    put_common(buf, status);
+    Ok(head_with(buf, to, status, framing, |buf| {
+        put_headers(buf, headers)
+    }))
+}
+
+/// `Name: value\r\n` for each header (already checked).
+pub(crate) fn put_headers(buf: &mut BytesMut, headers: &[(&str, &[u8])]) {
     for &(name, value) in headers {
         buf.extend_from_slice(name.as_bytes());
         buf.extend_from_slice(b": ");
         buf.extend_from_slice(value);
         buf.extend_from_slice(CRLF);
     }
+}
+
+/// A response head whose caller's header lines (`lines`) are known to be
+/// valid: the status line, `Server` and `Date`, the lines, the framing and
+/// `Connection`.
+pub(crate) fn head_with(
+    buf: &mut BytesMut,
+    to: ReplyTo,
+    status: Status,
+    framing: Framing,
+    lines: impl FnOnce(&mut BytesMut),
+) -> BodyEncoder {
+    put_common(buf, status);
+    lines(buf);
     let mut keep_alive = to.keep_alive;
     let mode = if !status.allows_body() {
         Mode::Discard
@@ -211,7 +231,7 @@ pub fn encode_head(
     let mode = if to.head_only { Mode::Discard } else { mode };
     put_connection(buf, to.version, keep_alive);
     buf.extend_from_slice(CRLF);
-    Ok(BodyEncoder { mode, keep_alive })
+    BodyEncoder { mode, keep_alive }
 }
 
 /// Frames the body of a response started by [`encode_head`].
@@ -433,7 +453,7 @@ fn put_hex(buf: &mut BytesMut, mut n: u64) {
     buf.extend_from_slice(&digits[i..]);
 }
 
-fn check_header(name: &str, value: &[u8]) -> Result<(), Error> {
+pub(crate) fn check_header(name: &str, value: &[u8]) -> Result<(), Error> {
     if !valid_token(name.as_bytes()) {
         return Err(Error::encode("invalid header name"));
     }

@@ -108,6 +108,7 @@ mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 mod head;
+mod header_block;
 mod percent;
 mod request;
 mod status;
@@ -121,6 +122,7 @@ pub use encode::{
     encode_continue, encode_error, encode_head, encode_last_chunk, encode_response, encode_static,
 };
 pub use error::Error;
+pub use header_block::{HeaderBlock, encode_head_block};
 pub use percent::{percent_decode, percent_decode_str};
 pub use request::{BodyKind, Headers, INLINE_HEADERS, Method, Request, Version};
 pub use status::Status;

@@ -33,6 +33,11 @@ pub struct FileFeatures {
 }
 
 impl FileFeatures {
+    /// Whether a rule or CORS may add headers to a file's answer.
+    pub(crate) fn adds_headers(&self) -> bool {
+        !self.rules.is_empty() || self.cors.is_some()
+    }
+
     /// Whether anything is on (else answers go through untouched).
     fn any(&self) -> bool {
         !self.rules.is_empty()

@@ -28,6 +28,7 @@
 //! `.await`; both are a few lines per step.
 
 use std::fs::File;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,6 +58,16 @@ pub(crate) fn file_head(
     let Ok(enc) = http1::encode_head(wbuf, to, status, &hs, Framing::Length(len)) else {
         return Err(Step::Close);
     };
+    after_head(stats, status, len, enc)
+}
+
+/// What [`file_head`] reports once the head is encoded by `enc`.
+fn after_head(
+    stats: &WorkerStats,
+    status: Status,
+    len: u64,
+    enc: http1::BodyEncoder,
+) -> Result<Outcome, Step> {
     let outcome = Outcome {
         status,
         bytes: len,
@@ -440,6 +451,57 @@ impl Plan {
         Step::Done(outcome)
     }
 
+    /// The body of a file answer whose head (from `head_start` in `wbuf`)
+    /// promised `len` bytes: copied from the cache's bytes, read into the
+    /// buffer if small, or sent by the driver.
+    #[allow(clippy::too_many_arguments)]
+    fn file_body(
+        &mut self,
+        stats: &WorkerStats,
+        wbuf: &mut BytesMut,
+        head_start: usize,
+        outcome: Outcome,
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+        cached: Option<Arc<[u8]>>,
+    ) -> Step {
+        let status = outcome.status;
+        // The open-file cache holds the bytes of a small file.
+        let range = usize::try_from(offset)
+            .ok()
+            .zip(usize::try_from(offset + len).ok());
+        if let Some(part) = cached
+            .as_ref()
+            .zip(range)
+            .and_then(|(b, (s, e))| b.get(s..e))
+        {
+            wbuf.extend_from_slice(part);
+            stats.response(status.code());
+            return Step::Done(outcome);
+        }
+        if len <= INLINE_FILE_MAX {
+            // A small body goes out with its head: one `send` and
+            // one TCP segment, where a head by `send` and a body by
+            // `sendfile` are two segments and an extra ACK (four
+            // segments per 1 KiB response instead of two, measured
+            // on loopback). The copy is from the page cache, as
+            // `sendfile`'s would be.
+            let body = head_start..wbuf.len();
+            if read_into(&file, wbuf, offset, len) {
+                stats.response(status.code());
+                return Step::Done(outcome);
+            }
+            // The file shrank since it was opened: the head already
+            // promised `len` bytes, so take it back and close rather
+            // than send a short body.
+            wbuf.truncate(body.start);
+            return Step::Close;
+        }
+        self.stage = Stage::Sending(outcome);
+        Step::SendFile { file, offset, len }
+    }
+
     /// Encodes a static file decision's head (and the whole answer if there
     /// is no file body to send).
     fn file(&mut self, stats: &WorkerStats, wbuf: &mut BytesMut, reply: StaticReply) -> Step {
@@ -458,39 +520,29 @@ impl Plan {
                     Ok(outcome) => outcome,
                     Err(step) => return step,
                 };
-                // The open-file cache holds the bytes of a small file.
-                let range = usize::try_from(offset)
-                    .ok()
-                    .zip(usize::try_from(offset + len).ok());
-                if let Some(part) = cached
-                    .as_ref()
-                    .zip(range)
-                    .and_then(|(b, (s, e))| b.get(s..e))
-                {
-                    wbuf.extend_from_slice(part);
-                    stats.response(status.code());
-                    return Step::Done(outcome);
-                }
-                if len <= INLINE_FILE_MAX {
-                    // A small body goes out with its head: one `send` and
-                    // one TCP segment, where a head by `send` and a body by
-                    // `sendfile` are two segments and an extra ACK (four
-                    // segments per 1 KiB response instead of two, measured
-                    // on loopback). The copy is from the page cache, as
-                    // `sendfile`'s would be.
-                    let body = head_start..wbuf.len();
-                    if read_into(&file, wbuf, offset, len) {
-                        stats.response(status.code());
-                        return Step::Done(outcome);
-                    }
-                    // The file shrank since it was opened: the head already
-                    // promised `len` bytes, so take it back and close rather
-                    // than send a short body.
-                    wbuf.truncate(body.start);
-                    return Step::Close;
-                }
-                self.stage = Stage::Sending(outcome);
-                Step::SendFile { file, offset, len }
+                self.file_body(stats, wbuf, head_start, outcome, file, offset, len, cached)
+            }
+            StaticReply::Whole { file, heads, body } => {
+                let (head_start, len) = (wbuf.len(), heads.len);
+                let framing = Framing::Length(len);
+                let enc = http1::encode_head_block(wbuf, to, Status::OK, &heads.ok, framing);
+                let outcome = match after_head(stats, Status::OK, len, enc) {
+                    Ok(outcome) => outcome,
+                    Err(step) => return step,
+                };
+                self.file_body(stats, wbuf, head_start, outcome, file, 0, len, body)
+            }
+            StaticReply::Unchanged(heads) => {
+                let status = Status::NOT_MODIFIED;
+                let enc = http1::encode_head_block(
+                    wbuf,
+                    to,
+                    status,
+                    &heads.not_modified,
+                    Framing::Length(0),
+                );
+                let keep = enc.keep_alive();
+                done(stats, status, 0, Some(keep))
             }
             StaticReply::Parts {
                 file,
@@ -527,6 +579,24 @@ impl Plan {
                 let headers = [("Cache-Control", "no-store".to_string())];
                 let keep = respond_owned(wbuf, stats, to, Status::OK, Some(HTML), &headers, html);
                 done(stats, Status::OK, html.len(), keep)
+            }
+            StaticReply::Error(status, headers) if headers.is_empty() => {
+                // The common 404: no allocation for its body or headers.
+                let mut body = [0u8; 64];
+                let n = {
+                    let mut w = &mut body[..];
+                    let _ = writeln!(w, "{} {}", status.code(), status.reason());
+                    64 - w.len()
+                };
+                let ct = [("Content-Type", TEXT.as_bytes())];
+                let keep = http1::encode_head(wbuf, to, status, &ct, Framing::Length(n as u64))
+                    .ok()
+                    .and_then(|mut enc| {
+                        enc.write(wbuf, &body[..n]).ok()?;
+                        let keep = enc.keep_alive();
+                        enc.finish(wbuf).ok().map(|()| keep)
+                    });
+                done(stats, status, n, keep)
             }
             StaticReply::Error(status, headers) => {
                 let body = format!("{} {}\n", status.code(), status.reason());

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use http1::{Request, Status};
 
-use crate::file_cache::{Entry, FileCache};
+use crate::file_cache::{Entry, FileCache, FileHeads};
 use crate::file_features::FileFeatures;
 use crate::httpdate::parse_http_date;
 use crate::listing::{ListView, listing};
@@ -107,6 +107,19 @@ pub enum StaticReply {
     },
     /// An error status, with extra headers (416 carries Content-Range).
     Error(Status, Vec<(&'static str, String)>),
+    /// 200 with the whole file: [`StaticReply::File`] with its head encoded
+    /// once by the open-file cache (no header rule, CORS or sidecar adds to
+    /// it).
+    Whole {
+        /// The open file (shared with the open-file cache).
+        file: Arc<File>,
+        /// The encoded head lines and the length.
+        heads: Arc<FileHeads>,
+        /// The whole file's bytes, when the cache holds them.
+        body: Option<Arc<[u8]>>,
+    },
+    /// 304: [`StaticReply::NotModified`] with its head encoded once.
+    Unchanged(Arc<FileHeads>),
 }
 
 impl StaticReply {
@@ -338,6 +351,7 @@ impl StaticRoot {
         }
         let facts = Facts {
             body: None,
+            heads: None,
             size,
             mtime,
             etag: &etag,
@@ -359,13 +373,14 @@ impl StaticRoot {
         if self.precompressed && negotiable {
             return self.negotiate(req, file, f);
         }
-        reply(req, file, f)
+        reply(req, file, f, !self.features.adds_headers())
     }
 }
 
 /// What a file's answer is made of, from a fresh open or from the cache.
 struct Facts<'a> {
     body: Option<&'a Arc<[u8]>>,
+    heads: Option<&'a Arc<FileHeads>>,
     size: u64,
     mtime: u64,
     etag: &'a str,
@@ -377,6 +392,7 @@ impl Entry {
     fn as_facts(&self) -> Facts<'_> {
         Facts {
             body: self.body.as_ref(),
+            heads: self.heads.as_ref(),
             size: self.size,
             mtime: self.mtime,
             etag: &self.etag,
@@ -386,18 +402,33 @@ impl Entry {
     }
 }
 
+/// A file's default `Cache-Control`: a cache may keep the file but asks
+/// again before using it (a 304 while it is unchanged): this server cannot
+/// know how long a site's files stay current. A `--header` rule replaces it
+/// (`file_features::decorate`); a 304 carries it as its 200 would.
+pub(crate) const NO_CACHE: &str = "no-cache";
+
 /// The answer to `req` for a regular file: 304 if the client's copy is
-/// current, a range, or the whole file.
-fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>) -> StaticReply {
+/// current, a range, or the whole file. `plain`: no feature adds headers,
+/// so the cache's encoded heads serve a 304 and a whole file as they are.
+fn reply(req: &Request, file: Arc<File>, f: &Facts<'_>, plain: bool) -> StaticReply {
+    if let Some(heads) = f.heads.filter(|_| plain) {
+        if not_modified(req, f.etag, f.mtime) {
+            return StaticReply::Unchanged(heads.clone());
+        }
+        if req.header("range").is_none() {
+            return StaticReply::Whole {
+                file,
+                heads: heads.clone(),
+                body: f.body.cloned(),
+            };
+        }
+    }
     let size = f.size;
     let validators = vec![
         ("Last-Modified", f.last_modified.to_string()),
         ("ETag", f.etag.to_string()),
-        // A cache may keep the file but asks again before using it (a 304
-        // while it is unchanged): this server cannot know how long a site's
-        // files stay current. A `--header` rule replaces it
-        // (`file_features::decorate`); a 304 carries it as its 200 would.
-        ("Cache-Control", "no-cache".to_string()),
+        ("Cache-Control", NO_CACHE.to_string()),
     ];
     if not_modified(req, f.etag, f.mtime) {
         return StaticReply::NotModified {

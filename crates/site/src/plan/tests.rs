@@ -9,7 +9,7 @@ use http1::{Decoder, Limits, Message};
 
 use super::*;
 use crate::respond::{Handled, handle};
-use crate::static_files::StaticRoot;
+use crate::static_files::{StaticReply, StaticRoot};
 
 /// A directory of its own under the system's temporary one, removed on drop.
 struct TempDir(PathBuf);
@@ -477,4 +477,69 @@ fn multiple_ranges_are_parts_each_copied_or_sent() {
     );
     assert!(matches!(step, Step::Done(o) if o.bytes == 0), "{step:?}");
     assert!(text(&wbuf).contains("multipart/byteranges"));
+}
+
+#[test]
+fn a_cache_hit_encodes_the_same_answers_from_its_encoded_heads() {
+    let dir = TempDir::new("heads");
+    std::fs::write(dir.0.join("a.css"), "body { color: red }\n").unwrap();
+    std::fs::write(
+        dir.0.join("big.bin"),
+        vec![1u8; 3 * INLINE_FILE_MAX as usize],
+    )
+    .unwrap();
+    let cached = app(Some(
+        StaticRoot::new(&dir.0, false)
+            .unwrap()
+            .with_file_cache(100, Duration::from_secs(60)),
+    ));
+    let uncached = app(Some(StaticRoot::new(&dir.0, false).unwrap()));
+    // The answer without its Date line (the clock may tick in between).
+    let answer = |app: &App, head: &str| {
+        let mut wbuf = BytesMut::new();
+        let plan = handled(app, &mut wbuf, head);
+        let text = text(&wbuf);
+        let lines: Vec<&str> = text
+            .split("\r\n")
+            .filter(|l| !l.starts_with("Date: "))
+            .collect();
+        (lines.join("\r\n"), plan.is_some())
+    };
+    let etag = {
+        let (t, _) = answer(&uncached, "GET /a.css HTTP/1.1\r\nHost: a\r\n\r\n");
+        t.lines()
+            .find_map(|l| l.strip_prefix("ETag: ").map(str::to_string))
+            .expect("an ETag")
+    };
+    let heads = [
+        "GET /a.css HTTP/1.1\r\nHost: a\r\n\r\n".to_string(),
+        "HEAD /a.css HTTP/1.1\r\nHost: a\r\n\r\n".to_string(),
+        "GET /a.css HTTP/1.0\r\n\r\n".to_string(),
+        format!("GET /a.css HTTP/1.1\r\nHost: a\r\nIf-None-Match: {etag}\r\n\r\n"),
+        "GET /big.bin HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".to_string(),
+        "GET /a.css HTTP/1.1\r\nHost: a\r\nRange: bytes=0-3\r\n\r\n".to_string(),
+    ];
+    for head in &heads {
+        answer(&cached, head); // the miss that fills the cache
+        let hit = answer(&cached, head);
+        assert_eq!(hit, answer(&uncached, head), "{head}");
+    }
+    let cache = cached
+        .root
+        .as_ref()
+        .and_then(StaticRoot::file_cache)
+        .unwrap();
+    let hits = cache.stats.hits.load(std::sync::atomic::Ordering::Relaxed);
+    // Two files, each a miss once.
+    assert_eq!(hits, 2 * heads.len() as u64 - 2);
+    // And the hits took the encoded heads.
+    let req = |head: &str| match Decoder::new(Limits::default()).decode(&mut BytesMut::from(head)) {
+        Ok(Some(Message::Head(req))) => req,
+        other => panic!("{other:?}"),
+    };
+    let root = cached.root.as_ref().unwrap();
+    let reply = root.serve(&req(&heads[0]));
+    assert!(matches!(reply, StaticReply::Whole { .. }), "{reply:?}");
+    let reply = root.serve(&req(&heads[3]));
+    assert!(matches!(reply, StaticReply::Unchanged(_)), "{reply:?}");
 }

@@ -79,6 +79,7 @@ impl Sidecar {
                 ..
             } => Facts {
                 body: None,
+                heads: None,
                 size: *size,
                 mtime: *mtime,
                 etag,
@@ -100,14 +101,14 @@ impl StaticRoot {
     ) -> StaticReply {
         let rel = match url_to_relative(req.path()) {
             Ok(rel) if !is_sidecar(&rel) => rel,
-            _ => return reply(req, file, identity),
+            _ => return reply(req, file, identity, false),
         };
         let accept = AcceptEncoding::parse(req.header("accept-encoding"));
         let mut looked = [false; 3];
         for coding in accept.ranked() {
             looked[coding as usize] = true;
             if let Some(side) = self.sidecar(req.path(), &rel, coding, identity.content_type) {
-                let mut answer = reply(req, side.file(), &side.facts(identity.content_type));
+                let mut answer = reply(req, side.file(), &side.facts(identity.content_type), false);
                 with_vary(&mut answer, Some(coding));
                 return answer;
             }
@@ -119,12 +120,12 @@ impl StaticRoot {
                     .is_some()
         });
         if !has_sidecar {
-            return reply(req, file, identity);
+            return reply(req, file, identity, false);
         }
         if !accept.identity_acceptable() {
             return StaticReply::Error(Status::NOT_ACCEPTABLE, vec![(VARY.0, VARY.1.into())]);
         }
-        let mut answer = reply(req, file, identity);
+        let mut answer = reply(req, file, identity, false);
         with_vary(&mut answer, None);
         answer
     }
