@@ -8,7 +8,9 @@ use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Client, IO_TIMEOUT, RUNTIMES, Server, get_close, heavy_lock, wait_until};
+use crate::harness::{
+    Client, IO_TIMEOUT, RUNTIMES, Server, get_close, heavy_lock, set_fd_limit, wait_until,
+};
 
 /// The server's fd limit during the storm. At rest it holds about 20 fds
 /// (listener, epolls, pipes, eventfds, the reserve, stdio).
@@ -23,25 +25,6 @@ const STORM_EVERY: Duration = Duration::from_millis(2);
 /// connection costs four syscalls, so at ~500 connections a second it
 /// needs a few percent; a spin on `EMFILE` takes a whole core.
 const MAX_CPU_SHARE: f64 = 0.25;
-
-/// Sets the soft and hard `RLIMIT_NOFILE` of process `pid`.
-fn set_fd_limit(pid: u32, limit: u64) {
-    let lim = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: `lim` is a valid rlimit read by the call; a null old-limit
-    // pointer is allowed; `pid` is our own child, not yet waited for.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            &lim,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit({pid}): {}", io::Error::last_os_error());
-}
 
 /// User plus system CPU time of process `pid` (all threads), in seconds.
 fn cpu_seconds(pid: u32) -> f64 {

@@ -3,34 +3,14 @@
 //! entries instead of taking the last fds) and new connections are still
 //! accepted.
 
-use std::io;
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, TempDir, wait_until};
+use crate::harness::{RUNTIMES, Server, TempDir, set_fd_limit, wait_until};
 
 /// The server's fd limit in this test; the cache is allowed 1,000 entries.
 const LIMIT: u64 = 128;
 /// Distinct files requested: more than the limit.
 const FILES: usize = 300;
-
-/// Sets the soft and hard `RLIMIT_NOFILE` of process `pid`.
-fn set_fd_limit(pid: u32, limit: u64) {
-    let lim = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: `lim` is a valid rlimit read by the call; a null old-limit
-    // pointer is allowed; `pid` is our own child, not yet waited for.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            &lim,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit({pid}): {}", io::Error::last_os_error());
-}
 
 #[test]
 fn the_cache_gives_fds_back_instead_of_starving_accepts() {

@@ -52,6 +52,25 @@ pub fn raise_fd_limit() {
     });
 }
 
+/// Sets the soft and hard `RLIMIT_NOFILE` of process `pid`.
+pub fn set_fd_limit(pid: u32, limit: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: `lim` is a valid rlimit read by the call; a null old-limit
+    // pointer is allowed; `pid` is our own child, not yet waited for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &lim,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit({pid}): {}", io::Error::last_os_error());
+}
+
 /// The soft `RLIMIT_NOFILE` of this process.
 pub fn fd_limit() -> u64 {
     let mut lim = libc::rlimit {
