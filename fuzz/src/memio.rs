@@ -125,7 +125,7 @@ unsafe impl BlockingIo for MemIo<'_> {
         Instant::now()
     }
 
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         if matches!(how, Shutdown::Write | Shutdown::Both) {
             self.write_shut.set(true);
         }

@@ -66,7 +66,7 @@ unsafe impl BlockingIo for Script {
         Instant::now()
     }
 
-    fn shutdown(&self, _: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, _: Shutdown) -> io::Result<()> {
         Ok(())
     }
 
@@ -98,6 +98,7 @@ fn ctx() -> Ctx {
         stats: Stats::new(1).worker(0),
         access_log: None,
         idle: IdleSet::default(),
+        tls: None,
     }
 }
 

@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Buf;
 use http1::Message;
 
+use super::super::transport::Transport;
 use super::{Conn, FLUSH_AT, Resume, Stop, log};
 use site::respond::{self, Handled};
 use site::stats::TimeoutKind;
@@ -37,7 +38,7 @@ enum Flushed {
     Blocked,
 }
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     /// Waits for the next request, answers it and everything else
     /// buffered, and writes the answers, for as long as nothing has to wait
     /// mid-request.

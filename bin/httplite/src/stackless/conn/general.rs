@@ -15,6 +15,7 @@ use std::time::Instant;
 use http1::{BodyEncoder, Message};
 use reactor::Interest;
 
+use super::super::transport::Transport;
 use super::timer::with_deadline;
 use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
 use site::plan::{Event, Plan, Step};
@@ -29,7 +30,7 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// The boxed slow path of one request.
 type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     /// Runs the connection from where the fast path stopped until it is
     /// idle between requests again (`None`: the fast path takes over) or
     /// it ends (why).
