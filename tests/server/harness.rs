@@ -1010,14 +1010,19 @@ pub fn curl_path() -> PathBuf {
     );
 }
 
-/// Runs `curl -sS --max-time 10 ARGS` (bounded by curl's own timeout).
-pub fn curl(args: &[&str]) -> Output {
+/// `curl`, trusting the shared test CA when the suite runs over TLS.
+pub fn curl_command() -> Command {
     let mut cmd = Command::new(curl_path());
-    cmd.args(["-sS", "--max-time", "10"]);
     if tls_mode() {
         cmd.arg("--cacert").arg(Pki::shared().0.ca());
     }
-    let out = cmd
+    cmd
+}
+
+/// Runs `curl -sS --max-time 10 ARGS` (bounded by curl's own timeout).
+pub fn curl(args: &[&str]) -> Output {
+    let out = curl_command()
+        .args(["-sS", "--max-time", "10"])
         .args(args)
         .stdin(Stdio::null())
         .output()

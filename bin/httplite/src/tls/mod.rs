@@ -66,7 +66,7 @@ pub struct Tls {
 impl Tls {
     /// Loads `cert` and `key` and builds the server configuration: TLS 1.2
     /// and 1.3 with rustls' default (safe) suites and groups, ALPN
-    /// `http/1.1`, resumption by session ID and by ticket.
+    /// `http/1.1` (and `http/1.0`), resumption by session ID and by ticket.
     pub fn new(cert: PathBuf, key: PathBuf, redirect_http: bool) -> Result<Tls, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let certs = Arc::new(CertStore::load(cert, key, provider.clone())?);
@@ -75,7 +75,10 @@ impl Tls {
             .map_err(|e| format!("TLS configuration: {e}"))?
             .with_no_client_auth()
             .with_cert_resolver(certs.clone());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/1.0 too: `curl -0` offers only that, and nginx accepts it.
+        // A client that offers ALPN without either (only `h2`) gets the
+        // `no_application_protocol` alert RFC 7301 asks for.
+        config.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
         config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
             .map_err(|e| format!("TLS session tickets: {e}"))?;
