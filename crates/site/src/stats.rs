@@ -143,8 +143,12 @@ pub struct Stats {
     workers: Vec<Arc<WorkerStats>>,
     /// Server-wide members a layer below the site adds (TLS handshakes),
     /// set once at start-up; see [`Stats::set_extra`].
-    extra: OnceLock<Box<dyn Fn(&mut String) + Send + Sync>>,
+    extra: OnceLock<ExtraStats>,
 }
+
+/// Appends server-wide members to the stats document (see
+/// [`Stats::set_extra`]).
+pub type ExtraStats = Box<dyn Fn(&mut String) + Send + Sync>;
 
 impl std::fmt::Debug for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -170,7 +174,7 @@ impl Stats {
     /// with its leading comma (`,"tls":{...}`), after `errors`. The site
     /// formats them without knowing the layer they come from, as it does
     /// a driver's [`RuntimeProbe`]. Only the first call counts.
-    pub fn set_extra(&self, f: Box<dyn Fn(&mut String) + Send + Sync>) {
+    pub fn set_extra(&self, f: ExtraStats) {
         let _ = self.extra.set(f);
     }
 

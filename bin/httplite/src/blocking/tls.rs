@@ -1,7 +1,7 @@
 //! HTTPS for the blocking designs (stackful coroutines and OS threads):
 //! [`TlsIo`] is a [`BlockingIo`] over another, with the shared
 //! [`tls::Session`](crate::tls::Session) between them, so the connection
-//! loop ([`conn`](super::conn)) serves TLS without knowing it.
+//! loop ([`super::conn`]) serves TLS without knowing it.
 
 use std::io;
 use std::mem::MaybeUninit;

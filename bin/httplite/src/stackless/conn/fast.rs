@@ -206,6 +206,12 @@ impl<S: Transport> Conn<S> {
             }
         }
         wbuf.clear();
-        Ok(Flushed::All)
+        // What the transport still holds (TLS records the socket did not
+        // take; a plain stream never holds any, and this folds away).
+        match stream.try_flush() {
+            Ok(()) => Ok(Flushed::All),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Flushed::Blocked),
+            Err(e) => Err(Stop::Io(e)),
+        }
     }
 }
