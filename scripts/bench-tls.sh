@@ -326,6 +326,11 @@ for round in $(seq 1 "$ROUNDS"); do
         if ! verify "$s"; then NA[$s]="check failed: $(cat "$TMP/why")"; log "${LABEL[$s]}: ${NA[$s]}"; stop_server; continue; fi
         s_time "$round" "$s" full -new
         s_time "$round" "$s" resumed -reuse
+        if [ "$s" = httplite ]; then # resumption did happen: the server's own count
+            log "httplite handshakes so far: $(curl -s --cacert "$CERT" \
+                "https://127.0.0.1:${PORT[$s]}/_httplite/stats" |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["tls"]["handshakes"])')"
+        fi
         wrk_run "$round" "$s" 1k "https://127.0.0.1:${PORT[$s]}/1k.bin" 64
         wrk_run "$round" "$s" 16m "https://127.0.0.1:${PORT[$s]}/16m.bin" 8
         idle_row "$round" "$s"
