@@ -632,6 +632,17 @@ impl Client {
         })
     }
 
+    /// Completes the TLS handshake now (a rustls stream otherwise does it
+    /// with the first read or write); nothing for a plain connection.
+    pub fn complete_handshake(&mut self) -> io::Result<()> {
+        if let Stream::Tls(s) = &mut self.stream {
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The TLS session, if the connection has one.
     pub fn tls(&self) -> Option<&rustls::ClientConnection> {
         match &self.stream {

@@ -1,10 +1,11 @@
 //! HTTPS (issue #18) on every runtime, with real clients: curl, Python's
-//! `ssl`, `openssl s_client` (TLS 1.2 and 1.3, resumption), the rustls
+//! `ssl`, Node's `https`, `openssl s_client` (TLS 1.2 and 1.3,
+//! resumption), the rustls
 //! client of the harness; plain HTTP on the TLS port; bad input and
 //! stalled handshakes; certificate reload under load.
 //!
-//! The certificates are made at test time (`pki`); `openssl` and `curl`
-//! are Debian packages `scripts/test.sh` installs, and a missing one fails
+//! The certificates are made at test time (`pki`); `openssl`, `curl` and
+//! `node` are Debian packages `scripts/test.sh` installs, and a missing one fails
 //! these tests rather than skipping them.
 
 use std::io::Write as _;
@@ -154,6 +155,24 @@ fn real_clients_over_tls_on_every_runtime() {
         assert!(ok, "[{rt}] python: {err}");
         assert_eq!(out.matches("200 Hello, World!").count(), 3, "[{rt}] {out}");
         assert!(out.contains("TLSv1.3"), "[{rt}] {out}");
+
+        // Node's https, keep-alive agent: two requests, one socket.
+        let script = "const https=require('https'),fs=require('fs');\
+            const agent=new https.Agent({keepAlive:true,maxSockets:1});\
+            const ca=fs.readFileSync(process.argv[1]);let sockets=new Set();\
+            function get(n){https.get({host:'127.0.0.1',port:+process.argv[2],\
+            path:'/_httplite/plaintext',ca,agent},res=>{let b='';sockets.add(res.socket);\
+            const p=res.socket.getProtocol();\
+            res.on('data',d=>b+=d);res.on('end',()=>{console.log(res.statusCode,b,p);if(n>1)get(n-1);else{console.log('sockets',sockets.size);\
+            agent.destroy();}});}).on('error',e=>{console.error(e);process.exit(1);});}get(2);";
+        let (ok, out, err) = run("node", &["-e", script, &ca, &port], b"");
+        assert!(ok, "[{rt}] node: {err}");
+        assert_eq!(
+            out.matches("200 Hello, World! TLSv1.3").count(),
+            2,
+            "[{rt}] {out}"
+        );
+        assert!(out.contains("sockets 1"), "[{rt}] no keep-alive: {out}");
 
         // openssl s_client, each version, then resumed from a saved session.
         let dir = TempDir::new("sess");
@@ -503,5 +522,35 @@ fn bad_tls_files_fail_at_start_up() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn shutdown_ends_connections_idle_after_their_handshake() {
+    let (pki, issued) = Pki::shared();
+    for rt in RUNTIMES {
+        // Timeouts far beyond the bound below: only shutdown can end them.
+        let mut server = start(
+            rt,
+            issued,
+            &["--header-timeout", "60s", "--shutdown-timeout", "30s"],
+        );
+        let mut idle = Client::try_connect_tls(server.addr(), &pki.client_config()).unwrap();
+        idle.complete_handshake().unwrap();
+        let mut mid = Client::try_connect_plain(server.addr()).unwrap();
+        mid.send(b"\x16\x03\x01\x02\x00\x01");
+        // Both reached the server before the signal.
+        assert!(wait_until(
+            Duration::from_secs(10),
+            Duration::from_millis(10),
+            || { server.stats().get("connections.open") >= 3 }
+        ));
+        server.signal(libc::SIGTERM);
+        let exited = server.wait_exit(Duration::from_secs(5));
+        assert!(
+            exited.is_some_and(|s| s.success()),
+            "[{rt}] did not exit at once: {exited:?}"
+        );
+        idle.expect_closed(Duration::from_secs(5));
     }
 }

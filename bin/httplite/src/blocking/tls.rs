@@ -122,11 +122,23 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         Ok(n)
     }
 
+    /// Waits until a read returns at once: decrypted bytes, the end of the
+    /// stream, or an error to report. The handshake (and any record that
+    /// holds no request bytes) is done here, one receive per readiness, so
+    /// that it runs inside the driver's idle wait, which shutdown can end,
+    /// rather than inside a read, which it cannot. One deadline for the
+    /// whole wait: a client trickling a handshake gains no time per byte.
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        if self.session.has_plaintext() {
-            return Ok(());
+        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
+        while self.session.needs_input() {
+            self.inner.wait_readable(deadline)?;
+            let (session, mut raw) = self.parts(deadline);
+            match session.step(&mut raw) {
+                Ok(0) | Err(_) => break, // the read that follows reports it
+                Ok(_) => {}
+            }
         }
-        self.inner.wait_readable(deadline)
+        Ok(())
     }
 
     fn sleep(&mut self, d: Duration) {

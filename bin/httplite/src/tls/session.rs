@@ -66,6 +66,8 @@ enum Phase {
     Tls,
     /// Plain HTTP on the TLS port: reading its head to answer it.
     Plain,
+    /// The client closed before sending a byte: every read is the end.
+    Closed,
     /// Answered or failed: every further read fails.
     Failed,
 }
@@ -145,6 +147,7 @@ impl Session {
                     continue;
                 }
                 Phase::Plain => return self.plain(sock),
+                Phase::Closed => return Ok(0),
                 Phase::Failed => return Err(invalid("TLS connection failed")),
             }
             if self.has_plaintext() {
@@ -165,6 +168,39 @@ impl Session {
                 return Ok(0);
             }
             self.process(sock)?;
+        }
+    }
+
+    /// Whether a read would need the socket: the session is sniffing or
+    /// speaking TLS and holds no decrypted bytes.
+    pub fn needs_input(&self) -> bool {
+        matches!(self.phase, Phase::Sniff | Phase::Tls) && !self.has_plaintext()
+    }
+
+    /// One step with what the socket has, for a driver that must wait in a
+    /// way it can interrupt (a blocking driver's idle wait, which shutdown
+    /// ends) rather than inside [`Session::read`]: sends what rustls wants
+    /// to send, receives once, and processes it (the handshake advances,
+    /// records are decrypted). Returns the bytes received; `0` is the end
+    /// of the stream. Call it only when a receive would not block.
+    pub fn step(&mut self, sock: &mut impl RawIo) -> io::Result<usize> {
+        match self.phase {
+            Phase::Sniff => {
+                self.sniff(sock)?;
+                // The server's first flight, if the ClientHello was whole.
+                self.send_some(sock)?;
+                Ok(usize::from(self.phase != Phase::Closed))
+            }
+            Phase::Tls => {
+                self.send_some(sock)?;
+                let n = self.conn.read_tls(&mut Sock(sock))?;
+                if n > 0 {
+                    self.process(sock)?;
+                    self.send_some(sock)?;
+                }
+                Ok(n)
+            }
+            Phase::Plain | Phase::Closed | Phase::Failed => Ok(0),
         }
     }
 
@@ -278,8 +314,8 @@ impl Session {
         let n = sock.recv(&mut first)?;
         if n == 0 {
             // Closed before a byte: nothing to answer (counted at drop).
-            self.phase = Phase::Failed;
-            return Err(io::ErrorKind::UnexpectedEof.into());
+            self.phase = Phase::Closed;
+            return Ok(());
         }
         if first[0] == plain::HANDSHAKE_RECORD {
             self.phase = Phase::Tls;
@@ -341,3 +377,6 @@ impl Drop for Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
