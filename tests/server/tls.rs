@@ -1,11 +1,11 @@
 //! HTTPS (issue #18) on every runtime, with real clients: curl, Python's
-//! `ssl`, Node's `https`, `openssl s_client` (TLS 1.2 and 1.3,
-//! resumption), the rustls
+//! `ssl`, Node's `https`, `h2load --h1`, `openssl s_client` (TLS 1.2 and
+//! 1.3, resumption), the rustls
 //! client of the harness; plain HTTP on the TLS port; bad input and
 //! stalled handshakes; certificate reload under load.
 //!
-//! The certificates are made at test time (`pki`); `openssl`, `curl` and
-//! `node` are Debian packages `scripts/test.sh` installs, and a missing one fails
+//! The certificates are made at test time (`pki`); `openssl`, `curl`,
+//! `node` and `h2load` are Debian packages `scripts/test.sh` installs, and a missing one fails
 //! these tests rather than skipping them.
 
 use std::io::Write as _;
@@ -222,6 +222,43 @@ fn real_clients_over_tls_on_every_runtime() {
         assert!(stats.get("tls.versions.tls1_2") >= 2, "[{rt}] {}", stats.0);
         assert!(stats.get("tls.versions.tls1_3") >= 4, "[{rt}] {}", stats.0);
         assert!(stats.get("tls.handshakes.full") >= 5, "[{rt}] {}", stats.0);
+    }
+}
+
+/// `h2load --h1` over TLS with `args`; asserts every request succeeded.
+fn h2load(rt: &str, server: &Server, n: usize, args: &[&str]) {
+    let url = server.url("/_httplite/plaintext");
+    let count = n.to_string();
+    let mut all = vec!["--h1", "-n", &count];
+    all.extend_from_slice(args);
+    all.push(&url);
+    let (ok, out, err) = run("h2load", &all, b"");
+    assert!(ok, "[{rt}] h2load {args:?}: {err}\n{out}");
+    let want = format!("{n} succeeded, 0 failed, 0 errored, 0 timeout");
+    assert!(out.contains(&want), "[{rt}] h2load {args:?}: {out}");
+    assert!(
+        out.contains("Application protocol: http/1.1"),
+        "[{rt}] {out}"
+    );
+}
+
+#[test]
+fn h2load_keep_alive_pipelined_and_one_connection_per_request() {
+    let (_, issued) = Pki::shared();
+    for rt in RUNTIMES {
+        let server = start(rt, issued, &[]);
+        h2load(rt, &server, 400, &["-c", "4"]);
+        h2load(rt, &server, 400, &["-c", "2", "-m", "16"]);
+        let handshakes = |s: &Server| {
+            let st = s.stats();
+            st.get("tls.handshakes.full") + st.get("tls.handshakes.resumed")
+        };
+        let before = handshakes(&server);
+        h2load(rt, &server, 40, &["-c", "2", "-H", "Connection: close"]);
+        let after = handshakes(&server);
+        // A new handshake per request (h2load resumes its sessions), plus
+        // the stats request's own.
+        assert!(after - before >= 41, "[{rt}] {before} -> {after}");
     }
 }
 
