@@ -103,6 +103,15 @@ impl Pki {
     /// Issues a certificate for `localhost` and 127.0.0.1 with `serial`,
     /// written as `NAME.pem` (chain) and `NAME.key`.
     pub fn issue(&self, name: &str, kind: KeyKind, serial: u64) -> Issued {
+        self.issue_valid(name, kind, serial, false)
+    }
+
+    /// Like [`Pki::issue`], valid only during 2020 (expired).
+    pub fn issue_expired(&self, name: &str, serial: u64) -> Issued {
+        self.issue_valid(name, KeyKind::EcdsaP256, serial, true)
+    }
+
+    fn issue_valid(&self, name: &str, kind: KeyKind, serial: u64, expired: bool) -> Issued {
         let key = match kind {
             KeyKind::EcdsaP256 => KeyPair::generate().unwrap(),
             KeyKind::Rsa2048 => {
@@ -129,6 +138,10 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, format!("httplite test {name}"));
         params.serial_number = Some(SerialNumber::from(serial));
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2020, 12, 31);
+        }
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let ca = std::fs::read_to_string(&self.ca_pem).unwrap();
         let chain = format!("{}{ca}", cert.pem());

@@ -591,3 +591,34 @@ fn shutdown_ends_connections_idle_after_their_handshake() {
         idle.expect_closed(Duration::from_secs(5));
     }
 }
+
+#[test]
+fn an_expired_certificate_is_served_with_a_warning() {
+    let pki = Pki::new("expired");
+    let expired = pki.issue_expired("old", 400);
+    let server = start("stackless", &expired, &[]);
+    assert!(
+        wait_until(Duration::from_secs(5), Duration::from_millis(10), || server
+            .stderr()
+            .contains("httplite: warning: --tls-cert")
+            && server.stderr().contains("the certificate expired")),
+        "{}",
+        server.stderr()
+    );
+    // Served: a client that checks dates refuses it, which is its call.
+    let mut c = Client::try_connect_tls(server.addr(), &pki.client_config()).unwrap();
+    let e = c
+        .try_send(&get_req("/"))
+        .and_then(|_| c.try_read_response(false));
+    let e = e.expect_err("rustls accepted an expired certificate");
+    assert!(e.to_string().to_lowercase().contains("expired"), "{e}");
+    // A reload of the same files says it again, in the reload line.
+    server.signal(libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(5), Duration::from_millis(10), || server
+            .stderr()
+            .contains("TLS certificate reloaded; warning:")),
+        "{}",
+        server.stderr()
+    );
+}

@@ -29,13 +29,18 @@ pub struct CertStore {
 }
 
 impl CertStore {
-    /// Loads the pair, or says why it cannot (the message names the file).
+    /// Loads the pair, or says why it cannot (the message names the file);
+    /// an expired certificate is loaded with a warning on stderr.
     pub fn load(
         cert_path: PathBuf,
         key_path: PathBuf,
         provider: Arc<CryptoProvider>,
     ) -> Result<CertStore, String> {
-        let (key, _) = load_pair(&cert_path, &key_path, &provider)?;
+        let (key, warning) = load_pair(&cert_path, &key_path, &provider)?;
+        if let Some(w) = warning {
+            // Served anyway (clients decide), but said once at start-up.
+            eprintln!("httplite: warning: {w}");
+        }
         Ok(CertStore {
             cert_path,
             key_path,
@@ -131,8 +136,8 @@ fn validity_warning(cert: &CertificateDer<'_>, now: SystemTime) -> Option<String
 /// serialNumber, signature, issuer, validity). `None` if it does not parse;
 /// rustls has checked nothing of this, and the warning is all it is for.
 fn validity(cert: &[u8]) -> Option<(u64, u64)> {
-    let (_, tbs_and_rest) = der(cert, 0x30)?; // Certificate
-    let (mut tbs, _) = der(tbs_and_rest, 0x30)?; // TBSCertificate
+    let (certificate, _) = der(cert, 0x30)?; // Certificate
+    let (mut tbs, _) = der(certificate, 0x30)?; // TBSCertificate
     if tbs.first() == Some(&0xa0) {
         tbs = der(tbs, 0xa0)?.1; // version
     }
@@ -218,6 +223,25 @@ mod tests {
         assert_eq!(asn1_time(0x17, b"491231235959Z"), Some(2_524_607_999));
         assert_eq!(asn1_time(0x17, b"7001010000Z"), None);
         assert_eq!(asn1_time(0x18, b"20001301000000Z"), None);
+    }
+
+    #[test]
+    fn validity_of_a_real_certificate() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["a".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 12, 31);
+        let cert = params.self_signed(&key).unwrap();
+        let (nb, na) = validity(cert.der()).unwrap();
+        assert_eq!((nb, na), (1_577_836_800, 1_609_372_800));
+        let at = |secs| UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        let w = validity_warning(cert.der(), at(1_609_372_800 + 3 * 86_400)).unwrap();
+        assert_eq!(w, "the certificate expired 3 days ago");
+        assert!(validity_warning(cert.der(), at(1_600_000_000)).is_none());
+        assert_eq!(
+            validity_warning(cert.der(), at(1_500_000_000)).as_deref(),
+            Some("the certificate is not valid yet")
+        );
     }
 
     #[test]
