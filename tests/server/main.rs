@@ -28,3 +28,4 @@ mod startup;
 mod static_files;
 mod timeouts;
 mod tls;
+mod tls_reload;
