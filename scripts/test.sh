@@ -17,6 +17,9 @@ install_if_missing() { # COMMAND PACKAGE WHY
     fi
 }
 install_if_missing curl curl "the server tests"
+install_if_missing openssl openssl "the TLS tests (s_client, RSA test keys)"
+install_if_missing node nodejs "the TLS tests (Node's https client)"
+install_if_missing h2load nghttp2-client "the TLS tests (h2load --h1)"
 install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
 
 # Every step has a time limit, so that a hang fails CI at once with the
@@ -75,6 +78,21 @@ step "cargo doc --workspace --no-deps (warnings are errors)" 20 \
     env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 step "cargo test --workspace" 40 cargo test --workspace
+
+# The protocol and static-file tests again, every server HTTPS and every
+# client over TLS (tests/server/pki.rs). Skipped by name, because they work
+# the raw socket under the client (a write from a second thread on a clone,
+# a peek at the socket), which a TLS session cannot share: the sleeper
+# peek in basics, three pipelining tests and one limits test.
+filtered_step "cargo test --test server over TLS (HTTPLITE_TEST_TLS=1)" 15 \
+    env HTTPLITE_TEST_TLS=1 cargo test -p httplite --test server -- \
+    basics:: pipelining:: static_files:: limits:: curl:: conformance:: \
+    file_features:: precompressed:: file_cache:: timeouts:: large_files:: \
+    --skip basics::sleep_does_not_block_other_connections \
+    --skip pipelining::chunked_echo_round_trip \
+    --skip pipelining::content_length_echo_streams_a_large_body \
+    --skip pipelining::many_pipelined_requests_in_one_write \
+    --skip limits::chunked_body_over_max_body_is_cut_off
 
 # Request heads judged by http1 and by two parsers nobody here wrote (h11,
 # llhttp): 1,600 seeded heads, a few seconds (plus a venv and nodejs on a

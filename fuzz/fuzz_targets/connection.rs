@@ -74,6 +74,7 @@ fuzz_target!(|data: &[u8]| {
             AccessLog::new(LogSink::open(path).expect("open the access log"))
         }),
         idle: IdleSet::default(),
+        tls: None,
     };
     let splits = knobs.splits(data.len());
     let mut wire = Wire::default();

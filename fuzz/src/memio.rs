@@ -115,6 +115,17 @@ unsafe impl BlockingIo for MemIo<'_> {
         Ok(n)
     }
 
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        // In memory both ways are one copy.
+        self.sendfile(file, offset, count, deadline)
+    }
+
     fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
         Ok(()) // data, or the end of the stream, is always there
     }
@@ -125,7 +136,7 @@ unsafe impl BlockingIo for MemIo<'_> {
         Instant::now()
     }
 
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         if matches!(how, Shutdown::Write | Shutdown::Both) {
             self.write_shut.set(true);
         }

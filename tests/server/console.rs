@@ -57,8 +57,15 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
         stdin.write_all(b"frobnicate\n").unwrap();
         wait_for_output(
             &server,
-            "unknown command \"frobnicate\": try stats, workers, jobs, quit or help",
+            "unknown command \"frobnicate\": try stats, workers, jobs, reload, quit or help",
         );
+        // `reload` is for the TLS certificate (tests/server/tls.rs).
+        stdin.write_all(b"reload\n").unwrap();
+        if server.is_https() {
+            wait_for_output(&server, "TLS certificate reloaded");
+        } else {
+            wait_for_output(&server, "reload: nothing to reload (no --tls-cert)");
+        }
 
         stdin.write_all(b"quit\n").unwrap();
         wait_for_output(&server, "shutting down");

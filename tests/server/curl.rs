@@ -223,7 +223,7 @@ fn curl_404() {
         ]);
         assert_eq!(out.stdout, b"404", "[{rt}]");
         // --fail turns it into curl's exit code 22.
-        let out = std::process::Command::new(curl_path())
+        let out = crate::harness::curl_command()
             .args(["-sS", "--fail", "--max-time", "10", &server.url("/nope")])
             .output()
             .unwrap();

@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, mpsc};
 use std::time::{Duration, Instant};
 
+use super::pki::{Pki, TlsStream, shared_client_config, tls_connect, tls_mode};
+
 /// Every runtime the behavioural tests run against. Adding a runtime here
 /// (`"stackful"`, `"threads"`) is the only change the suite needs.
 pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads"];
@@ -118,6 +120,7 @@ pub struct Server {
     child: Option<Child>,
     status: Option<ExitStatus>,
     addr: SocketAddr,
+    https: bool,
     runtime: String,
     stdout: Arc<Mutex<Vec<u8>>>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -159,6 +162,12 @@ impl Server {
             runtime,
         ])
         .args(args);
+        // The suite over TLS: the same tests, every server HTTPS.
+        if tls_mode() && !args.contains(&"--tls-cert") {
+            let (_, issued) = Pki::shared();
+            cmd.arg("--tls-cert").arg(&issued.cert);
+            cmd.arg("--tls-key").arg(&issued.key);
+        }
         // The default SCHED_IDLE pool runs only on CPU time nothing else
         // wants; beside other busy tests on two cores that can be none for
         // seconds. These tests check what the pool does, not its priority.
@@ -221,6 +230,7 @@ impl Server {
             child: Some(child),
             status: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            https: false,
             runtime: runtime.to_string(),
             stdout,
             stderr,
@@ -237,7 +247,7 @@ impl Server {
                 );
             }
         };
-        server.addr = parse_listening_line(&line)
+        (server.addr, server.https) = parse_listening_line(&line)
             .unwrap_or_else(|| panic!("unexpected start-up line: {line:?}"));
         server
     }
@@ -257,13 +267,24 @@ impl Server {
         self.child.as_ref().expect("server was reaped").id()
     }
 
-    /// `http://127.0.0.1:PORT{path}`.
+    /// `http://127.0.0.1:PORT{path}` (`https://` if the server is HTTPS).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
-    /// A new raw connection.
+    /// Whether the server said it serves HTTPS.
+    pub fn is_https(&self) -> bool {
+        self.https
+    }
+
+    /// A new raw connection (TLS, trusting the shared test CA, if the
+    /// server is HTTPS).
     pub fn connect(&self) -> Client {
+        if self.https {
+            return Client::try_connect_tls(self.addr, &shared_client_config())
+                .unwrap_or_else(|e| panic!("connect {}: {e}", self.addr));
+        }
         Client::connect(self.addr)
     }
 
@@ -372,11 +393,16 @@ impl Drop for Server {
     }
 }
 
-/// `httplite listening on http://127.0.0.1:PORT (...)` → the address.
-fn parse_listening_line(line: &str) -> Option<SocketAddr> {
-    let rest = line.strip_prefix("httplite listening on http://")?;
+/// `httplite listening on http://127.0.0.1:PORT (...)` → the address, and
+/// whether the scheme is `https`.
+fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
+    let rest = line.strip_prefix("httplite listening on ")?;
+    let (https, rest) = match rest.strip_prefix("https://") {
+        Some(rest) => (true, rest),
+        None => (false, rest.strip_prefix("http://")?),
+    };
     let addr = rest.split([' ', '\n']).next()?;
-    addr.parse().ok()
+    Some((addr.parse().ok()?, https))
 }
 
 /// Runs the binary with `args` to completion (bounded: killed after
@@ -544,37 +570,116 @@ impl Response {
 /// pipelined responses parse one after the other.
 #[derive(Debug)]
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
 }
 
+/// The client's connection: plain TCP, or TLS over it (see `pki`).
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 impl Client {
-    /// Connects (bounded) and sets read and write timeouts.
+    /// Connects (bounded) and sets read and write timeouts; over TLS when
+    /// the suite runs in TLS mode (`HTTPLITE_TEST_TLS=1`).
     pub fn connect(addr: SocketAddr) -> Client {
         Client::try_connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"))
     }
 
     /// Like [`Client::connect`], returning the error.
     pub fn try_connect(addr: SocketAddr) -> io::Result<Client> {
+        if tls_mode() {
+            return Client::try_connect_tls(addr, &shared_client_config());
+        }
+        Client::try_connect_plain(addr)
+    }
+
+    /// A cleartext connection whatever the mode (raw bytes to a TLS port).
+    pub fn try_connect_plain(addr: SocketAddr) -> io::Result<Client> {
         let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
         Ok(Client {
-            stream,
+            stream: Stream::Plain(stream),
             buf: Vec::new(),
         })
     }
 
-    /// The socket.
+    /// A TLS connection with `config`, whatever the mode.
+    pub fn try_connect_tls(
+        addr: SocketAddr,
+        config: &Arc<rustls::ClientConfig>,
+    ) -> io::Result<Client> {
+        Ok(Client {
+            stream: Stream::Tls(Box::new(tls_connect(addr, config)?)),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Completes the TLS handshake now (a rustls stream otherwise does it
+    /// with the first read or write); nothing for a plain connection.
+    pub fn complete_handshake(&mut self) -> io::Result<()> {
+        if let Stream::Tls(s) = &mut self.stream {
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The TLS session, if the connection has one.
+    pub fn tls(&self) -> Option<&rustls::ClientConnection> {
+        match &self.stream {
+            Stream::Plain(_) => None,
+            Stream::Tls(s) => Some(&s.conn),
+        }
+    }
+
+    /// The socket (under TLS, the TCP socket the records travel on).
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
     /// Writes all of `bytes` (panics on error).
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream
             .write_all(bytes)
-            .unwrap_or_else(|e| panic!("write to {:?}: {e}", self.stream.peer_addr()));
+            .unwrap_or_else(|e| panic!("write to {:?}: {e}", self.stream.tcp().peer_addr()));
     }
 
     /// Writes all of `bytes`.
@@ -589,8 +694,14 @@ impl Client {
     }
 
     /// Half-closes the client's sending side.
-    pub fn shutdown_write(&self) {
+    pub fn shutdown_write(&mut self) {
+        if let Stream::Tls(s) = &mut self.stream {
+            // TLS's end of stream first, then TCP's.
+            s.conn.send_close_notify();
+            let _ = s.flush();
+        }
         self.stream
+            .tcp()
             .shutdown(Shutdown::Write)
             .expect("shutdown(Write)");
     }
@@ -757,6 +868,7 @@ impl Client {
                 return None;
             }
             self.stream
+                .tcp()
                 .set_read_timeout(Some(left.max(Duration::from_millis(1))))
                 .expect("set_read_timeout");
             let r = self.stream.read(&mut chunk);
@@ -775,6 +887,7 @@ impl Client {
             }
         }
         self.stream
+            .tcp()
             .set_read_timeout(Some(IO_TIMEOUT))
             .expect("set_read_timeout");
         Some(extra)
@@ -803,11 +916,13 @@ impl Client {
             self.buffered()
         );
         self.stream
+            .tcp()
             .set_read_timeout(Some(d))
             .expect("set_read_timeout");
         let mut b = [0u8; 1024];
         let r = self.stream.read(&mut b);
         self.stream
+            .tcp()
             .set_read_timeout(Some(IO_TIMEOUT))
             .expect("set_read_timeout");
         match r {
@@ -820,7 +935,7 @@ impl Client {
 
     /// Closes with a reset (SO_LINGER 0) instead of a FIN.
     pub fn close_with_reset(self) {
-        set_linger_zero(&self.stream);
+        set_linger_zero(self.stream.tcp());
         drop(self);
     }
 }
@@ -925,9 +1040,18 @@ pub fn curl_path() -> PathBuf {
     );
 }
 
+/// `curl`, trusting the shared test CA when the suite runs over TLS.
+pub fn curl_command() -> Command {
+    let mut cmd = Command::new(curl_path());
+    if tls_mode() {
+        cmd.arg("--cacert").arg(Pki::shared().0.ca());
+    }
+    cmd
+}
+
 /// Runs `curl -sS --max-time 10 ARGS` (bounded by curl's own timeout).
 pub fn curl(args: &[&str]) -> Output {
-    let out = Command::new(curl_path())
+    let out = curl_command()
         .args(["-sS", "--max-time", "10"])
         .args(args)
         .stdin(Stdio::null())

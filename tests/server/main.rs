@@ -7,6 +7,7 @@
 //! `cargo test -p httplite --test server`.
 
 mod harness;
+mod pki;
 
 mod accept_storm;
 mod basics;
@@ -28,3 +29,5 @@ mod sigterm_load;
 mod startup;
 mod static_files;
 mod timeouts;
+mod tls;
+mod tls_reload;

@@ -160,7 +160,24 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pub jobs_ttl: Duration,
 
-    /// Read operator commands from stdin (stats, workers, jobs, quit, help).
+    /// Serve HTTPS on --bind with this certificate: a PEM file with the
+    /// server's certificate first, then its chain. Needs --tls-key. SIGHUP
+    /// (or the console's `reload`) reads both files again.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert: a PEM file (PKCS#8, or PKCS#1 RSA, or
+    /// SEC1 EC).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// With TLS: answer a plain HTTP request sent to the HTTPS port with
+    /// 308 to its https:// URL instead of 400.
+    #[arg(long, requires = "tls_cert")]
+    pub redirect_http: bool,
+
+    /// Read operator commands from stdin (stats, workers, jobs, reload,
+    /// quit, help).
     #[arg(long)]
     pub console: bool,
 

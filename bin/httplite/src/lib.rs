@@ -18,6 +18,7 @@ pub mod driver;
 pub mod lazy_timer;
 pub mod probes;
 pub mod stackless;
+pub mod tls;
 
 /// The site's modules under their old paths, for the fuzz targets and
 /// examples written against them (re-exports only: nothing here imports

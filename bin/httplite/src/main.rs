@@ -14,6 +14,7 @@ use clap::Parser;
 
 use httplite::cli::{Cli, DispatchMode, PoolPriority, RuntimeKind};
 use httplite::config::Config;
+use httplite::tls::{Tls, reload};
 use site::access_log::{AccessLog, LogSink};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
@@ -53,6 +54,10 @@ fn run(cli: Cli) -> Result<()> {
     // SAFETY: installing SIG_IGN for SIGPIPE is async-signal-safe and has no
     // handler code to be unsound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // Before any thread starts: SIGHUP goes to the reload thread alone.
+    if cli.tls_cert.is_some() {
+        reload::block_sighup().context("cannot block SIGHUP")?;
+    }
 
     if cli.trace && !reactor::trace::enable(cli.trace_rate) {
         anyhow::bail!(
@@ -127,6 +132,18 @@ fn run(cli: Cli) -> Result<()> {
         jobs: jobs.clone(),
     });
     let config = Arc::new(Config::from_cli(&cli));
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = Tls::new(cert.clone(), key.clone(), cli.redirect_http)
+                .map_err(anyhow::Error::msg)?;
+            let tls = Arc::new(tls);
+            let counters = tls.stats.clone();
+            stats.set_extra(Box::new(move |s: &mut String| counters.write_json(s)));
+            reload::on_sighup(tls.clone()).context("cannot start the SIGHUP thread")?;
+            Some(tls)
+        }
+        _ => None,
+    };
 
     let dconfig = dispatch::Config {
         workers,
@@ -144,6 +161,7 @@ fn run(cli: Cli) -> Result<()> {
     let runtime = cli.runtime;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
     let worker_main = {
+        let tls = tls.clone();
         let app = app.clone();
         let config = config.clone();
         let stats = stats.clone();
@@ -156,6 +174,7 @@ fn run(cli: Cli) -> Result<()> {
                 stats: stats.worker(id),
                 access_log,
                 idle: httplite::blocking::IdleSet::default(),
+                tls: tls.clone(),
             };
             let result = match runtime {
                 RuntimeKind::Stackless => httplite::stackless::run(
@@ -164,6 +183,7 @@ fn run(cli: Cli) -> Result<()> {
                     config.clone(),
                     stats.worker(id),
                     log,
+                    tls.clone(),
                 ),
                 RuntimeKind::Threads => httplite::blocking::threads::run(port, blocking_ctx(log)),
                 RuntimeKind::Stackful => {
@@ -180,7 +200,8 @@ fn run(cli: Cli) -> Result<()> {
     let _ = dispatch_stats.set(server.stats().clone());
     if !cli.quiet {
         println!(
-            "httplite listening on http://{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            "httplite listening on {}://{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            if tls.is_some() { "https" } else { "http" },
             server.local_addr(),
             cli.runtime,
             cli.dispatch,
@@ -200,6 +221,7 @@ fn run(cli: Cli) -> Result<()> {
                 shutdown: server.shutdown_handle(),
                 grace: cli.shutdown_timeout,
                 started: std::time::Instant::now(),
+                tls: tls.clone(),
             })
             .context("--console: cannot read stdin")?,
         ),

@@ -138,10 +138,26 @@ impl Drop for SleepingGuard<'_> {
 }
 
 /// All workers' counters plus the start time.
-#[derive(Debug)]
 pub struct Stats {
     started: Instant,
     workers: Vec<Arc<WorkerStats>>,
+    /// Server-wide members a layer below the site adds (TLS handshakes),
+    /// set once at start-up; see [`Stats::set_extra`].
+    extra: OnceLock<ExtraStats>,
+}
+
+/// Appends server-wide members to the stats document (see
+/// [`Stats::set_extra`]).
+pub type ExtraStats = Box<dyn Fn(&mut String) + Send + Sync>;
+
+impl std::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stats")
+            .field("started", &self.started)
+            .field("workers", &self.workers)
+            .field("extra", &self.extra.get().is_some())
+            .finish()
+    }
 }
 
 impl Stats {
@@ -150,7 +166,16 @@ impl Stats {
         Stats {
             started: Instant::now(),
             workers: (0..n).map(|_| Arc::default()).collect(),
+            extra: OnceLock::new(),
         }
+    }
+
+    /// Adds server-wide members to the document: `f` appends them, each
+    /// with its leading comma (`,"tls":{...}`), after `errors`. The site
+    /// formats them without knowing the layer they come from, as it does
+    /// a driver's [`RuntimeProbe`]. Only the first call counts.
+    pub fn set_extra(&self, f: ExtraStats) {
+        let _ = self.extra.set(f);
     }
 
     /// Worker `i`'s block.
@@ -202,7 +227,11 @@ impl Stats {
                 self.total(|w| &w.errors[*kind as usize])
             );
         }
-        s.push_str("},\"workers\":[");
+        s.push('}');
+        if let Some(extra) = self.extra.get() {
+            extra(&mut s);
+        }
+        s.push_str(",\"workers\":[");
         for (i, w) in self.workers.iter().enumerate() {
             let _ = write!(
                 s,
@@ -246,6 +275,17 @@ mod tests {
         assert!(j.contains("\"handler_panic\":1"), "{j}");
         assert!(j.contains("\"write\":1"), "{j}");
         assert!(j.starts_with('{') && j.ends_with('}'));
+    }
+
+    #[test]
+    fn extra_members_follow_errors() {
+        let st = Stats::new(1);
+        st.set_extra(Box::new(|s: &mut String| s.push_str(",\"tls\":{\"n\":1}")));
+        let j = st.to_json(&|_, _| {});
+        assert!(
+            j.contains("\"overloaded\":0},\"tls\":{\"n\":1},\"workers\":["),
+            "{j}"
+        );
     }
 
     #[test]

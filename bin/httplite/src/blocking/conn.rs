@@ -55,6 +55,8 @@ pub struct Ctx {
     pub access_log: Option<AccessLog>,
     /// Idle connections, woken (closed) at shutdown.
     pub idle: IdleSet,
+    /// `--tls-cert`: connections are HTTPS (see [`super::tls::serve`]).
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl std::fmt::Debug for Ctx {

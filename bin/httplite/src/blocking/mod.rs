@@ -16,6 +16,7 @@
 pub mod conn;
 pub mod stackful;
 pub mod threads;
+pub mod tls;
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -85,7 +86,7 @@ impl Deadline {
 ///     fn wait_readable(&mut self, _: Deadline) -> std::io::Result<()> { Ok(()) }
 ///     fn sleep(&mut self, _: std::time::Duration) {}
 ///     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
-///     fn shutdown(&self, _: std::net::Shutdown) -> std::io::Result<()> { Ok(()) }
+///     fn shutdown(&mut self, _: std::net::Shutdown) -> std::io::Result<()> { Ok(()) }
 ///     fn fd(&self) -> std::os::fd::RawFd { -1 }
 ///     fn peer_addr(&self) -> Option<std::net::SocketAddr> { None }
 /// }
@@ -124,7 +125,7 @@ pub unsafe trait BlockingIo {
     /// event loop's cached clock is enough).
     fn now(&self) -> Instant;
     /// Shuts down one or both directions.
-    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()>;
     /// The socket's fd (for [`IdleSet`]).
     fn fd(&self) -> RawFd;
     /// The client's address (for the access log).

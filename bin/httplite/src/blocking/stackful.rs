@@ -19,7 +19,7 @@ use coroutine::net::TcpStream;
 use dispatch::{Batch, Closer, WorkerPort};
 use reactor::{Interest, Reactor};
 
-use super::conn::{self, Ctx};
+use super::conn::Ctx;
 use super::{BlockingIo, Deadline};
 use crate::date_clock::DateClock;
 use crate::lazy_timer::LazyTimer;
@@ -197,7 +197,7 @@ unsafe impl BlockingIo for Stackful {
         self.reactor.now()
     }
 
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         self.stream.shutdown(how)
     }
 
@@ -319,6 +319,6 @@ fn spawn_connection(
             timer_has_waker: false,
             woken_readable: false,
         };
-        conn::serve(&open.ctx, io);
+        super::tls::serve(&open.ctx, io);
     });
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use dispatch::{Batch, WorkerPort};
 use reactor::sys;
 
-use super::conn::{self, Ctx};
+use super::conn::Ctx;
 use super::{BlockingIo, Deadline};
 use site::stats::RuntimeProbe;
 
@@ -195,7 +195,7 @@ unsafe impl BlockingIo for Blocking {
         Instant::now()
     }
 
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         self.stream.shutdown(how)
     }
 
@@ -310,7 +310,7 @@ fn spawn_connection(
                 read_timeout: None,
                 write_timeout: None,
             };
-            conn::serve(&thread_ctx, io);
+            super::tls::serve(&thread_ctx, io);
             thread_ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
             closer.connection_closed();
             thread_live.done();

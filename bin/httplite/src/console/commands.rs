@@ -25,6 +25,8 @@ pub struct ConsoleCtx {
     pub grace: Duration,
     /// When the server started.
     pub started: Instant,
+    /// TLS, for `reload` (`None`: the server is cleartext).
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// What a command asks of the console loop.
@@ -44,6 +46,7 @@ commands:
   stats    server counters: connections, requests, responses, errors, pool
   workers  per worker: open connections, connections, requests, handoff queue
   jobs     background jobs: counts by state, and the most recent ones
+  reload   read the TLS certificate and key files again (as SIGHUP)
   quit     graceful shutdown (as SIGTERM: finish in-flight requests, then exit)
   help     this text
 ";
@@ -56,6 +59,10 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         "stats" => Reply::Text(stats_table(ctx)),
         "workers" => Reply::Text(workers_table(ctx)),
         "jobs" => Reply::Text(jobs_table(ctx)),
+        "reload" => Reply::Text(match &ctx.tls {
+            Some(tls) => format!("{}\n", tls.reload()),
+            None => "reload: nothing to reload (no --tls-cert)\n".to_string(),
+        }),
         "quit" | "exit" => Reply::Quit(format!(
             "shutting down: in-flight requests get up to {:?}\n",
             ctx.grace
@@ -63,7 +70,7 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         other => {
             let word: String = other.chars().take(40).collect();
             Reply::Text(format!(
-                "unknown command {word:?}: try stats, workers, jobs, quit or help\n"
+                "unknown command {word:?}: try stats, workers, jobs, reload, quit or help\n"
             ))
         }
     }

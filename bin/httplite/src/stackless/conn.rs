@@ -39,10 +39,10 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use executor::net::TcpStream;
 use http1::Request;
 
 use super::ctx::{Active, ConnGuard, WorkerCtx};
+use super::transport::Transport;
 use site::access_log::Entry;
 use site::respond::{self, Handled, Outcome, Slow};
 use site::stats::{ErrorKind, TimeoutKind};
@@ -94,23 +94,23 @@ enum Resume {
 /// The general path's boxed future. It owns the connection while it runs
 /// and gives it back: with `None` when the connection is idle between
 /// requests again (the fast path takes over), with the reason otherwise.
-type General = Pin<Box<dyn Future<Output = (Conn, Option<Stop>)>>>;
+type General<S> = Pin<Box<dyn Future<Output = (Conn<S>, Option<Stop>)>>>;
 
 /// The connection's task: the fast path's state inline, the general path's
 /// boxed while it runs.
-pub struct Connection {
-    state: State,
+pub struct Connection<S> {
+    state: State<S>,
 }
 
-enum State {
-    Fast(Conn),
-    General(General),
+enum State<S> {
+    Fast(Conn<S>),
+    General(General<S>),
     Finished,
 }
 
-struct Conn {
+struct Conn<S> {
     ctx: Rc<WorkerCtx>,
-    stream: TcpStream,
+    stream: S,
     /// Buffers and decoder, from the worker's pool while a request is in
     /// hand; `None` while waiting between requests (see [`Active`]).
     active: Option<Box<Active>>,
@@ -130,9 +130,8 @@ struct Conn {
 
 /// Serves one connection to the end. Never panics on bad input: protocol
 /// errors are answered and the connection closed.
-pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Connection {
+pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S) -> Connection<S> {
     let guard = ctx.open_connection();
-    let _ = stream.set_nodelay(true);
     let now = ctx.reactor.now();
     let timer = Timer::new(
         &ctx.reactor,
@@ -156,7 +155,7 @@ pub fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Connection {
     }
 }
 
-impl Future for Connection {
+impl<S: Transport> Future for Connection<S> {
     type Output = ();
 
     #[inline]
@@ -206,14 +205,18 @@ impl Future for Connection {
     }
 }
 
-impl Drop for Conn {
+impl<S> Drop for Conn<S> {
     fn drop(&mut self) {
         self.timer.lazy.remove(&self.ctx.reactor);
-        self.release_active();
+        // As `release_active` (which needs the `Transport` bound a `Drop`
+        // impl cannot add).
+        if let Some(active) = self.active.take() {
+            self.ctx.pool.put(active);
+        }
     }
 }
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     /// Counts why the connection stopped; dropping it closes the socket.
     fn finish(self, stop: Stop) {
         let stats = &self.ctx.stats;
@@ -310,7 +313,7 @@ impl Conn {
 
 /// Writes the access-log line, if logging is on.
 #[inline]
-fn log(ctx: &WorkerCtx, stream: &TcpStream, req: &Request, out: Outcome) {
+fn log<S: Transport>(ctx: &WorkerCtx, stream: &S, req: &Request, out: Outcome) {
     driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry {

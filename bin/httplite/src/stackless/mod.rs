@@ -2,6 +2,7 @@
 
 mod conn;
 mod ctx;
+pub mod transport;
 mod worker;
 
 pub use worker::run;

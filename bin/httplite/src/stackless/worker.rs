@@ -16,8 +16,10 @@ use reactor::Reactor;
 
 use super::conn;
 use super::ctx::{ActivePool, ShutdownFlag, WorkerCtx};
+use super::transport::TlsStream;
 use crate::config::Config;
 use crate::date_clock::DateClock;
+use crate::tls::Tls;
 use site::access_log::AccessLog;
 use site::routes::App;
 use site::stats::WorkerStats;
@@ -38,6 +40,7 @@ pub fn run(
     config: Arc<Config>,
     stats: Arc<WorkerStats>,
     access_log: Option<AccessLog>,
+    tls: Option<Arc<Tls>>,
 ) -> io::Result<()> {
     let rt = executor::Builder::new()
         .on_turn({
@@ -69,6 +72,7 @@ pub fn run(
         closer,
         open: Cell::new(0),
         all_closed: RefCell::new(None),
+        tls,
     });
     let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
     // Whatever is still open at the deadline is cancelled here: dropping the
@@ -105,7 +109,20 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
         for fd in fds.drain(..) {
             match TcpStream::from_fd(fd) {
                 Ok(stream) => {
-                    executor::spawn(conn::serve(ctx.clone(), stream));
+                    let _ = stream.set_nodelay(true);
+                    match &ctx.tls {
+                        None => {
+                            executor::spawn(conn::serve(ctx.clone(), stream));
+                        }
+                        // Each transport has its own compiled connection
+                        // loop (see `transport`).
+                        Some(tls) => match TlsStream::new(stream, tls) {
+                            Ok(stream) => {
+                                executor::spawn(conn::serve(ctx.clone(), stream));
+                            }
+                            Err(_) => port.connection_closed(),
+                        },
+                    }
                 }
                 Err(_) => port.connection_closed(),
             }

@@ -76,7 +76,7 @@ unsafe impl BlockingIo for Script {
         Instant::now()
     }
 
-    fn shutdown(&self, _: Shutdown) -> io::Result<()> {
+    fn shutdown(&mut self, _: Shutdown) -> io::Result<()> {
         Ok(())
     }
 
@@ -108,6 +108,7 @@ fn ctx() -> Ctx {
         stats: Stats::new(1).worker(0),
         access_log: None,
         idle: IdleSet::default(),
+        tls: None,
     }
 }
 

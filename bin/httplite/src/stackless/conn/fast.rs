@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Buf;
 use http1::Message;
 
+use super::super::transport::Transport;
 use super::{Conn, FLUSH_AT, Resume, Stop, log};
 use site::respond::{self, Handled};
 use site::stats::TimeoutKind;
@@ -37,7 +38,7 @@ enum Flushed {
     Blocked,
 }
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     /// Waits for the next request, answers it and everything else
     /// buffered, and writes the answers, for as long as nothing has to wait
     /// mid-request.
@@ -205,6 +206,12 @@ impl Conn {
             }
         }
         wbuf.clear();
-        Ok(Flushed::All)
+        // What the transport still holds (TLS records the socket did not
+        // take; a plain stream never holds any, and this folds away).
+        match stream.try_flush() {
+            Ok(()) => Ok(Flushed::All),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Flushed::Blocked),
+            Err(e) => Err(Stop::Io(e)),
+        }
     }
 }

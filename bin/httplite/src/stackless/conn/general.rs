@@ -15,6 +15,7 @@ use std::time::Instant;
 use http1::{BodyEncoder, Message};
 use reactor::Interest;
 
+use super::super::transport::Transport;
 use super::timer::with_deadline;
 use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
 use site::plan::{Event, Plan, Step};
@@ -29,7 +30,7 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// The boxed slow path of one request.
 type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     /// Runs the connection from where the fast path stopped until it is
     /// idle between requests again (`None`: the fast path takes over) or
     /// it ends (why).
@@ -172,11 +173,13 @@ impl Conn {
         .await
     }
 
-    /// Writes out `wbuf` (one `send` for all pipelined responses).
+    /// Writes out `wbuf` (one `send` for all pipelined responses), then
+    /// what the transport still holds (TLS records), under the write
+    /// timeout.
     async fn flush(&mut self) -> Res {
         let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
         if len == 0 {
-            return Ok(());
+            return self.flush_transport().await;
         }
         // Optimistic: a socket's send buffer nearly always has room, so try
         // before asking about readiness. A short write or `WouldBlock`
@@ -205,7 +208,23 @@ impl Conn {
             }
         }
         self.io().wbuf.clear();
-        Ok(())
+        self.flush_transport().await
+    }
+
+    /// Sends what the transport holds after the last write (TLS records
+    /// the socket did not take at once; nothing for a plain stream).
+    async fn flush_transport(&mut self) -> Res {
+        loop {
+            match self.stream.try_flush() {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Stop::Io(e)),
+            }
+            let at = self.ctx.reactor.now() + self.ctx.config.write_timeout;
+            self.wait_ready(Interest::Writable, at, TimeoutKind::Write)
+                .await?;
+        }
     }
 
     /// Half-closes, then drains what the client still sends (bounded), so

@@ -1,0 +1,187 @@
+//! HTTPS for the blocking designs (stackful coroutines and OS threads):
+//! [`TlsIo`] is a [`BlockingIo`] over another, with the shared
+//! [`tls::Session`](crate::tls::Session) between them, so the connection
+//! loop ([`super::conn`]) serves TLS without knowing it.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::conn::{self, Ctx};
+use super::{BlockingIo, Deadline};
+use crate::tls::session::RawIo;
+use crate::tls::{Session, Tls};
+
+/// Plaintext is read at most this much at a time: one TLS record's worth,
+/// so the spare room zeroed before each read stays small.
+const READ_CHUNK: usize = 16 * 1024;
+/// How long a closing connection tries to send its `close_notify`.
+const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
+
+/// Serves one connection, over TLS if the worker's [`Ctx`] has it.
+pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+    match &ctx.tls {
+        None => conn::serve(ctx, io),
+        Some(tls) => match TlsIo::new(io, tls) {
+            Ok(io) => conn::serve(ctx, io),
+            Err(_) => ctx.stats.error(site::stats::ErrorKind::Io),
+        },
+    }
+}
+
+/// A blocking socket with TLS on it.
+#[derive(Debug)]
+pub struct TlsIo<I> {
+    inner: I,
+    session: Session,
+}
+
+impl<I: BlockingIo> TlsIo<I> {
+    /// Starts a server-side TLS session over `inner`.
+    pub fn new(inner: I, tls: &Arc<Tls>) -> io::Result<TlsIo<I>> {
+        Ok(TlsIo {
+            inner,
+            session: Session::new(tls)?,
+        })
+    }
+
+    /// The socket and the deadline of the call under way, as the session's
+    /// [`RawIo`].
+    fn parts(&mut self, deadline: Deadline) -> (&mut Session, Raw<'_, I>) {
+        (
+            &mut self.session,
+            Raw {
+                io: &mut self.inner,
+                deadline,
+            },
+        )
+    }
+}
+
+/// The inner socket under one deadline: every receive and send blocks
+/// until done or until the deadline.
+struct Raw<'a, I> {
+    io: &'a mut I,
+    deadline: Deadline,
+}
+
+impl<I: BlockingIo> RawIo for Raw<'_, I> {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the
+        // elements are initialised and stay so: `read_uninit` only stores
+        // received bytes (its `BlockingIo` contract), never uninitialised
+        // ones.
+        let buf = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [MaybeUninit<u8>]) };
+        self.io.read_uninit(buf, self.deadline)
+    }
+
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.io.write(buf, self.deadline)
+    }
+}
+
+// SAFETY: `read_uninit` returns a count from `Session::read` into the
+// first `len` elements, all initialised just before (zeroed), and that
+// count is at most `len` (it reads into a slice of that length).
+unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        let len = buf.len().min(READ_CHUNK);
+        let buf = &mut buf[..len];
+        buf.fill(MaybeUninit::new(0));
+        // SAFETY: every element was initialised just above.
+        let out = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [u8]) };
+        let (session, mut raw) = self.parts(deadline);
+        session.read(&mut raw, out)
+    }
+
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        let (session, mut raw) = self.parts(deadline);
+        let n = session.write(&mut raw, buf)?;
+        // Blocking sends leave nothing behind, but say so.
+        session.flush(&mut raw)?;
+        Ok(n)
+    }
+
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        let (session, mut raw) = self.parts(deadline);
+        let n = session.send_file(&mut raw, file, offset, count)?;
+        session.flush(&mut raw)?;
+        Ok(n)
+    }
+
+    /// TLS reads and encrypts every file body already: the same as
+    /// [`BlockingIo::sendfile`] here.
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.sendfile(file, offset, count, deadline)
+    }
+
+    /// Waits until a read returns at once: decrypted bytes, the end of the
+    /// stream, or an error to report. The handshake (and any record that
+    /// holds no request bytes) is done here, one receive per readiness, so
+    /// that it runs inside the driver's idle wait, which shutdown can end,
+    /// rather than inside a read, which it cannot. One deadline for the
+    /// whole wait: a client trickling a handshake gains no time per byte.
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
+        while self.session.needs_input() {
+            self.inner.wait_readable(deadline)?;
+            let (session, mut raw) = self.parts(deadline);
+            match session.step(&mut raw) {
+                Ok(0) | Err(_) => break, // the read that follows reports it
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        self.inner.sleep(d);
+    }
+
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        if how != Shutdown::Read {
+            let (session, mut raw) = self.parts(Deadline::After(CLOSE_NOTIFY_WAIT));
+            session.close(&mut raw);
+        }
+        self.inner.shutdown(how)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.inner.fd()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    fn offload<T: Send + 'static>(
+        &mut self,
+        pool: &pool::Pool,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
+        self.inner.offload(pool, f)
+    }
+}
