@@ -41,7 +41,7 @@ thread_local! {
     static COPY_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's copy buffer (see [`COPY_CHUNK`]). `f` must
+/// Runs `f` with this thread's copy buffer (`COPY_CHUNK` bytes). `f` must
 /// not wait: every connection of a worker shares the buffer, so what one
 /// reads into it is sent before another can use it.
 pub fn with_copy_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {

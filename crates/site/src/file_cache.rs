@@ -36,8 +36,8 @@
 //! whose fd is at or above seven eighths of `RLIMIT_NOFILE` proves that at
 //! least that many fds are in use. Such a file is not cached, and an eighth
 //! of the entries (the CLOCK's choice in each shard) are closed
-//! ([`FileCache::admit`]); an `EMFILE` on open sheds the same way before the
-//! one retry ([`FileCache::shed`]). Both are counted as `shed`.
+//! (`FileCache::admit`); an `EMFILE` on open sheds the same way before the
+//! one retry (`FileCache::shed`). Both are counted as `shed`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! The first step of every request, shared by every driver: route, and
 //! encode what can be encoded now (the hot path: a constant endpoint is one
 //! compare and one copy), or hand back the request as [`Slow`] for a
-//! [`Plan`](crate::plan::Plan). Also the error replies: a protocol error, a
+//! [`Plan`]. Also the error replies: a protocol error, a
 //! bad body, a panicking handler, an invalid header.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -26,7 +26,7 @@ pub enum Handled<S> {
     Slow(S),
 }
 
-/// A request whose answer must wait: its [`Plan`](crate::plan::Plan),
+/// A request whose answer must wait: its [`Plan`],
 /// possibly with a first step already decided.
 #[derive(Debug)]
 pub struct Slow(pub(crate) crate::plan::Plan);

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use http1::Status;
 
-use super::{INLINE_FILE_MAX, Plan, Stage, Step, read_into};
+use super::file::{INLINE_FILE_MAX, read_into};
+use super::{Plan, Stage, Step};
 use crate::ranges::{Multipart, Part};
 use crate::respond::Outcome;
 use crate::stats::WorkerStats;
@@ -39,7 +40,7 @@ impl Plan {
     ) -> Step {
         let status = Status::PARTIAL_CONTENT;
         let total = parts.content_length();
-        let outcome = match super::file_head(wbuf, stats, self.to, status, headers, total) {
+        let outcome = match super::file::file_head(wbuf, stats, self.to, status, headers, total) {
             Ok(outcome) => outcome,
             Err(step) => return step,
         };
