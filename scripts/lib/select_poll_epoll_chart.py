@@ -28,9 +28,12 @@ for line in open(src):
 if not rows:
     sys.exit(f"{src}: no table rows found")
 
-series = [("select", "#c53030"), ("poll", "#d9822b"), ("epoll_wait", "#2b6cb0")]
-w, h = 760, 420
-left, right, top, bottom = 80, 170, 40, 60
+# name, colour, where a point's label goes (dx, dy, anchor): select's above
+# and left, poll's below and right, so that the two near-equal lines stay legible.
+series = [("select", "#c53030", -6, -7, "end"), ("poll", "#d9822b", 6, 15, "start"),
+          ("epoll_wait", "#2b6cb0", 6, 16, "start")]
+w, h = 800, 420
+left, right, top, bottom = 80, 210, 40, 60
 xs = [n for n, _ in rows]
 ys = [v for _, vals in rows for v in vals if v is not None]
 x0, x1 = math.log10(min(xs)), math.log10(max(xs))
@@ -47,6 +50,8 @@ def py(v):
 
 
 def ns(v):
+    if v >= 1e6:
+        return f"{v / 1e6:.1f} ms"
     return f"{v / 1000:.1f} µs" if v >= 1000 else f"{v:.0f} ns"
 
 
@@ -65,20 +70,21 @@ for n in xs:
     s.append(f'<text x="{x:.1f}" y="{h - bottom + 16}" text-anchor="middle">{n:,}</text>')
 s.append(f'<text x="{(left + w - right) / 2}" y="{h - 18}" text-anchor="middle">'
          'idle connections watched (N)</text>')
-for i, (name, colour) in enumerate(series):
+for i, (name, colour, dx, dy, anchor) in enumerate(series):
     pts = [(px(n), py(vals[i]), vals[i]) for n, vals in rows if vals[i] is not None]
     if len(pts) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in pts)
         s.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
     for x, y, v in pts:
         s.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>')
-        s.append(f'<text x="{x + 6:.1f}" y="{y - 6:.1f}" fill="{colour}">{ns(v)}</text>')
+        s.append(f'<text x="{x + dx:.1f}" y="{y + dy:.1f}" text-anchor="{anchor}" '
+                 f'fill="{colour}">{ns(v)}</text>')
     missing = [n for n, vals in rows if vals[i] is None]
     ly = top + 20 + i * 40
-    s.append(f'<rect x="{w - right + 20}" y="{ly - 10}" width="14" height="4" fill="{colour}"/>')
-    s.append(f'<text x="{w - right + 40}" y="{ly - 4}">{html.escape(name)}</text>')
+    s.append(f'<rect x="{w - right + 75}" y="{ly - 10}" width="14" height="4" fill="{colour}"/>')
+    s.append(f'<text x="{w - right + 95}" y="{ly - 4}">{html.escape(name)}</text>')
     if missing:
-        s.append(f'<text x="{w - right + 40}" y="{ly + 12}" fill="#888" font-size="11">'
+        s.append(f'<text x="{w - right + 95}" y="{ly + 12}" fill="#888" font-size="11">'
                  f'error at N = {", ".join(f"{n:,}" for n in missing)}</text>')
 s.append("</svg>")
 with open(dst, "w") as f:
