@@ -89,18 +89,14 @@ fn check(ret: libc::c_int, what: &str) -> io::Result<libc::c_int> {
 pub fn raise_fd_limit() -> io::Result<u64> {
     let mut lim = MaybeUninit::<libc::rlimit>::uninit();
     // SAFETY: getrlimit writes a whole rlimit into valid memory.
-    check(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) },
-        "getrlimit",
-    )?;
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) };
+    check(r, "getrlimit")?;
     // SAFETY: initialised by the successful call above.
     let mut lim = unsafe { lim.assume_init() };
     lim.rlim_cur = lim.rlim_max;
     // SAFETY: a valid rlimit, soft = hard, which an unprivileged process may set.
-    check(
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) },
-        "setrlimit",
-    )?;
+    let r = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    check(r, "setrlimit")?;
     Ok(lim.rlim_cur)
 }
 
@@ -117,11 +113,9 @@ fn connect(idle: usize) -> io::Result<Conns> {
     addr.sin_port = port.to_be();
     addr.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
     let mut pipe = [0; 2];
-    // SAFETY: pipe writes two fds into the array.
-    check(
-        unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
-        "pipe2",
-    )?;
+    // SAFETY: pipe2 writes two fds into the array.
+    let r = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(r, "pipe2")?;
     let total = idle + 1;
     // SAFETY: the child runs only async-signal-safe calls (socket, connect,
     // write, read, _exit) on memory prepared before the fork: safe even if
@@ -291,10 +285,8 @@ fn time_epoll(active: RawFd, idle: &[RawFd], waits: usize) -> io::Result<f64> {
                 u64: fd as u64,
             };
             // SAFETY: valid epoll fd, open socket, valid event.
-            check(
-                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) },
-                "epoll_ctl",
-            )?;
+            let r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            check(r, "epoll_ctl")?;
         }
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         median_ns(waits, || {
