@@ -75,29 +75,31 @@
 //! `stmxcsr` followed by `ldmxcsr` of the same word at 7.1 ns per pair (the
 //! reload also waits for that unusual store). A round trip does two such
 //! pairs, so with the FP state kept the hand-resumed benchmark
-//! (`switch/coroutine`) spent almost all of its time in them: 15.2 ns
-//! against corosensei's 2.19 ns, and 6.0 ns once they were gone (the
-//! `fp-state` feature puts them back: see the crate's benchmark). A cost that
-//! blocks the whole pipeline grows with how little else there is to overlap
-//! it with, which is what a bare switch is.
+//! (`switch/coroutine`) spent most of its time in them: 11.8–15.2 ns (two
+//! runs) against corosensei's 2.19 ns, and 6.0 ns once they were gone; with
+//! the `fp-state` feature, which puts them back, it measures 11.4 ns. A cost
+//! that blocks the whole pipeline weighs most where there is little else to
+//! overlap it with, which is what a bare switch is.
 //!
-//! **The rest: stores one side makes and the other reads right away.** After
-//! the FP state, what separated 6.0 ns from corosensei's 2.2 ns was not the
-//! switch's dozen instructions (rewritten in corosensei's exact register
-//! protocol, they measured the same) but bookkeeping stores around it, each
-//! made on one side of the switch and read back a few instructions later on
-//! the other: clearing and restoring the scheduler's thread-locals around a
-//! generator that has none to clear (6.0 → 4.57 ns: now only read, and
-//! written only when set), a `Running`/`Suspended` state cell (4.57 →
-//! 3.94 ns: now gone, see `raw::State`), and the `Option` slot that carried a
-//! zero-sized yield value (3.94 → 3.39 ns: a ZST now skips it). Each such
-//! pair puts a store-to-load hand-off, and the memory-ordering checks that
-//! come with it, into a round trip that is otherwise a chain of a few
-//! loads. The issue that asked for this work measured 112 ns on an Intel
-//! Xeon with the bare switch *slower* than the scheduled one (67.7 ns):
-//! that shape (a penalty that shrinks when more work separates the
-//! stores from the loads) fits both causes, but it was not re-measured here:
-//! only AMD machines were available.
+//! **The rest: bookkeeping around the switch.** What then separated 6.0 ns
+//! from corosensei's 2.2 ns was not the switch's dozen instructions
+//! (rewritten in corosensei's exact register protocol, they measured the
+//! same) but bookkeeping around them, found by taking out one piece at a
+//! time: clearing and restoring the scheduler's thread-locals around every
+//! generator resume (6.0 → 4.57 ns; now they are read, and written only when
+//! set), a `Running`/`Suspended` state cell written by both sides (4.57 →
+//! 3.94 ns; gone, see `raw::State`), and the `Option` slot that carried a
+//! zero-sized yield value (3.94 → 3.39 ns; skipped for ZSTs). Not every store
+//! counts: taking out the `RUNNING` thread-local's two stores, or the
+//! assertion that reads it, changed nothing measurable. The state cell and
+//! the slot have in common that one side of the switch stored to them and
+//! the other read them back a few instructions later; which part of the CPU
+//! charges for that (store-to-load forwarding, memory-dependence
+//! prediction) cannot be told apart without performance counters, which this
+//! machine lacks. The issue that asked for this work measured 112 ns on an
+//! Intel Xeon with the bare switch *slower* than the scheduled one (67.7 ns):
+//! a penalty that shrinks when more work separates the two sides fits both
+//! causes above, but that machine was not available to re-measure on.
 //!
 //! ## The frames
 //!
