@@ -101,6 +101,14 @@
 //! a penalty that shrinks when more work separates the two sides fits both
 //! causes above, but that machine was not available to re-measure on.
 //!
+//! **What is left** (3.37 ns against 2.18 ns, 1.54×; the goal is 1.2×) is
+//! spread thin: taking out all the remaining bookkeeping at once (the
+//! finished check in `Coroutine::resume`, the generator's thread-local
+//! check, `RUNNING`'s stores, the own-stack assertion and both cancellation
+//! checks in `Yielder::suspend`) measured 2.33 ns in a short run, though no
+//! single one of them moved the figure alone. Each is there for safety, so
+//! closing the gap means making them cheaper together, not dropping them.
+//!
 //! ## The frames
 //!
 //! ```text
