@@ -2,6 +2,8 @@
 //! run.
 //!
 //! `cargo bench -p httplite-benches --bench coroutine`
+//! (`--features coroutine/fp-state` for the switch that keeps the
+//! floating-point control state: see the coroutine crate's `switch` module)
 //!
 //! - switch: one round trip (resume + yield back):
 //!   - `coroutine`: our hand-resumed `Coroutine` (two hand-written switches);

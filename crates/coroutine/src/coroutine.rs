@@ -218,14 +218,24 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
     /// if it panicked (the coroutine is then finished).
     pub fn resume(&mut self) -> CoroutineResult<Y, R> {
         assert!(!self.is_finished(), "resume called on a finished coroutine");
-        // SAFETY: Ready or Suspended (checked above), and it cannot be on
+        // SAFETY: live and not running (checked above), and it cannot be on
         // this thread's chain of resumers: resuming needs `&mut self`, which
         // the body never has.
         unsafe { resume_isolated(&mut self.raw) };
         // SAFETY: the slots live on the stack, still mapped until `release`.
         let slots = unsafe { self.slots.as_ref() };
         if self.raw.state() != State::Finished {
-            let y = slots.yielded.take().expect("suspended without a value");
+            let y = if size_of::<Y>() == 0 {
+                // A zero-sized value has no bytes to pass: `suspend` forgot
+                // it, and this read moves it out of nothing, which saves the
+                // slot's store and load on both sides of the switch.
+                // SAFETY: reading a ZST from a dangling, aligned pointer is
+                // valid; the suspended value was forgotten, not dropped, so
+                // this is a move of it, not a copy.
+                unsafe { std::ptr::read(NonNull::<Y>::dangling().as_ptr()) }
+            } else {
+                slots.yielded.take().expect("suspended without a value")
+            };
             return CoroutineResult::Yield(y);
         }
         let out = slots.returned.take().expect("finished without a result");
@@ -249,13 +259,13 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
 
 impl<Y, R> Drop for Coroutine<Y, R> {
     fn drop(&mut self) {
-        match self.raw.state() {
-            State::Finished => return,
-            State::Running => unreachable!("a coroutine cannot be dropped while it runs"),
-            State::Ready | State::Suspended => {}
+        if self.raw.state() == State::Finished {
+            return;
         }
+        // Not running: that would take the body holding `&mut self`.
+        debug_assert!(!raw::is_running(self.raw.control()));
         self.raw.control().cancel.set(true);
-        // SAFETY: Ready or Suspended, not on the resumer chain (we hold it).
+        // SAFETY: live, not on the resumer chain (we hold it).
         // A cancelled body cannot suspend again (`suspend` unwinds or returns
         // at once), so this single resume runs it to the end.
         unsafe { resume_isolated(&mut self.raw) };
@@ -316,8 +326,12 @@ impl<Y> Yielder<Y> {
             let _ = cancel_exit(ctl, std::thread::panicking());
             return;
         }
-        // SAFETY: as above.
-        unsafe { self.slot.as_ref() }.set(Some(value));
+        if size_of::<Y>() == 0 {
+            std::mem::forget(value); // moved out by `resume` (see there)
+        } else {
+            // SAFETY: as above.
+            unsafe { self.slot.as_ref() }.set(Some(value));
+        }
         let was_panicking = std::thread::panicking();
         // SAFETY: we run on this coroutine's own stack (checked above).
         unsafe { raw::suspend(ctl) };
@@ -350,9 +364,21 @@ impl<Y> fmt::Debug for Yielder<Y> {
 ///
 /// # Safety
 /// As [`RawCoroutine::resume`].
+#[inline(always)]
 unsafe fn resume_isolated(raw: &mut RawCoroutine) {
-    let core = crate::scheduler::CORE.with(|c| c.replace(std::ptr::null()));
-    let current = crate::wait::set_current(std::ptr::null());
+    let core = crate::scheduler::CORE.with(|c| c.get());
+    let current = crate::wait::current_frame();
+    if core.is_null() && current.is_null() {
+        // Nothing to clear (a generator resumed outside any runtime, the
+        // common case): no thread-local is written. The body cannot leave
+        // one set behind either: a runtime it runs clears both on the way
+        // out, and it has no scheduled coroutine to be.
+        // SAFETY: the caller's contract.
+        unsafe { raw.resume() };
+        return;
+    }
+    crate::scheduler::CORE.with(|c| c.set(std::ptr::null()));
+    crate::wait::set_current(std::ptr::null());
     // SAFETY: the caller's contract. The switch does not unwind (the body's
     // panics are caught at its entry), so the restore below always runs.
     unsafe { raw.resume() };

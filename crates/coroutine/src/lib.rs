@@ -30,17 +30,19 @@
 //! to.sp)`. Because it is a call, the compiler has already saved every
 //! *caller-saved* register it cares about; only the *callee-saved* ones (the
 //! ABI promises a call leaves them intact) and the stack pointer remain.
-//! On x86_64 that is `rbx`, `rbp`, `r12`–`r15`, `rsp`, plus the control bits
-//! of MXCSR and the x87 control word (rounding modes: callee-saved too); on
-//! aarch64 `x19`–`x29`, `lr`, `sp`, `d8`–`d15` and FPCR. The return address
-//! pushed by the call *is* the saved program counter. A dozen instructions:
+//! On x86_64 that is `rbx`, `rbp`, `r12`–`r15` and `rsp`; on aarch64
+//! `x19`–`x29`, `lr`, `sp` and `d8`–`d15`. The ABI also makes the
+//! floating-point control state callee-saved (the control bits of MXCSR and
+//! the x87 control word, FPCR), but Rust code cannot change it, and keeping
+//! it made a round trip 3.4× slower here: only the `fp-state` cargo feature
+//! keeps it (see `src/switch/x86_64.rs`). The return address pushed by the
+//! call *is* the saved program counter. A dozen instructions:
 //!
 //! ```text
 //!   coroutine A: switch(&A.sp, B.sp)        coroutine B, suspended earlier
 //!   │ A's frames       │                    │ B's frames       │
 //!   │ return address   │ ← pushed by call   │ return address   │
-//!   │ rbx rbp r12..r15 │ ← pushed           │ rbx rbp r12..r15 │
-//!   │ MXCSR, x87 CW    │ ← A.sp saved here  │ MXCSR, x87 CW    │ ← B.sp
+//!   │ rbx rbp r12..r15 │ ← A.sp saved here  │ rbx rbp r12..r15 │ ← B.sp
 //!   then: rsp = B.sp; pop B's registers; ret → B continues after its switch()
 //! ```
 //!

@@ -361,7 +361,7 @@ impl Core {
             (id, std::time::Instant::now())
         });
         let prev = wait::set_current(frame.as_ptr());
-        // SAFETY: the coroutine is in the slab, so it is Ready or Suspended
+        // SAFETY: the coroutine is in the slab, so it is live and not running
         // (a running one is not in the queue: it cleared `queued` and only
         // re-queues itself through `yield_now`, which parks right after),
         // and the scheduler is not a coroutine of this runtime.

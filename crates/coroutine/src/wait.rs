@@ -45,6 +45,12 @@ pub(crate) fn set_current(frame: *const TaskFrame) -> *const TaskFrame {
     CURRENT.with(|c| c.replace(frame))
 }
 
+/// The scheduled coroutine running on this thread (null: none).
+#[inline]
+pub(crate) fn current_frame() -> *const TaskFrame {
+    CURRENT.with(|c| c.get())
+}
+
 /// Undoes [`set_current`].
 pub(crate) fn restore_current(prev: *const TaskFrame) {
     CURRENT.with(|c| c.set(prev));

@@ -1,8 +1,10 @@
 //! The context switch keeps every register the ABI says a call preserves.
 //!
 //! Many coroutines interleave switches while each holds its own values in
-//! every callee-saved register (rbx, rbp, r12-r15) and its own MXCSR and
-//! x87 control word: a value set before a switch must be there after it,
+//! every callee-saved register (rbx, rbp, r12-r15) and, with the
+//! `fp-state` feature, its own MXCSR and x87 control word (without it, every
+//! context keeps the defaults, which the switch must leave alone): a value
+//! set before a switch must be there after it,
 //! on the coroutine's side (it suspended and was resumed) and on the
 //! resumer's side (it resumed and got control back). The stack must be
 //! 16-byte aligned at every function entry inside a coroutine (the ABI's
@@ -58,10 +60,12 @@ fn values(who: u64, round: u64) -> Regs {
     for (r, v) in gp.iter_mut().enumerate() {
         *v = 0xA5A5_0000_0000_0000 ^ (who << 32) ^ (round << 8) ^ (r as u64 + 1);
     }
+    // Rounding modes vary only where the switch keeps them per context.
+    let fp = u64::from(cfg!(feature = "fp-state"));
     Regs {
         gp,
-        mxcsr: MXCSR_DEFAULT | ((((who + round) % 4) as u32) << 13),
-        x87_cw: X87_CW_DEFAULT | ((((who + 2 * round + 1) % 4) as u16) << 10),
+        mxcsr: MXCSR_DEFAULT | (((fp * (who + round) % 4) as u32) << 13),
+        x87_cw: X87_CW_DEFAULT | (((fp * (who + 2 * round + 1) % 4) as u16) << 10),
         _pad: 0,
     }
 }

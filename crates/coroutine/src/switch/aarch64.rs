@@ -11,15 +11,27 @@
 //! | `d8`–`d15`    | the low 64 bits of `v8`–`v15` are callee-saved (the upper halves are not) |
 //! | `fpcr`        | see below                                                |
 //!
-//! **Why FPCR is saved.** AAPCS64 treats the FPCR's mode fields (rounding
-//! mode, flush-to-zero, default-NaN, alternative half precision) as
-//! preserved across calls: a function that changes them must put them back.
-//! A coroutine that sets a rounding mode and is switched out mid-way would
-//! otherwise leak it into whatever runs next, exactly as MXCSR would on
-//! x86_64, which the x86_64 switch saves for the same reason. The cost is one
-//! `mrs` and one `msr` per switch; `msr fpcr` can be slow on some cores
-//! (it may synchronise the FP pipeline), which is the price of correctness
-//! here. The status register FPSR is caller-saved and not kept.
+//! **FPCR, only with the `fp-state` feature.** AAPCS64 treats the FPCR's
+//! mode fields (rounding mode, flush-to-zero, default-NaN, alternative half
+//! precision) as preserved across calls, as System V does MXCSR's control
+//! bits on x86_64. As there (see `x86_64.rs`), the default switch does not
+//! keep it: Rust code cannot change the floating-point environment, and
+//! corosensei and Go do not keep it either. The `fp-state` feature adds one
+//! `mrs` and one `msr` per switch (`msr fpcr` can be slow on some cores: it
+//! may synchronise the FP pipeline; not measured, no aarch64 machine here).
+//! The frame keeps FPCR's slot either way: it is the padding that keeps `sp`
+//! 16-aligned. The status register FPSR is caller-saved and not kept.
+//!
+//! **Why this one is a naked function, symmetric, unlike x86_64's.** The
+//! return address lives in `x30`, not on the stack, so one `switch` saves it
+//! with the other registers and serves all three directions; but it is
+//! entered by `bl` and left by `ret` into the *other* context, which is the
+//! return-predictor mistake `x86_64.rs` describes, and it saves all of
+//! `x19`–`x28` and `d8`–`d15` where inline `asm!` would let the compiler save
+//! only the live ones. An inline-`asm!` version (as corosensei's) is the
+//! likely faster design; it stays to be written and measured on an aarch64
+//! machine, which this project does not have (only `cargo check` and the
+//! qemu harness below run it here).
 //!
 //! `x18` is the platform register (reserved on Apple and Windows, a scratch
 //! register on Linux); it is never callee-saved and is not touched.
@@ -53,19 +65,50 @@
 //! [`init_frame`] forges the same 22 words for a coroutine that has never
 //! run: `x20` holds the entry function, `x19` its argument, `x29` zero (the
 //! end of the frame-record chain), `fpcr` zero (the Linux default: round to
-//! nearest, no flush-to-zero) and `x30` is [`trampoline`].
+//! nearest, no flush-to-zero; read only with `fp-state`) and `x30` is
+//! [`trampoline`].
 //!
 //! The project's machines are x86_64, so this file is not built by CI.
 //! `tools/aarch64-check/run.sh` runs it anyway: it extracts the assembly
 //! below, links it with a C harness that forges the same first frame as
 //! [`init_frame`], and runs it under `qemu-aarch64`, checking that
-//! callee-saved registers and FPCR survive 1,000 switches each way. (rustc
-//! itself accepts the file for `aarch64-unknown-linux-gnu`; that was checked
-//! with a `no_core` build, since no aarch64 standard library is installed.)
+//! callee-saved registers (and, for the `fp-state` build, FPCR) survive 1,000
+//! switches each way. The whole crate also type-checks for the target:
+//! `rustup target add aarch64-unknown-linux-gnu`, then `cargo check --target
+//! aarch64-unknown-linux-gnu -p coroutine` (with and without `--features
+//! fp-state`).
 
 use std::arch::naked_asm;
 
 use super::Entry;
+
+// FPCR save and restore, spliced into `switch` as string literals: nothing
+// by default, the slot at sp + 160 with the `fp-state` feature.
+// (tools/aarch64-check/run.sh reads these definitions.)
+#[cfg(not(feature = "fp-state"))]
+macro_rules! save_fpcr {
+    () => {
+        ""
+    };
+}
+#[cfg(not(feature = "fp-state"))]
+macro_rules! load_fpcr {
+    () => {
+        ""
+    };
+}
+#[cfg(feature = "fp-state")]
+macro_rules! save_fpcr {
+    () => {
+        "mrs x9, fpcr\nstr x9, [sp, #160]"
+    };
+}
+#[cfg(feature = "fp-state")]
+macro_rules! load_fpcr {
+    () => {
+        "ldr x9, [sp, #160]\nmsr fpcr, x9"
+    };
+}
 
 /// Saves the current context on the current stack, stores the stack pointer
 /// in `*save`, and resumes the context whose stack pointer is `to`.
@@ -90,14 +133,12 @@ pub(crate) unsafe extern "C" fn switch(save: *mut *mut u8, to: *mut u8) {
         "stp d10, d11, [sp, #112]",
         "stp d12, d13, [sp, #128]",
         "stp d14, d15, [sp, #144]",
-        "mrs x9, fpcr",       // x9 is a scratch register: free to use
-        "str x9, [sp, #160]", // FP control register
-        "mov x9, sp",         // sp cannot be stored directly...
-        "str x9, [x0]",       // ...so go through x9: *save = sp
+        save_fpcr!(),   // fp-state only: FPCR into its slot (x9 is scratch)
+        "mov x9, sp",   // sp cannot be stored directly...
+        "str x9, [x0]", // ...so go through x9: *save = sp
         // --- from here on we run on the incoming stack ---
-        "mov sp, x1",         // the switch itself
-        "ldr x9, [sp, #160]", // incoming FP control register
-        "msr fpcr, x9",
+        "mov sp, x1",               // the switch itself
+        load_fpcr!(),               // fp-state only: the incoming FPCR
         "ldp d14, d15, [sp, #144]", // restore in reverse order
         "ldp d12, d13, [sp, #128]",
         "ldp d10, d11, [sp, #112]",

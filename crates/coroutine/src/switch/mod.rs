@@ -27,13 +27,14 @@
 //!   ┌──────────────┐                             ┌──────────────┐
 //!   │ A's frames   │                             │ B's frames   │
 //!   │ return addr  │◀─ where A continues         │ continuation │
-//!   │ callee-saved │◀─ saved by the switch       │ callee-saved │
-//!   │ FP control   │                             │ FP control   │◀─ B.sp
+//!   │ callee-saved │◀─ saved by the switch       │ callee-saved │◀─ B.sp
 //!   └──────────────┘◀─ stored into A.sp          └──────────────┘
 //!                      then sp := B.sp, restore B's registers, continue B
 //! ```
 //!
-//! Each architecture file has the exact layout of its frame. A frame for a
+//! (With the `fp-state` feature the frame also holds the floating-point
+//! control state; see `x86_64.rs` for why that is not the default.) Each
+//! architecture file has the exact layout of its frame. A frame for a
 //! coroutine that has never run is forged by [`init_frame`]: its "saved"
 //! registers carry the entry function and its argument, and its continuation
 //! is a small trampoline that calls `entry(arg)`.

@@ -6,8 +6,8 @@
 //! | --------------- | ------------------------------------------------------ |
 //! | `rbx`, `rbp`, `r12`–`r15` | the general-purpose callee-saved registers    |
 //! | `rsp`           | the stack pointer: *is* the context, stored in memory  |
-//! | MXCSR control bits | SSE rounding mode, flush-to-zero, exception masks   |
-//! | x87 control word   | x87 precision, rounding, exception masks            |
+//! | MXCSR control bits | SSE rounding mode, flush-to-zero, exception masks (only with the `fp-state` feature: see below) |
+//! | x87 control word   | x87 precision, rounding, exception masks (likewise) |
 //!
 //! Everything else (`rax`, `rcx`, `rdx`, `rsi`, `rdi`, `r8`–`r11`, all of
 //! `xmm0`–`xmm15`, the flags, the MXCSR *status* bits, the x87 status word)
@@ -25,8 +25,7 @@
 //! other context's call chain mispredicts (~15–20 cycles each).
 //!
 //! So the two directions differ, and each is inline assembly in the function
-//! that switches (the compiler saves whatever of `r12`–`r15` it has live,
-//! which is often nothing):
+//! that switches:
 //!
 //! - [`resume`] (into a coroutine) **calls** the coroutine's saved
 //!   continuation address: to the RSB this is an ordinary `call`;
@@ -36,7 +35,79 @@
 //! The coroutine's side keeps its own continuation as a plain word on its
 //! stack (`lea rax, [rip + 2f]; push rax`), reached by the resumer's
 //! `call [rdx]` through the indirect-branch predictor, which learns it.
-//! Between a resume and the next suspend the RSB stays balanced.
+//! Between a resume and the next suspend the RSB stays balanced, *provided*
+//! the coroutine does not return from a function it entered before it
+//! suspended: that is why [`suspend`] (and every function down to the
+//! `asm!`, `raw::suspend` and `Yielder::suspend`) is `#[inline(always)]`.
+//!
+//! **Why not `#[unsafe(naked)]` functions** (or `global_asm!`), as the
+//! first frame's [`trampoline`] is: a naked `suspend` is a function, entered
+//! by a `call` in the coroutine that pushes an RSB entry, and it would leave
+//! by a `ret` into the *resumer*, which is exactly the symmetric switch's
+//! misprediction. And a naked function is opaque to the compiler, so it must
+//! push and pop all six callee-saved registers every time, where an inline
+//! `asm!` declares `r12`–`r15` clobbered and the compiler saves only those it
+//! has live across the switch (in the benchmark loop: none). Only `rbx` and
+//! `rbp`, which LLVM reserves and so cannot be declared clobbered, are
+//! pushed by hand. This is also what corosensei does.
+//!
+//! ## The floating-point control state (the `fp-state` feature)
+//!
+//! The ABI makes the MXCSR control bits and the x87 control word
+//! callee-saved, so a strict switch keeps them, as this one did until issue
+//! #21. By default it no longer does: Rust does not support changing the
+//! floating-point environment at all (LLVM assumes the default rounding
+//! mode, and `_mm_setcsr` is deprecated for that reason), so no Rust code
+//! can tell the difference, and corosensei and Go's runtime do not keep them
+//! either. Coroutines that call C code which changes the rounding mode
+//! (`fesetround`) can enable the crate's `fp-state` feature, which saves both
+//! words on the stack with `stmxcsr`/`fnstcw` and reloads them with
+//! `ldmxcsr`/`fldcw` on every switch.
+//!
+//! ## What a round trip costs: the teaching point of this file
+//!
+//! **`stmxcsr` is a serialising instruction, not a store.** It must report
+//! the exception flags of every SSE instruction before it, so the CPU runs it
+//! only once the floating-point pipeline has drained, microcoded, one at a
+//! time. On the AMD EPYC machine this was measured on (a C loop, pinned): a
+//! loop of `stmxcsr` alone ran at 4.2 ns per instruction, `ldmxcsr` from
+//! unrelated memory at 0.5 ns, `fnstcw`/`fldcw` at 0.55 ns each, and
+//! `stmxcsr` followed by `ldmxcsr` of the same word at 7.1 ns per pair (the
+//! reload also waits for that unusual store). A round trip does two such
+//! pairs, so with the FP state kept the hand-resumed benchmark
+//! (`switch/coroutine`) spent most of its time in them: 11.8–15.2 ns (two
+//! runs) against corosensei's 2.19 ns, and 6.0 ns once they were gone; with
+//! the `fp-state` feature, which puts them back, it measures 11.4 ns. A cost
+//! that blocks the whole pipeline weighs most where there is little else to
+//! overlap it with, which is what a bare switch is.
+//!
+//! **The rest: bookkeeping around the switch.** What then separated 6.0 ns
+//! from corosensei's 2.2 ns was not the switch's dozen instructions
+//! (rewritten in corosensei's exact register protocol, they measured the
+//! same) but bookkeeping around them, found by taking out one piece at a
+//! time: clearing and restoring the scheduler's thread-locals around every
+//! generator resume (6.0 → 4.57 ns; now they are read, and written only when
+//! set), a `Running`/`Suspended` state cell written by both sides (4.57 →
+//! 3.94 ns; gone, see `raw::State`), and the `Option` slot that carried a
+//! zero-sized yield value (3.94 → 3.39 ns; skipped for ZSTs). Not every store
+//! counts: taking out the `RUNNING` thread-local's two stores, or the
+//! assertion that reads it, changed nothing measurable. The state cell and
+//! the slot have in common that one side of the switch stored to them and
+//! the other read them back a few instructions later; which part of the CPU
+//! charges for that (store-to-load forwarding, memory-dependence
+//! prediction) cannot be told apart without performance counters, which this
+//! machine lacks. The issue that asked for this work measured 112 ns on an
+//! Intel Xeon with the bare switch *slower* than the scheduled one (67.7 ns):
+//! a penalty that shrinks when more work separates the two sides fits both
+//! causes above, but that machine was not available to re-measure on.
+//!
+//! **What is left** (3.37 ns against 2.18 ns, 1.54×; the goal is 1.2×) is
+//! spread thin: taking out all the remaining bookkeeping at once (the
+//! finished check in `Coroutine::resume`, the generator's thread-local
+//! check, `RUNNING`'s stores, the own-stack assertion and both cancellation
+//! checks in `Yielder::suspend`) measured 2.33 ns in a short run, though no
+//! single one of them moved the figure alone. Each is there for safety, so
+//! closing the gap means making them cheaper together, not dropping them.
 //!
 //! ## The frames
 //!
@@ -45,20 +116,16 @@
 //!   (pushed by `suspend`):               coroutine runs (pushed by `resume`):
 //!   ┌──────────────────────┐             ┌──────────────────────┐
 //!   │ ... its frames       │             │ ... its frames       │
-//!   │ rbx                  │ sp + 24     │ rbx                  │
-//!   │ rbp                  │ sp + 16     │ rbp                  │
-//!   │ x87 CW │ MXCSR       │ sp + 8      │ x87 CW │ MXCSR       │
+//!   │ rbx                  │             │ rbx                  │
+//!   │ rbp                  │             │ rbp                  │
+//!   │ [x87 CW │ MXCSR]     │             │ [x87 CW │ MXCSR]     │ fp-state only
 //!   │ continuation (`2:`)  │ sp + 0      │ return address       │ ◀ pushed by
 //!   └──────────────────────┘ ◀ ctl.sp    └──────────────────────┘   `call`;
 //!                                                  ▲ ctl.caller_sp
 //! ```
 //!
 //! Both have the same shape, so one landing sequence restores either: skip
-//! the address word, reload the FP control state, pop `rbp` and `rbx`. `rbx`
-//! and `rbp` are pushed by hand because LLVM reserves them (they cannot be
-//! declared clobbered); the FP control state is kept because the ABI makes
-//! it callee-saved: a coroutine that changes the rounding mode must not leak
-//! it into its resumer.
+//! the address word, (reload the FP control state,) pop `rbp` and `rbx`.
 //!
 //! [`init_frame`] forges the first frame of a coroutine that has never run,
 //! whose "continuation" is [`trampoline`].
@@ -67,11 +134,42 @@ use std::arch::{asm, naked_asm};
 
 use super::Entry;
 
+// The floating-point control state, spliced into the switch's assembly as
+// string literals: empty by default, a stack slot with the `fp-state`
+// feature. `save_fp!` runs with rsp at the saved `rbp`; `load_fp!` with rsp
+// at the slot, and leaves rsp at the saved `rbp`.
+#[cfg(not(feature = "fp-state"))]
+macro_rules! save_fp {
+    () => {
+        ""
+    };
+}
+#[cfg(not(feature = "fp-state"))]
+macro_rules! load_fp {
+    () => {
+        ""
+    };
+}
+#[cfg(feature = "fp-state")]
+macro_rules! save_fp {
+    () => {
+        "sub rsp, 8\nstmxcsr [rsp]\nfnstcw [rsp + 4]"
+    };
+}
+#[cfg(feature = "fp-state")]
+macro_rules! load_fp {
+    () => {
+        "ldmxcsr [rsp]\nfldcw [rsp + 4]\nadd rsp, 8"
+    };
+}
+
 /// Default MXCSR: all exceptions masked, round to nearest, no flush-to-zero
 /// (the value the ABI specifies at process start).
+#[cfg(feature = "fp-state")]
 const MXCSR_DEFAULT: u64 = 0x1F80;
 /// Default x87 control word: all exceptions masked, 64-bit precision, round
 /// to nearest.
+#[cfg(feature = "fp-state")]
 const X87_CW_DEFAULT: u64 = 0x037F;
 
 /// Switches from the resumer into a coroutine whose stack pointer is `to`,
@@ -88,21 +186,17 @@ pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
     // change is declared clobbered, and rbx/rbp are saved by hand.
     unsafe {
         asm!(
-            "push rbx",         // LLVM-reserved callee-saved register
-            "push rbp",         // the frame pointer
-            "sub rsp, 8",       // a slot for the floating-point control state
-            "stmxcsr [rsp]",    // MXCSR into bytes 0-3
-            "fnstcw [rsp + 4]", // x87 control word into bytes 4-5
+            "push rbx", // LLVM-reserved callee-saved register
+            "push rbp", // the frame pointer
+            save_fp!(),
             // The switch: push our return address (the RSB gets it too) and
             // jump to the coroutine's continuation, the word at the top of
             // its stack. The code there stores rsp into [rdi] (= *caller_sp)
             // and moves onto the coroutine's stack (rdx).
             "call [rdx]",
             // Back: the coroutine's `ret` popped the return address, so rsp
-            // points at our slot again.
-            "ldmxcsr [rsp]",   // our MXCSR
-            "fldcw [rsp + 4]", // our x87 control word
-            "add rsp, 8",
+            // points at what we pushed again.
+            load_fp!(),
             "pop rbp",
             "pop rbx",
             in("rdi") caller_sp,
@@ -130,23 +224,19 @@ pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
         asm!(
             "push rbx",
             "push rbp",
-            "sub rsp, 8",
-            "stmxcsr [rsp]",
-            "fnstcw [rsp + 4]",
+            save_fp!(),
             "lea rax, [rip + 2f]", // where the next resume continues us
             "push rax",
-            "mov [rsi], rsp",  // *save = our stack pointer
-            "mov rsp, rcx",    // onto the resumer's stack...
-            "ret",             // ...and back after its `call` (RSB-predicted)
+            "mov [rsi], rsp", // *save = our stack pointer
+            "mov rsp, rcx",   // onto the resumer's stack...
+            "ret",            // ...and back after its `call` (RSB-predicted)
             // The next `resume` lands here by `call [rdx]`: rsp is the
             // resumer's stack (its return address on top), rdi = caller_sp
             // slot, rdx = our saved stack pointer.
             "2:",
-            "mov [rdi], rsp",   // publish the resumer's stack pointer
+            "mov [rdi], rsp",     // publish the resumer's stack pointer
             "lea rsp, [rdx + 8]", // back onto our stack, past the continuation
-            "ldmxcsr [rsp]",
-            "fldcw [rsp + 4]",
-            "add rsp, 8",
+            load_fp!(),
             "pop rbp",
             "pop rbx",
             in("rsi") save,
@@ -194,12 +284,10 @@ unsafe extern "C" fn trampoline() {
         ".cfi_undefined rip", // no caller: backtraces stop at this frame
         "mov [rdi], rsp",     // publish the resumer's stack pointer
         "lea rsp, [rdx + 8]", // onto our stack, past this trampoline's address
-        "ldmxcsr [rsp]",      // the ABI's default FP control state
-        "fldcw [rsp + 4]",
-        "add rsp, 8",
-        "pop rbp", // 0: the end of the frame-pointer chain
-        "pop rdi", // the entry's argument
-        "pop rax", // the entry function
+        load_fp!(),           // (fp-state: the ABI's default FP control state)
+        "pop rbp",            // 0: the end of the frame-pointer chain
+        "pop rdi",            // the entry's argument
+        "pop rax",            // the entry function
         // Enter it with a `jmp` and a hand-pushed return address rather
         // than a `call`: the entry never returns (it leaves by `finish`'s
         // `ret`), and a `call` would leave an RSB entry nobody pops.
@@ -220,28 +308,29 @@ unsafe extern "C" fn trampoline() {
 ///                  │ entry            │ top - 8
 ///                  │ arg              │ top - 16
 ///                  │ rbp = 0          │ top - 24
-///                  │ x87 CW │ MXCSR   │ top - 32   ABI defaults
-///   returned sp ─▶ │ trampoline       │ top - 40   the "continuation"
+///                  │ [x87 CW │ MXCSR] │ (fp-state only: ABI defaults)
+///   returned sp ─▶ │ trampoline       │ top - 32 (top - 40 with fp-state)
 ///                  └──────────────────┘
 /// ```
 ///
-/// The trampoline pops the four words above its own, so rsp is back at
-/// `top` (16-aligned) before it pushes the entry's return address.
+/// The trampoline pops the words above its own, so rsp is back at `top`
+/// (16-aligned) before it pushes the entry's return address.
 ///
 /// # Safety
 /// `top` must be 16-aligned, and the 40 bytes below it writable memory that
 /// stays mapped, and otherwise unused, until the coroutine has finished.
 pub(crate) unsafe fn init_frame(top: *mut u8, entry: Entry, arg: *mut u8) -> *mut u8 {
     debug_assert_eq!(top as usize % 16, 0);
-    let words: [u64; 5] = [
+    let words = [
         trampoline as *const () as usize as u64, // continuation
-        (X87_CW_DEFAULT << 32) | MXCSR_DEFAULT,  // FP control slot
+        #[cfg(feature = "fp-state")]
+        ((X87_CW_DEFAULT << 32) | MXCSR_DEFAULT), // FP control slot
         0,                                       // rbp: end of the frame chain
         arg as u64,                              // popped into rdi
         entry as usize as u64,                   // popped into rax, jumped to
     ];
     // SAFETY: the caller guarantees 40 writable bytes below `top`, which is
-    // 16-aligned, so the u64 writes are aligned.
+    // 16-aligned, so the u64 writes are aligned; `words` is at most 5 words.
     unsafe {
         let sp = top.cast::<u64>().sub(words.len());
         sp.copy_from_nonoverlapping(words.as_ptr(), words.len());
@@ -249,7 +338,10 @@ pub(crate) unsafe fn init_frame(top: *mut u8, entry: Entry, arg: *mut u8) -> *mu
     }
 }
 
-#[cfg(test)]
+// The FP control state is kept only with the `fp-state` feature; without
+// it, a coroutine and its resumer share one rounding mode, as all Rust code
+// on the thread does.
+#[cfg(all(test, feature = "fp-state"))]
 mod tests {
     use super::*;
     use std::cell::Cell;
