@@ -76,27 +76,9 @@ TMP=$(mktemp -d)
 OUT=target/bench-static
 mkdir -p "$OUT"
 
-# --- servers we start: every PID goes here, and the trap stops them --------
-RUNNING=()      # PIDs of started servers (nginx: the master), still to stop
-stop_pids() {   # PID... : TERM, wait up to 5 s, then KILL what is left (incl. descendants)
-    local p tree=() left
-    for p in "$@"; do
-        # shellcheck disable=SC2207
-        tree+=($(proc_tree "$p"))
-        kill -TERM "$p" 2>/dev/null || true
-    done
-    for _ in $(seq 1 50); do
-        left=0
-        for p in "${tree[@]}"; do kill -0 "$p" 2>/dev/null && left=1; done
-        [ "$left" = 0 ] && break
-        sleep 0.1
-    done
-    for p in "${tree[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    for p in "$@"; do wait "$p" 2>/dev/null || true; done
-}
+source scripts/lib/servers.sh
 cleanup() {
-    [ ${#RUNNING[@]} -gt 0 ] && stop_pids "${RUNNING[@]}"
-    RUNNING=()
+    stop_running
     rm -rf "$TMP"
 }
 trap cleanup EXIT
