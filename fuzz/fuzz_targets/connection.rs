@@ -36,7 +36,7 @@ use fuzz_support::Knobs;
 use fuzz_support::memio::{MemIo, Wire};
 use fuzz_support::requests_ref::{self, RefRequest, Verdict};
 use fuzz_support::responses::{self, Response};
-use httplite::access_log::{AccessLog, LogSink};
+use httplite::access_log::{AccessLog, LogSink, WhenFull};
 use httplite::blocking::IdleSet;
 use httplite::blocking::conn::{self, Ctx};
 use httplite::cli::Cli;
@@ -71,7 +71,7 @@ fuzz_target!(|data: &[u8]| {
         stats: Stats::new(1).worker(0),
         access_log: log.map(|path| {
             std::fs::File::create(path).expect("empty the access log");
-            AccessLog::new(LogSink::open(path).expect("open the access log"))
+            AccessLog::new(LogSink::open(path, WhenFull::Block).expect("open the access log").0)
         }),
         idle: IdleSet::default(),
         tls: None,

@@ -10,6 +10,7 @@ mod harness;
 mod pki;
 
 mod accept_storm;
+mod access_log;
 mod basics;
 mod conformance;
 mod console;

@@ -130,6 +130,11 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub access_log: Option<PathBuf>,
 
+    /// When the access log's destination falls behind: drop lines (counted
+    /// in the stats and reported on stderr) or block (the workers wait).
+    #[arg(long, value_enum, default_value_t = LogFull::Drop, requires = "access_log")]
+    pub access_log_full: LogFull,
+
     /// Pin worker N to CPU N.
     #[arg(long)]
     pub pin_workers: bool,
@@ -216,6 +221,15 @@ pub enum PoolPriority {
     Low,
     /// As the loops (no change).
     Normal,
+}
+
+/// `--access-log-full`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFull {
+    /// Drop the lines the writer has no room for (requests never wait).
+    Drop,
+    /// Wait for room (back-pressure: a stalled log stalls the server).
+    Block,
 }
 
 /// `--runtime`.

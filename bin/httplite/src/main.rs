@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{Context as _, Result};
 use clap::Parser;
 
-use httplite::cli::{Cli, DispatchMode, PoolPriority, RuntimeKind};
+use httplite::cli::{Cli, DispatchMode, LogFull, PoolPriority, RuntimeKind};
 use httplite::config::Config;
 use httplite::tls::{Tls, reload};
-use site::access_log::{AccessLog, LogSink};
+use site::access_log::{AccessLog, LogSink, WhenFull};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
@@ -82,17 +82,25 @@ fn run(cli: Cli) -> Result<()> {
         ),
         None => None,
     };
-    let sink = match &cli.access_log {
-        Some(path) => Some(
-            LogSink::open(path)
-                .with_context(|| format!("--access-log {}: cannot open", path.display()))?,
-        ),
-        None => None,
+    let (sink, log_writer) = match &cli.access_log {
+        Some(path) => {
+            let when_full = match cli.access_log_full {
+                LogFull::Drop => WhenFull::Drop,
+                LogFull::Block => WhenFull::Block,
+            };
+            let (sink, writer) = LogSink::open(path, when_full)
+                .with_context(|| format!("--access-log {}: cannot open", path.display()))?;
+            (Some(sink), Some(writer))
+        }
+        None => (None, None),
     };
     let workers = cli
         .workers
         .map_or_else(dispatch::default_workers, usize::from);
     let stats = Arc::new(Stats::new(workers));
+    if let Some(counters) = sink.as_ref().map(LogSink::counters) {
+        stats.add_extra(Box::new(move |s: &mut String| counters.stats_members(s)));
+    }
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let pool_builder = match cli.pool_priority {
         PoolPriority::Idle => pool::Pool::builder().sched_idle(true),
@@ -138,7 +146,7 @@ fn run(cli: Cli) -> Result<()> {
                 .map_err(anyhow::Error::msg)?;
             let tls = Arc::new(tls);
             let counters = tls.stats.clone();
-            stats.set_extra(Box::new(move |s: &mut String| counters.write_json(s)));
+            stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));
             reload::on_sighup(tls.clone()).context("cannot start the SIGHUP thread")?;
             Some(tls)
         }
@@ -229,6 +237,11 @@ fn run(cli: Cli) -> Result<()> {
     };
     server.join().context("server stopped with an error")?;
     drop(console); // stdin back to blocking mode
+    // The workers' logs are flushed into the writer's queue; let it write
+    // them, but never wait long for a destination that stalled.
+    if let Some(writer) = log_writer {
+        writer.finish(std::time::Duration::from_secs(2));
+    }
     if !cli.quiet {
         println!("httplite: shut down cleanly");
     }

@@ -3,66 +3,27 @@
 //! `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET /a.gif HTTP/1.1" 200 2326`
 //!
 //! Each worker appends lines to its own buffer and hands a full buffer (or,
-//! once a second, whatever it has) to the shared writer in one `write`, so the
-//! lock is taken per batch, not per request.
+//! once a second, whatever it has) to the writer thread as one batch
+//! ([`LogSink`]; see `writer.rs`), so the queue is touched per batch, not
+//! per request, and no event loop ever writes to the log's destination.
 
-#[cfg(test)]
-use std::fs::File;
-use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Where the log goes; shared by all workers.
-#[derive(Clone)]
-pub struct LogSink {
-    out: Arc<Mutex<Box<dyn Write + Send>>>,
-}
+mod writer;
 
-impl std::fmt::Debug for LogSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LogSink")
-    }
-}
-
-impl LogSink {
-    /// Opens `path` for appending, or stdout for `-`.
-    pub fn open(path: &Path) -> io::Result<LogSink> {
-        let out: Box<dyn Write + Send> = if path == Path::new("-") {
-            Box::new(io::stdout())
-        } else {
-            Box::new(OpenOptions::new().create(true).append(true).open(path)?)
-        };
-        Ok(LogSink {
-            out: Arc::new(Mutex::new(out)),
-        })
-    }
-
-    /// A sink writing to an already open file (tests).
-    #[cfg(test)]
-    pub fn from_file(f: File) -> LogSink {
-        LogSink {
-            out: Arc::new(Mutex::new(Box::new(f))),
-        }
-    }
-
-    fn write_batch(&self, buf: &[u8]) {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        // A log that cannot be written must not take the server down.
-        let _ = out.write_all(buf);
-        let _ = out.flush();
-    }
-}
+pub use writer::{LogCounters, LogSink, LogWriter, WhenFull};
 
 /// One worker's buffered log.
 #[derive(Debug)]
 pub struct AccessLog {
     sink: LogSink,
     /// A lock only for the `threads` design, where a worker's connections
-    /// run on many threads; elsewhere it is never contended.
-    buf: Mutex<Vec<u8>>,
+    /// run on many threads; elsewhere it is never contended. With the
+    /// buffer, the second its first line was written.
+    buf: Mutex<(Vec<u8>, u64)>,
 }
 
 /// Flush when a worker's buffer reaches this size.
@@ -90,13 +51,18 @@ impl AccessLog {
     pub fn new(sink: LogSink) -> AccessLog {
         AccessLog {
             sink,
-            buf: Mutex::new(Vec::with_capacity(FLUSH_AT + 512)),
+            buf: Mutex::new((Vec::with_capacity(FLUSH_AT + 512), 0)),
         }
     }
 
     /// Appends one line.
     pub fn log(&self, e: &Entry<'_>) {
-        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let (buf, since) = &mut *guard;
+        let now = unix_now();
+        if buf.is_empty() {
+            *since = now;
+        }
         let host = e.peer.map(|p| p.ip().to_string());
         let bytes = if e.bytes == 0 {
             "-".to_string()
@@ -107,24 +73,27 @@ impl AccessLog {
             buf,
             "{} - - [{}] \"{} {} {}\" {} {}",
             host.as_deref().unwrap_or("-"),
-            clf_time(unix_now()),
+            clf_time(now),
             sanitize(e.method),
             sanitize(e.target),
             e.version,
             e.status,
             bytes
         );
-        if buf.len() >= FLUSH_AT {
-            self.sink.write_batch(&buf);
+        // Full, or holding lines from an earlier second: hand it over (a
+        // driver without a timer still gets its lines out while it serves).
+        if buf.len() >= FLUSH_AT || *since != now {
+            self.sink.write_batch(buf);
             buf.clear();
         }
     }
 
     /// Writes out what is buffered (called once a second and at shutdown).
     pub fn flush(&self) {
-        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let (buf, _) = &mut *guard;
         if !buf.is_empty() {
-            self.sink.write_batch(&buf);
+            self.sink.write_batch(buf);
             buf.clear();
         }
     }
@@ -175,7 +144,8 @@ mod tests {
     #[test]
     fn lines_are_sanitized_and_batched() {
         let path = std::env::temp_dir().join(format!("httplite-log-{}", std::process::id()));
-        let sink = LogSink::from_file(File::create(&path).unwrap());
+        let file = std::fs::File::create(&path).unwrap();
+        let (sink, writer) = LogSink::start(file, WhenFull::Drop).unwrap();
         let log = AccessLog::new(sink);
         log.log(&Entry {
             peer: Some("127.0.0.1:5000".parse().unwrap()),
@@ -186,6 +156,10 @@ mod tests {
             bytes: 13,
         });
         drop(log);
+        assert!(
+            writer.finish(std::time::Duration::from_secs(5)),
+            "the writer stops"
+        );
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert!(text.starts_with("127.0.0.1 - - ["), "{text}");

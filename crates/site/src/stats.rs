@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Why a connection ended early or a request failed.
@@ -141,13 +141,13 @@ impl Drop for SleepingGuard<'_> {
 pub struct Stats {
     started: Instant,
     workers: Vec<Arc<WorkerStats>>,
-    /// Server-wide members a layer below the site adds (TLS handshakes),
-    /// set once at start-up; see [`Stats::set_extra`].
-    extra: OnceLock<ExtraStats>,
+    /// Server-wide members the layers around the site add (TLS handshakes,
+    /// the access log's writer), at start-up; see [`Stats::add_extra`].
+    extra: Mutex<Vec<ExtraStats>>,
 }
 
 /// Appends server-wide members to the stats document (see
-/// [`Stats::set_extra`]).
+/// [`Stats::add_extra`]).
 pub type ExtraStats = Box<dyn Fn(&mut String) + Send + Sync>;
 
 impl std::fmt::Debug for Stats {
@@ -155,7 +155,7 @@ impl std::fmt::Debug for Stats {
         f.debug_struct("Stats")
             .field("started", &self.started)
             .field("workers", &self.workers)
-            .field("extra", &self.extra.get().is_some())
+            .field("extra", &self.extra.lock().map_or(0, |e| e.len()))
             .finish()
     }
 }
@@ -166,16 +166,16 @@ impl Stats {
         Stats {
             started: Instant::now(),
             workers: (0..n).map(|_| Arc::default()).collect(),
-            extra: OnceLock::new(),
+            extra: Mutex::new(Vec::new()),
         }
     }
 
     /// Adds server-wide members to the document: `f` appends them, each
     /// with its leading comma (`,"tls":{...}`), after `errors`. The site
     /// formats them without knowing the layer they come from, as it does
-    /// a driver's [`RuntimeProbe`]. Only the first call counts.
-    pub fn set_extra(&self, f: ExtraStats) {
-        let _ = self.extra.set(f);
+    /// a driver's [`RuntimeProbe`]. Members come in the order added.
+    pub fn add_extra(&self, f: ExtraStats) {
+        self.extra.lock().unwrap_or_else(|e| e.into_inner()).push(f);
     }
 
     /// Worker `i`'s block.
@@ -228,7 +228,7 @@ impl Stats {
             );
         }
         s.push('}');
-        if let Some(extra) = self.extra.get() {
+        for extra in self.extra.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             extra(&mut s);
         }
         s.push_str(",\"workers\":[");
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn extra_members_follow_errors() {
         let st = Stats::new(1);
-        st.set_extra(Box::new(|s: &mut String| s.push_str(",\"tls\":{\"n\":1}")));
+        st.add_extra(Box::new(|s: &mut String| s.push_str(",\"tls\":{\"n\":1}")));
         let j = st.to_json(&|_, _| {});
         assert!(
             j.contains("\"overloaded\":0},\"tls\":{\"n\":1},\"workers\":["),

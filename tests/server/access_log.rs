@@ -1,0 +1,119 @@
+//! A log never stops the server: with the access log's destination stalled
+//! (a FIFO whose reader never reads) or failing (`/dev/full`), requests go
+//! on being answered, the lost lines are counted in the stats and reported
+//! on stderr; with `--access-log-full block` the lines wait instead.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::Duration;
+
+use crate::harness::{RUNTIMES, Server, TempDir, get_req, wait_until};
+
+/// Requests sent: their log lines (~80 bytes each) are far more than a
+/// pipe (64 KiB) and the writer's queue (64 batches of 16 KiB) hold.
+const REQUESTS: usize = 20_000;
+
+/// Sends `REQUESTS` pipelined plaintext requests, 100 per write, and reads
+/// every answer.
+fn flood(server: &Server) {
+    let mut c = server.connect();
+    let batch: Vec<u8> = (0..100)
+        .flat_map(|_| get_req("/_httplite/plaintext"))
+        .collect();
+    for _ in 0..REQUESTS / 100 {
+        c.send(&batch);
+        for _ in 0..100 {
+            assert_eq!(c.read_response().status, 200, "[{}]", server.runtime());
+        }
+    }
+}
+
+/// A FIFO at `path` with a reader that never reads (kept open by the
+/// returned file, so the server's writes fill it and then stall).
+fn stalled_fifo(dir: &TempDir) -> (String, File) {
+    let path = dir.path().join("log.fifo");
+    let c = CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path alive for the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    (path.to_str().unwrap().to_string(), reader)
+}
+
+#[test]
+fn a_stalled_log_loses_lines_but_never_stops_the_server() {
+    for rt in RUNTIMES {
+        let dir = TempDir::new("log-fifo");
+        let (fifo, _reader) = stalled_fifo(&dir);
+        let server = Server::start(rt, &["--access-log", &fifo]);
+        flood(&server);
+        // A new connection is still answered at once.
+        assert_eq!(server.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        let dropped = wait_until(Duration::from_secs(5), Duration::from_millis(100), || {
+            server.stats().get("access_log.dropped") > 0
+        });
+        assert!(
+            dropped,
+            "[{rt}] nothing counted as dropped: {}",
+            server.stats().0
+        );
+        let reported = wait_until(Duration::from_secs(8), Duration::from_millis(100), || {
+            server.stderr().contains("access log:")
+        });
+        assert!(reported, "[{rt}] no report on stderr: {}", server.stderr());
+        assert!(
+            server.stderr().contains("not keeping up"),
+            "[{rt}] {}",
+            server.stderr()
+        );
+    }
+}
+
+#[test]
+fn a_failing_log_is_counted_and_reported() {
+    for rt in RUNTIMES {
+        let mut server = Server::start(rt, &["--access-log", "/dev/full"]);
+        let mut c = server.connect();
+        for _ in 0..50 {
+            assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        }
+        // A worker hands its lines over when a line of a later second comes
+        // (every runtime) or on its one-second timer (stackless).
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        let counted = wait_until(Duration::from_secs(5), Duration::from_millis(100), || {
+            server.stats().get("access_log.dropped") >= 50
+        });
+        assert!(counted, "[{rt}] {}", server.stats().0);
+        assert_eq!(server.stats().get("access_log.written"), 0, "[{rt}]");
+        assert_eq!(server.terminate().code(), Some(0), "[{rt}]");
+        assert!(
+            server.stderr().contains("No space left on device"),
+            "[{rt}] {}",
+            server.stderr()
+        );
+    }
+}
+
+#[test]
+fn with_block_every_line_is_written_once_the_reader_reads() {
+    for rt in RUNTIMES {
+        let dir = TempDir::new("log-block");
+        let log = dir.path().join("access.log");
+        let args = [
+            "--access-log",
+            log.to_str().unwrap(),
+            "--access-log-full",
+            "block",
+        ];
+        let mut server = Server::start(rt, &args);
+        flood(&server);
+        assert_eq!(server.terminate().code(), Some(0), "[{rt}]");
+        let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+        assert_eq!(lines, REQUESTS, "[{rt}] lines in the log");
+    }
+}
