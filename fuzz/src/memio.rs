@@ -115,17 +115,6 @@ unsafe impl BlockingIo for MemIo<'_> {
         Ok(n)
     }
 
-    fn send_file_copied(
-        &mut self,
-        file: RawFd,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        // In memory both ways are one copy.
-        self.sendfile(file, offset, count, deadline)
-    }
-
     fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
         Ok(()) // data, or the end of the stream, is always there
     }

@@ -73,6 +73,20 @@ pub fn set_fd_limit(pid: u32, limit: u64) {
     assert_eq!(rc, 0, "prlimit({pid}): {}", io::Error::last_os_error());
 }
 
+/// `len` deterministic, non-repeating bytes (xorshift): file contents in
+/// which a misplaced or missing chunk cannot go unnoticed, and not sparse.
+pub fn pseudo_random(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// The soft `RLIMIT_NOFILE` of this process.
 pub fn fd_limit() -> u64 {
     let mut lim = libc::rlimit {

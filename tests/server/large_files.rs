@@ -6,23 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{RUNTIMES, Server, TempDir, find, get_req};
+use crate::harness::{RUNTIMES, Server, TempDir, find, get_req, pseudo_random};
 
 /// Both ways to send a file body.
 const MODES: &[&str] = &["unlimited", "0"];
-
-/// `len` bytes of a simple PRNG: not sparse, and a misplaced byte shows.
-fn data(len: usize) -> Vec<u8> {
-    let mut x: u32 = 0x1234_5678;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 fn get_with_range(path: &str, range: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: t\r\nRange: {range}\r\n\r\n").into_bytes()
@@ -31,7 +18,7 @@ fn get_with_range(path: &str, range: &str) -> Vec<u8> {
 #[test]
 fn large_file_arrives_intact() {
     // 3 MiB: larger than socket buffers.
-    let data = data(3 << 20);
+    let data = pseudo_random(3 << 20);
     for rt in RUNTIMES {
         for mode in MODES {
             let dir = TempDir::new("large-file");
@@ -68,7 +55,7 @@ fn large_file_arrives_intact() {
 fn a_file_that_shrinks_while_sent_closes_the_connection() {
     const FULL: usize = 16 << 20;
     const SHRUNK: u64 = 1 << 20;
-    let data = data(FULL);
+    let data = pseudo_random(FULL);
     for rt in RUNTIMES {
         for mode in MODES {
             let dir = TempDir::new("shrinking-file");

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, IO_TIMEOUT, RUNTIMES, Server, TempDir, find, get_req, heavy_lock, wait_until,
+    Client, IO_TIMEOUT, RUNTIMES, Server, TempDir, find, get_req, heavy_lock, pseudo_random,
+    wait_until,
 };
 
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,20 +32,6 @@ const SLEEPS: usize = 20;
 const SLEEP_MS: u64 = 3000;
 /// Keep-alive clients looping on plaintext through the signal.
 const KEEPALIVE: usize = 8;
-
-/// Deterministic, non-repeating file contents (so that a misplaced or
-/// missing chunk cannot go unnoticed).
-fn contents() -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..FILE_SIZE)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// What one connection saw.
 #[derive(Debug)]
@@ -118,7 +105,7 @@ fn connect(addr: SocketAddr) -> TcpStream {
 #[test]
 fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
     let _heavy = heavy_lock();
-    let data = contents();
+    let data = pseudo_random(FILE_SIZE);
     let dir = TempDir::new("sigterm-load");
     dir.write("big.bin", &data);
     let root = dir.path().to_str().unwrap().to_string();

@@ -123,7 +123,7 @@ fn routed(
         // a 304, a 404): answered here, they skip the driver's general
         // path (measured: ~1.5 % of the server's CPU per 1 KiB file).
         action @ Action::File(_) if !req.has_body() => {
-            let mut plan = Plan::new(Slow(Plan::waiting(req, to, action)));
+            let mut plan = Plan::waiting(req, to, action);
             match plan.start(app, stats, wbuf) {
                 Ok(Some(outcome)) => {
                     log(plan.request(), outcome);
@@ -173,7 +173,20 @@ pub fn respond_owned(
         hs.push(("Content-Type", ct.as_bytes()));
     }
     hs.extend(headers.iter().map(|(n, v)| (*n, v.as_bytes())));
-    match http1::encode_head(wbuf, to, status, &hs, Framing::Length(body.len() as u64)) {
+    respond_with(wbuf, stats, to, status, &hs, body)
+}
+
+/// [`respond_owned`] with the headers as `encode_head` takes them (a caller
+/// with a fixed set passes an array: no allocation).
+pub(crate) fn respond_with(
+    wbuf: &mut BytesMut,
+    stats: &WorkerStats,
+    to: ReplyTo,
+    status: Status,
+    hs: &[(&str, &[u8])],
+    body: &[u8],
+) -> Option<bool> {
+    match http1::encode_head(wbuf, to, status, hs, Framing::Length(body.len() as u64)) {
         Ok(mut enc) => {
             enc.write(wbuf, body).ok()?;
             let keep = enc.keep_alive();

@@ -81,8 +81,6 @@ impl Deadline {
 ///     fn write(&mut self, buf: &[u8], _: Deadline) -> std::io::Result<usize> { Ok(buf.len()) }
 ///     fn sendfile(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
 ///         -> std::io::Result<usize> { Ok(0) }
-///     fn send_file_copied(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
-///         -> std::io::Result<usize> { Ok(0) }
 ///     fn wait_readable(&mut self, _: Deadline) -> std::io::Result<()> { Ok(()) }
 ///     fn sleep(&mut self, _: std::time::Duration) {}
 ///     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
@@ -109,14 +107,18 @@ pub unsafe trait BlockingIo {
         deadline: Deadline,
     ) -> io::Result<usize>;
     /// [`BlockingIo::sendfile`] through a copy: `pread(2)` into the
-    /// thread's buffer (`driver::with_copy_buffer`), then `send(2)`.
+    /// thread's buffer (`driver::with_copy_buffer`), then `send(2)`. An I/O
+    /// that copies every file anyway (TLS encrypts it; a test's memory)
+    /// keeps this default: its `sendfile`.
     fn send_file_copied(
         &mut self,
         file: RawFd,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,
-    ) -> io::Result<usize>;
+    ) -> io::Result<usize> {
+        self.sendfile(file, offset, count, deadline)
+    }
     /// Waits until a read would not block (data, end of stream, error).
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()>;
     /// Sleeps without holding up other connections.

@@ -122,18 +122,6 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         Ok(n)
     }
 
-    /// TLS reads and encrypts every file body already: the same as
-    /// [`BlockingIo::sendfile`] here.
-    fn send_file_copied(
-        &mut self,
-        file: RawFd,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.sendfile(file, offset, count, deadline)
-    }
-
     /// Waits until a read returns at once: decrypted bytes, the end of the
     /// stream, or an error to report. The handshake (and any record that
     /// holds no request bytes) is done here, one receive per readiness, so

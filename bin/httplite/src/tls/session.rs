@@ -244,12 +244,7 @@ impl Session {
         if self.scratch.len() < want {
             self.scratch.resize(want, 0);
         }
-        let at = libc::off_t::try_from(*offset).map_err(|_| invalid("file offset too large"))?;
-        // SAFETY: `scratch` is valid for writes of `want` bytes (resized
-        // above) and outlives the call; pread(2) writes at most that many
-        // and touches nothing else. A bad `fd` is an error, not UB.
-        let n = unsafe { libc::pread(fd, self.scratch.as_mut_ptr().cast(), want, at) };
-        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        let n = reactor::sys::pread(fd, &mut self.scratch[..want], *offset)?;
         if n == 0 {
             return Ok(0);
         }

@@ -12,7 +12,7 @@ use http1::{Framing, ReplyTo, Status};
 
 use super::{Plan, Stage, Step, done};
 use crate::action::{HTML, TEXT};
-use crate::respond::{Outcome, respond_owned};
+use crate::respond::{Outcome, respond_owned, respond_with};
 use crate::static_files::StaticReply;
 use crate::stats::WorkerStats;
 
@@ -210,29 +210,25 @@ impl Plan {
                 let keep = respond_owned(wbuf, stats, to, Status::OK, Some(HTML), &headers, html);
                 done(stats, Status::OK, html.len(), keep)
             }
-            StaticReply::Error(status, headers) if headers.is_empty() => {
-                // The common 404: no allocation for its body or headers.
-                let mut body = [0u8; 64];
+            StaticReply::Error(status, headers) => {
+                // "404 Not Found\n", built on the stack.
+                // The longest reason has 31 bytes: "NNN " + 31 + "\n" fits.
+                const MAX: usize = 64;
+                let mut body = [0u8; MAX];
                 let n = {
                     let mut w = &mut body[..];
                     let _ = writeln!(w, "{} {}", status.code(), status.reason());
-                    64 - w.len()
+                    MAX - w.len()
                 };
-                let ct = [("Content-Type", TEXT.as_bytes())];
-                let keep = http1::encode_head(wbuf, to, status, &ct, Framing::Length(n as u64))
-                    .ok()
-                    .and_then(|mut enc| {
-                        enc.write(wbuf, &body[..n]).ok()?;
-                        let keep = enc.keep_alive();
-                        enc.finish(wbuf).ok().map(|()| keep)
-                    });
+                let body = &body[..n];
+                let keep = if headers.is_empty() {
+                    // The common 404: no allocation for its headers either.
+                    let ct = [("Content-Type", TEXT.as_bytes())];
+                    respond_with(wbuf, stats, to, status, &ct, body)
+                } else {
+                    respond_owned(wbuf, stats, to, status, Some(TEXT), &headers, body)
+                };
                 done(stats, status, n, keep)
-            }
-            StaticReply::Error(status, headers) => {
-                let body = format!("{} {}\n", status.code(), status.reason());
-                let body = body.as_bytes();
-                let keep = respond_owned(wbuf, stats, to, status, Some(TEXT), &headers, body);
-                done(stats, status, body.len(), keep)
             }
         }
     }

@@ -56,16 +56,6 @@ unsafe impl BlockingIo for Script {
         Err(io::ErrorKind::Unsupported.into())
     }
 
-    fn send_file_copied(
-        &mut self,
-        _: RawFd,
-        _: &mut u64,
-        _: usize,
-        _: Deadline,
-    ) -> io::Result<usize> {
-        Err(io::ErrorKind::Unsupported.into())
-    }
-
     fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
         Ok(())
     }
