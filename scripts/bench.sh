@@ -8,16 +8,29 @@
 # httplite configurations get CPUs 0,1 and so share CPU 1 with wrk; their
 # requests/s is not comparable with the 1-worker rows (the report says so).
 #
-# Every run starts a fresh server, runs one wrk, and reads the server's CPU
-# time (utime + stime of the whole process, all threads) from /proc/PID/stat.
-# Order: for each round, for each workload, every configuration in turn, so
-# drift on the shared machine spreads over all of them.
+# Every run starts a fresh server in a cgroup of its own
+# (scripts/lib/cpu-cap.sh), runs one wrk, and reads the server's CPU time from
+# the cgroup (every thread and process it ran: nginx's worker, fork's
+# children). Order: for each round, for each workload, every configuration in
+# turn, so drift on the shared machine spreads over all of them.
 #
-# Usage: scripts/bench.sh [--rounds N] [--duration D] [--quick]
+# Saturated workloads (plaintext keep-alive, pipelined, churn): the cgroup caps
+# the server at --cap % of one core (default 50), below what wrk on its own
+# core can drive, so every server is the bottleneck in every run and its CPU
+# per request is the cost of a request at full load. Without the cap, wrk
+# saturates first, the server sleeps between requests, and its CPU per request
+# measures how often it slept: the figure that flipped between two values
+# from round to round (docs/benchmarks.md). A run where the server was
+# throttled in under 80 % of the periods was not saturated and is marked so.
+# Open workloads (the static file, 10 ms sleeps at 5,000 connections) run
+# uncapped: their requests/s and latency are the figures.
+#
+# Usage: scripts/bench.sh [--rounds N] [--duration D] [--cap PCT] [--quick]
 #                         [--no-memory] [--no-instructions] [--no-micro]
 #   --quick   fewer configurations (1 worker acceptor for each runtime, plus
 #             stackless reuseport/2 workers, plus the peers) and smaller
 #             memory / instruction runs, shorter micro-benchmarks
+#   --cap PCT   the saturated workloads' CPU cap, % of one core (default 50)
 #   --no-micro  skip the criterion micro-benchmarks (switch, spawn, wake,
 #             timers) and the memory per suspended coroutine / pending task
 # Output: target/bench/results.csv, memory.csv, instructions.csv, micro-rss.txt,
@@ -30,6 +43,7 @@ QUICK=0
 MEMORY=1
 INSTR=1
 MICRO=1
+CAP=50
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -38,10 +52,14 @@ while [ $# -gt 0 ]; do
         --no-memory) MEMORY=0; shift ;;
         --no-instructions) INSTR=0; shift ;;
         --no-micro) MICRO=0; shift ;;
+        --cap) CAP=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 50 ] || { echo "--rounds must be 1..50" >&2; exit 2; }
+[[ "$CAP" =~ ^[0-9]+$ ]] && [ "$CAP" -ge 1 ] && [ "$CAP" -le 100 ] || { echo "--cap must be 1..100" >&2; exit 2; }
+source scripts/lib/cpu-cap.sh
+[ "$(cap_mode)" != none ] || { echo "bench.sh: needs a cgroup cpu controller (scripts/lib/cpu-cap.sh)" >&2; exit 1; }
 
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2"; }; }
 need wrk wrk
@@ -62,40 +80,47 @@ mkdir -p "$OUT"
 # A report never mixes runs: what this run skips is left out, not kept from the last.
 rm -f "$OUT"/*.svg "$OUT"/memory.csv "$OUT"/instructions.csv "$OUT"/micro-rss.txt "$OUT"/micro-criterion.log
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap 'cap_remove_all; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"
 head -c 1048576 /dev/urandom > "$TMP/www/file.bin"
 # nginx's worker drops to an unprivileged user when started as root.
 chmod 755 "$TMP" "$TMP/www"; chmod 644 "$TMP/www/file.bin"
-TICKS=$(getconf CLK_TCK)
 PORT=$((10000 + RANDOM % 20000))
 
-# Configurations: name|kind|runtime|dispatch|workers
+# The designs this binary has: the event-loop ones take --dispatch and
+# --workers; threadpool and fork run as one configuration each with their
+# defaults (fork rejects --workers: its parent runs one thread).
+RUNTIMES=()
+for rt in stackless stackful threads threadpool fork; do
+    "$HTTPLITE" --runtime "$rt" --version > /dev/null 2>&1 && RUNTIMES+=("$rt")
+done
+# Configurations: name|kind|runtime|dispatch|workers ("-": the server's default)
 CONFIGS=()
-if [ "$QUICK" = 1 ]; then
-    for rt in stackless stackful threads; do CONFIGS+=("httplite-$rt-acceptor-w1|httplite|$rt|acceptor|1"); done
-    CONFIGS+=("httplite-stackless-reuseport-w2|httplite|stackless|reuseport|2")
-else
-    for rt in stackless stackful threads; do
+for rt in "${RUNTIMES[@]}"; do
+    case "$rt" in
+        threadpool|fork) CONFIGS+=("httplite-$rt|httplite|$rt|-|-"); continue ;;
+    esac
+    if [ "$QUICK" = 1 ]; then
+        CONFIGS+=("httplite-$rt-acceptor-w1|httplite|$rt|acceptor|1")
+        [ "$rt" = stackless ] && CONFIGS+=("httplite-stackless-reuseport-w2|httplite|stackless|reuseport|2")
+    else
         for d in acceptor reuseport; do
             for w in 1 2; do CONFIGS+=("httplite-$rt-$d-w$w|httplite|$rt|$d|$w"); done
         done
-    done
-fi
+    fi
+done
 CONFIGS+=("nginx|nginx|-|-|1" "tokio-hyper|hyper|-|-|1" "may_minihttp|may|-|-|1")
 
-# Workloads: name|connections|path-kind|mode
+# Workloads: name|connections|path-kind|mode|capped (1: saturated, --cap)
 WORKLOADS=(
-    "keepalive-c64|64|plain|latency"
-    "keepalive-c256|256|plain|latency"
-    "keepalive-c1024|1024|plain|latency"
-    "pipelined16-c256|256|plain|pipeline"
-    "static-1MiB-c64|64|static|latency"
-    "sleep10ms-c5000|5000|sleep|latency"
-    "churn-close-c64|64|churn|close"
+    "keepalive-c64|64|plain|latency|1"
+    "keepalive-c256|256|plain|latency|1"
+    "keepalive-c1024|1024|plain|latency|1"
+    "pipelined16-c256|256|plain|pipeline|1"
+    "static-1MiB-c64|64|static|latency|0"
+    "sleep10ms-c5000|5000|sleep|latency|0"
+    "churn-close-c64|64|churn|close|1"
 )
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 path_for() { # kind pathkind -> path or empty if unsupported
     case "$2" in
@@ -113,33 +138,31 @@ nginx_conf() { # the shared config plus the static file
         sed -e "s|^http {|http {\n    sendfile on;|" -e "s|^    server {|    server {\n        root $TMP/www;\n        location = /file.bin { default_type application/octet-stream; }|"
 }
 
-SPID="" MPID="" KIND=""
-start_server() { # kind runtime dispatch workers -> SPID (measured), MPID (to wait)
-    local kind=$1 rt=$2 disp=$3 w=$4 cpus=0
+SPID="" MPID="" KIND="" CG="" NCG=0
+start_server() { # kind runtime dispatch workers -> SPID (to signal), MPID (to wait), CG
+    local kind=$1 rt=$2 disp=$3 w=$4 cpus=0 flags=()
     [ "$w" = 2 ] && cpus=0,1
     PORT=$((PORT + 1)); [ "$PORT" -gt 60000 ] && PORT=10000
     KIND=$kind
+    NCG=$((NCG + 1)); CG=httplite-bench-$$-$NCG
+    cap_create "$CG"
     case "$kind" in
         httplite)
-            taskset -c "$cpus" "$HTTPLITE" --bind "127.0.0.1:$PORT" --workers "$w" --runtime "$rt" \
-                --dispatch "$disp" --root "$TMP/www" --quiet > "$TMP/server.log" 2>&1 &
+            [ "$disp" != - ] && flags+=(--dispatch "$disp")
+            [ "$w" != - ] && flags+=(--workers "$w")
+            cap_spawn "$CG" taskset -c "$cpus" "$HTTPLITE" --bind "127.0.0.1:$PORT" --runtime "$rt" \
+                "${flags[@]}" --root "$TMP/www" --quiet > "$TMP/server.log" 2>&1
             SPID=$!; MPID=$SPID ;;
         nginx)
             rm -f "$TMP/nginx.pid"
             nginx_conf "$PORT" > "$TMP/nginx.conf"
-            taskset -c 0 nginx -c "$TMP/nginx.conf" -p "$TMP" > "$TMP/server.log" 2>&1 &
-            MPID=$!
-            for _ in $(seq 1 50); do [ -s "$TMP/nginx.pid" ] && break; sleep 0.1; done
-            SPID="" 
-            for _ in $(seq 1 50); do
-                SPID=$(pgrep -P "$(cat "$TMP/nginx.pid")" | head -1 || true)
-                [ -n "$SPID" ] && break; sleep 0.1
-            done ;;
+            cap_spawn "$CG" taskset -c 0 nginx -c "$TMP/nginx.conf" -p "$TMP" > "$TMP/server.log" 2>&1
+            SPID=$!; MPID=$SPID ;;
         hyper)
-            taskset -c 0 "$PEER_HYPER" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1 &
+            cap_spawn "$CG" taskset -c 0 "$PEER_HYPER" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
             SPID=$!; MPID=$SPID ;;
         may)
-            taskset -c 0 "$PEER_MAY" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1 &
+            cap_spawn "$CG" taskset -c 0 "$PEER_MAY" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
             SPID=$!; MPID=$SPID ;;
     esac
     for _ in $(seq 1 50); do
@@ -150,42 +173,46 @@ start_server() { # kind runtime dispatch workers -> SPID (measured), MPID (to wa
 }
 
 stop_server() {
-    if [ "$KIND" = nginx ]; then kill -QUIT "$(cat "$TMP/nginx.pid")" 2>/dev/null || true
+    if [ "$KIND" = nginx ]; then kill -QUIT "$MPID" 2>/dev/null || true
     else kill -TERM "$SPID" 2>/dev/null || true; fi
     for _ in $(seq 1 50); do kill -0 "$MPID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$MPID" 2>/dev/null || true
     wait "$MPID" 2>/dev/null || true
+    cap_remove "$CG"
 }
 
 CSV="$OUT/results.csv"
-echo "round,config,kind,runtime,dispatch,workers,workload,connections,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors" > "$CSV"
+echo "round,config,kind,runtime,dispatch,workers,workload,connections,cap_pct,throttled_frac,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors" > "$CSV"
 
 run_one() { # round config-line workload-line
-    local round=$1 name kind rt disp w wl conns pk mode path
+    local round=$1 name kind rt disp w wl conns pk mode capped path cap=0
     IFS='|' read -r name kind rt disp w <<<"$2"
-    IFS='|' read -r wl conns pk mode <<<"$3"
+    IFS='|' read -r wl conns pk mode capped <<<"$3"
     path=$(path_for "$kind" "$pk")
     [ -z "$path" ] && return 0
-    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; return 0; }
+    [ "$capped" = 1 ] && cap=$CAP
+    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$cap,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; cap_remove "$CG"; return 0; }
+    cap_set "$CG" "$cap"
     local args=(-t1 -c"$conns" -d"$DURATION" --timeout 5s)
     case "$mode" in
         latency) args+=(--latency) ;;
         pipeline) args+=(-s scripts/lib/pipeline.lua) ;;
         close) args+=(--latency -H "Connection: close") ;;
     esac
-    local before after
-    before=$(cpu_ticks "$SPID")
+    local before after t0 t1
+    before=$(cap_usage_ns "$CG"); t0=$(cap_throttled "$CG")
     TIMEFORMAT='%U %S %R'
     { time WRK_PATH=$path taskset -c 1 wrk "${args[@]}" "http://127.0.0.1:$PORT$path" \
         > "$TMP/wrk.out" 2> "$TMP/wrk.err"; } 2> "$TMP/wrk.time" || true
-    after=$(cpu_ticks "$SPID" 2>/dev/null || echo "$before")
+    after=$(cap_usage_ns "$CG"); t1=$(cap_throttled "$CG")
     stop_server
-    python3 - "$TMP/wrk.out" "$TMP/wrk.time" "$before" "$after" "$TICKS" \
+    python3 - "$TMP/wrk.out" "$TMP/wrk.time" "$before" "$after" "$((t1 - t0))" "$cap" "$CAP_PERIOD_US" \
         "$round,$name,$kind,$rt,$disp,$w,$wl,$conns" >> "$CSV" <<'PY'
 import re, sys
 out = open(sys.argv[1]).read()
 u, s, r = (float(x) for x in open(sys.argv[2]).read().split()[-3:])
-before, after, ticks, prefix = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+before, after, throttled, cap, period, prefix = (int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+                                                  int(sys.argv[6]), int(sys.argv[7]), sys.argv[8])
 m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", out)
 reqs = int(m.group(1)) if m else 0
 dur = float(m.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60}[m.group(3)] if m else 0
@@ -200,16 +227,18 @@ for pat in (r"Non-2xx or 3xx responses: (\d+)",):
     if e: errs += int(e.group(1))
 e = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
 if e: errs += sum(int(x) for x in e.groups())
-cpu = (after - before) / ticks
+cpu = (after - before) / 1e9
 per = f"{cpu * 1e6 / reqs:.3f}" if reqs else ""
-print(f"{prefix},{reqs},{dur:.3f},{rps:.0f},{lat(50)},{lat(99)},{cpu:.3f},{per},{u + s:.3f},{r:.3f},{errs}")
+# The share of the run's CFS periods in which the cap bound the server.
+frac = f"{min(1.0, throttled * period / 1e6 / dur):.2f}" if cap and dur else ""
+print(f"{prefix},{cap},{frac},{reqs},{dur:.3f},{rps:.0f},{lat(50)},{lat(99)},{cpu:.3f},{per},{u + s:.3f},{r:.3f},{errs}")
 PY
-    tail -1 "$CSV" | awk -F, -v total="$TOTAL" -v n="$N_DONE" '{printf "[%d/%d] round %s %-32s %-18s %10s req/s  p99 %8s ms  cpu %7s us/req  wrk cpu %s/%s s  errors %s\n", n, total, $1, $2, $7, $11, $13, $15, $16, $17, $18}' >&2
+    tail -1 "$CSV" | awk -F, -v total="$TOTAL" -v n="$N_DONE" '{printf "[%d/%d] round %s %-32s %-18s cap %3s%% throttled %4s %10s req/s  p99 %8s ms  cpu %7s us/req  errors %s\n", n, total, $1, $2, $7, $9, $10, $13, $15, $17, $20}' >&2
 }
 
 N_RUNS_PER_ROUND=0
 for wl in "${WORKLOADS[@]}"; do
-    IFS='|' read -r _ _ pk _ <<<"$wl"
+    IFS='|' read -r _ _ pk _ _ <<<"$wl"
     for c in "${CONFIGS[@]}"; do
         IFS='|' read -r _ kind _ _ _ <<<"$c"
         [ -n "$(path_for "$kind" "$pk")" ] && N_RUNS_PER_ROUND=$((N_RUNS_PER_ROUND + 1))
@@ -226,7 +255,7 @@ for round in $(seq 1 "$ROUNDS"); do
         for i in $(seq 0 $((n - 1))); do
             c=${CONFIGS[$(( (i + round - 1) % n ))]}
             IFS='|' read -r _ kind _ _ _ <<<"$c"
-            IFS='|' read -r _ _ pk _ <<<"$wl"
+            IFS='|' read -r _ _ pk _ _ <<<"$wl"
             [ -z "$(path_for "$kind" "$pk")" ] && continue
             N_DONE=$((N_DONE + 1))
             run_one "$round" "$c" "$wl"
@@ -243,7 +272,7 @@ MEM_N=10000; INSTR_ROUNDS=3; INSTR_K2=21000
 last_row() { grep '^| ' | tail -1; }
 if [ "$MEMORY" = 1 ]; then
     echo "server,bytes_per_idle_connection" > "$OUT/memory.csv"
-    for rt in stackless stackful threads; do
+    for rt in "${RUNTIMES[@]}"; do
         echo "idle memory: httplite $rt" >&2
         row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --runtime "$rt" | last_row) || row=""
         echo "httplite $rt,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
@@ -293,5 +322,5 @@ if [ "$MICRO" = 1 ]; then
         || echo "micro: coroutine_rss failed" >&2
 fi
 
-python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK"
+python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK" "$CAP"
 echo "wrote $OUT/report.md" >&2
