@@ -133,7 +133,12 @@ impl Ring {
         ))
     }
 
-    fn map(fd: OwnedFd, p: Params, task_run: TaskRun, refused: Vec<(u32, i32)>) -> io::Result<Ring> {
+    fn map(
+        fd: OwnedFd,
+        p: Params,
+        task_run: TaskRun,
+        refused: Vec<(u32, i32)>,
+    ) -> io::Result<Ring> {
         if p.features & IORING_FEAT_EXT_ARG == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -145,7 +150,11 @@ impl Ring {
         let cq_len = p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<Cqe>();
         // With SINGLE_MMAP (5.4+) one mapping holds both rings.
         let single = p.features & IORING_FEAT_SINGLE_MMAP != 0;
-        let sq_map = Mmap::ring(raw, if single { sq_len.max(cq_len) } else { sq_len }, IORING_OFF_SQ_RING)?;
+        let sq_map = Mmap::ring(
+            raw,
+            if single { sq_len.max(cq_len) } else { sq_len },
+            IORING_OFF_SQ_RING,
+        )?;
         let cq_map = if single {
             None
         } else {
@@ -245,7 +254,13 @@ impl Ring {
             ts: ts.as_ref().map_or(0, |t| t as *const Timespec as u64),
         };
         let flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
-        match sys::io_uring_enter(self.fd.as_raw_fd(), to_submit, min_complete, flags, Some(&arg)) {
+        match sys::io_uring_enter(
+            self.fd.as_raw_fd(),
+            to_submit,
+            min_complete,
+            flags,
+            Some(&arg),
+        ) {
             Ok(n) => Ok(n),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EINTR | libc::ETIME | libc::EBUSY | libc::EAGAIN) => Ok(0),
@@ -362,7 +377,11 @@ mod tests {
         let (sq, cq) = ring.sizes();
         assert!(cq >= 2 * sq, "CQ {cq} < 2 × SQ {sq}");
         for i in 0..3u64 {
-            let sqe = Sqe { opcode: IORING_OP_NOP, user_data: 100 + i, ..Sqe::default() };
+            let sqe = Sqe {
+                opcode: IORING_OP_NOP,
+                user_data: 100 + i,
+                ..Sqe::default()
+            };
             ring.push(&sqe).unwrap();
         }
         assert_eq!(ring.pending(), 3);
@@ -382,7 +401,10 @@ mod tests {
     fn full_sq_gives_the_sqe_back() {
         let mut ring = Ring::new(4).unwrap();
         let (sq, _) = ring.sizes();
-        let sqe = Sqe { opcode: IORING_OP_NOP, ..Sqe::default() };
+        let sqe = Sqe {
+            opcode: IORING_OP_NOP,
+            ..Sqe::default()
+        };
         for _ in 0..sq {
             ring.push(&sqe).unwrap();
         }
@@ -405,7 +427,15 @@ mod tests {
             ring.feature_names(),
             ops.len()
         );
-        for op in [IORING_OP_ACCEPT, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_ASYNC_CANCEL, IORING_OP_CLOSE, IORING_OP_SHUTDOWN, IORING_OP_TIMEOUT] {
+        for op in [
+            IORING_OP_ACCEPT,
+            IORING_OP_RECV,
+            IORING_OP_SEND,
+            IORING_OP_ASYNC_CANCEL,
+            IORING_OP_CLOSE,
+            IORING_OP_SHUTDOWN,
+            IORING_OP_TIMEOUT,
+        ] {
             assert!(ops.contains(&op), "kernel lacks opcode {op}");
         }
     }

@@ -176,7 +176,8 @@ impl Drop for Mmap {
 /// A non-blocking, close-on-exec eventfd.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; returns a new fd or -1.
-    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long)?;
+    let fd =
+        cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long)?;
     // SAFETY: just created; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
