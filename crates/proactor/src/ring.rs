@@ -55,6 +55,10 @@ pub enum TaskRun {
     Cooperative,
 }
 
+/// The SQ has no free slot: submit (`enter`) and push again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqFull;
+
 /// A set-up io_uring instance: the fd and the three mappings.
 ///
 /// `!Send` and `!Sync` (raw pointers): with `SINGLE_ISSUER` only the
@@ -214,10 +218,10 @@ impl Ring {
     /// Queues one SQE; `Err` gives it back when the SQ is full (the caller
     /// then submits and retries, see [`Ring::enter`]).
     #[inline]
-    pub fn push(&mut self, sqe: &Sqe) -> Result<(), ()> {
+    pub fn push(&mut self, sqe: &Sqe) -> Result<(), SqFull> {
         // Acquire: the kernel has finished reading every slot before `head`.
         if self.sqe_tail.wrapping_sub(self.sq_head()) >= self.sq_entries {
-            return Err(());
+            return Err(SqFull);
         }
         let idx = (self.sqe_tail & self.sq_mask) as usize;
         // SAFETY: idx < sq_entries, inside the SQE mapping; the slot is free
@@ -273,11 +277,12 @@ impl Ring {
     /// slots. Returns how many.
     #[inline]
     pub fn reap(&mut self, out: &mut Vec<Cqe>) -> usize {
-        // SAFETY (all three accesses): see `map`. We are the only writer of
-        // the CQ head.
+        // SAFETY: see `map` (a live, aligned, shared u32). We are the only
+        // writer of the CQ head, so a relaxed load reads our own last store.
         let head = unsafe { (*self.cq_head).load(Ordering::Relaxed) };
         // Acquire: the kernel's writes of these CQEs happened before its
         // release store of the tail.
+        // SAFETY: see `map`.
         let tail = unsafe { (*self.cq_tail).load(Ordering::Acquire) };
         let n = tail.wrapping_sub(head);
         out.reserve(n as usize);
@@ -289,6 +294,7 @@ impl Ring {
         }
         // Release: our reads of the slots happen before the kernel may
         // overwrite them.
+        // SAFETY: see `map`.
         unsafe { (*self.cq_head).store(tail, Ordering::Release) };
         n as usize
     }

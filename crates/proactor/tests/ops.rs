@@ -32,10 +32,8 @@ fn localhost() -> SocketAddr {
 fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: fds has room for two ints.
-    assert_eq!(
-        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) },
-        0
-    );
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    assert_eq!(r, 0);
     // SAFETY: both fds were just created and are owned here only.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
@@ -176,10 +174,8 @@ fn data_for_a_cancelled_read_is_counted_as_discarded() {
         drop(fut);
         assert_eq!(p.stats().parked, 1);
         // SAFETY: writes 5 bytes from a live buffer.
-        assert_eq!(
-            unsafe { libc::write(w.as_raw_fd(), b"hello".as_ptr().cast(), 5) },
-            5
-        );
+        let n = unsafe { libc::write(w.as_raw_fd(), b"hello".as_ptr().cast(), 5) };
+        assert_eq!(n, 5);
         time::sleep(Duration::from_millis(2)).await;
     });
     let st = p.stats();
