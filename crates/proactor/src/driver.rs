@@ -30,6 +30,7 @@ pub struct Builder {
     entries: u32,
     buffers: u16,
     buf_size: u32,
+    max_wait: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -38,6 +39,10 @@ impl Default for Builder {
             entries: 256,
             buffers: 256,
             buf_size: 4096,
+            max_wait: std::env::var("PROACTOR_MAX_WAIT_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
         }
     }
 }
@@ -54,6 +59,16 @@ impl Builder {
     pub fn buffers(mut self, count: u16, size: u32) -> Builder {
         self.buffers = count;
         self.buf_size = size;
+        self
+    }
+
+    /// Caps every wait in `io_uring_enter` (default: none; the environment
+    /// variable `PROACTOR_MAX_WAIT_MS` sets it too). Only for running under
+    /// valgrind 3.19, which does not let other threads run while one waits
+    /// in `io_uring_enter` (see `scripts/valgrind.sh`): a capped wait hands
+    /// the other threads a turn every few milliseconds.
+    pub fn max_wait(mut self, d: Option<Duration>) -> Builder {
+        self.max_wait = d;
         self
     }
 
@@ -74,6 +89,7 @@ impl Builder {
                 cqe_buf: RefCell::new(Vec::with_capacity(256)),
                 wake_buf: RefCell::new(Vec::new()),
                 stats: Arc::new(Counters::default()),
+                max_wait: self.max_wait,
             }),
         };
         p.arm_notify();
@@ -125,6 +141,7 @@ pub(crate) struct Inner {
     cqe_buf: RefCell<Vec<Cqe>>,
     wake_buf: RefCell<Vec<Waker>>,
     pub stats: Arc<Counters>,
+    max_wait: Option<Duration>,
 }
 
 thread_local! {
