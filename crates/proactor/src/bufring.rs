@@ -50,7 +50,12 @@ pub struct BufRing {
 impl BufRing {
     /// Allocates `count` (a power of two ≤ 32768) buffers of `size` bytes and
     /// registers them with the ring `ring_fd` as group `bgid`, all free.
-    pub fn new(ring_fd: i32, bgid: u16, count: u16, size: u32) -> io::Result<BufRing> {
+    ///
+    /// # Safety
+    /// The kernel writes into these buffers for any recv that selects the
+    /// group. The caller must [`unregister`](BufRing::unregister) the group
+    /// (after the last CQE of every operation using it) before dropping it.
+    pub unsafe fn new(ring_fd: i32, bgid: u16, count: u16, size: u32) -> io::Result<BufRing> {
         assert!(
             count.is_power_of_two() && count <= 32768,
             "buffer count must be a power of two"

@@ -75,7 +75,9 @@ impl Builder {
     /// Sets up the ring, registers the buffers, arms the notifier's read.
     pub fn build(self) -> io::Result<Proactor> {
         let ring = Ring::new(self.entries)?;
-        let bufs = BufRing::new(ring.fd(), 0, self.buffers, self.buf_size)?;
+        // SAFETY: the BufRing lives in Inner beside the ring, and Inner's Drop
+        // unregisters it (after the last CQE) before freeing it.
+        let bufs = unsafe { BufRing::new(ring.fd(), 0, self.buffers, self.buf_size) }?;
         let p = Proactor {
             inner: Rc::new(Inner {
                 ring: RefCell::new(ring),
@@ -225,13 +227,20 @@ impl Proactor {
 
     /// Queues an SQE. When the SQ is full, everything queued is submitted
     /// first (an `io_uring_enter` without waiting).
-    pub(crate) fn push(&self, sqe: &Sqe) {
+    ///
+    /// # Safety
+    /// As [`Ring::push`]: what the SQE points to stays valid until its last
+    /// CQE. In this crate that memory is either owned by the driver (the
+    /// notifier's word, the buffer ring) or held by an operation's future
+    /// and parked in its slot if the future goes first ([`Proactor::release`]).
+    pub(crate) unsafe fn push(&self, sqe: &Sqe) {
         trace!(
             "sqe",
             "op={} fd={} user_data={:#x}", sqe.opcode, sqe.fd, sqe.user_data
         );
         let mut ring = self.inner.ring.borrow_mut();
-        if ring.push(sqe).is_ok() {
+        // SAFETY: forwarded to our caller's contract.
+        if unsafe { ring.push(sqe) }.is_ok() {
             return;
         }
         let before = ring.pending();
@@ -240,7 +249,8 @@ impl Proactor {
         for _ in 0..64 {
             let _ = ring.enter(0, None);
             self.inner.stats.enters.bump();
-            if ring.push(sqe).is_ok() {
+            // SAFETY: as above.
+            if unsafe { ring.push(sqe) }.is_ok() {
                 self.inner
                     .stats
                     .sqes
@@ -253,14 +263,19 @@ impl Proactor {
 
     /// Starts an operation: a slot of `kind`, `sqe.user_data` set to it,
     /// queued for the next enter.
-    pub(crate) fn start(&self, kind: Kind, mut sqe: Sqe) -> OpKey {
+    ///
+    /// # Safety
+    /// As [`Proactor::push`]; the caller keeps the memory the SQE points to
+    /// until the operation's last CQE, or hands it to [`Proactor::release`].
+    pub(crate) unsafe fn start(&self, kind: Kind, mut sqe: Sqe) -> OpKey {
         let key = self.inner.ops.borrow_mut().insert(kind);
         self.inner
             .stats
             .in_flight
             .set(self.inner.ops.borrow().live() as u64);
         sqe.user_data = key.user_data();
-        self.push(&sqe);
+        // SAFETY: forwarded to our caller's contract.
+        unsafe { self.push(&sqe) };
         key
     }
 
@@ -312,12 +327,15 @@ impl Proactor {
         self.inner.stats.parked.set(ops.orphans() as u64);
         drop(ops);
         self.inner.stats.cancels.bump();
-        self.push(&Sqe {
-            opcode: IORING_OP_ASYNC_CANCEL,
-            addr: key.user_data(),
-            user_data: IGNORE_UD,
-            ..Sqe::default()
-        });
+        // SAFETY: ASYNC_CANCEL points to no memory (`addr` is a user_data).
+        unsafe {
+            self.push(&Sqe {
+                opcode: IORING_OP_ASYNC_CANCEL,
+                addr: key.user_data(),
+                user_data: IGNORE_UD,
+                ..Sqe::default()
+            })
+        };
     }
 
     /// Undoes a result nobody will read (an orphan's CQE).
@@ -343,10 +361,16 @@ impl Proactor {
         }
     }
 
-    /// Queues a fire-and-forget SQE (its CQE is ignored).
-    pub(crate) fn push_ignored(&self, mut sqe: Sqe) {
-        sqe.user_data = IGNORE_UD;
-        self.push(&sqe);
+    /// Queues a fire-and-forget close (its CQE is ignored).
+    pub(crate) fn close_detached(&self, fd: std::os::fd::RawFd) {
+        let sqe = Sqe {
+            opcode: IORING_OP_CLOSE,
+            fd,
+            user_data: IGNORE_UD,
+            ..Sqe::default()
+        };
+        // SAFETY: CLOSE points to no memory; the caller gave up the fd.
+        unsafe { self.push(&sqe) };
     }
 
     fn arm_notify(&self) {
@@ -359,7 +383,9 @@ impl Proactor {
             ..Sqe::default()
         };
         self.inner.notify_armed.set(true);
-        self.push(&sqe);
+        // SAFETY: the 8 bytes live in `notify_buf`, owned by the driver,
+        // which Drop frees only after this read's last CQE (or leaks).
+        unsafe { self.push(&sqe) };
     }
 
     /// Whether anything is queued for submission.
@@ -406,6 +432,13 @@ impl Proactor {
             }
         }
         let n = cqes.len();
+        if inner.max_wait.is_some() && wait {
+            // Under valgrind (the only user of max_wait) a thread holds the
+            // tool's lock until its time slice ends, tens of these turns;
+            // yielding lets the other threads (test clients) run now.
+            // SAFETY: no arguments, no memory.
+            unsafe { libc::sched_yield() };
+        }
         inner.stats.cqes.add(n as u64);
         let mut wakes = inner.wake_buf.take();
         for cqe in cqes.iter() {
@@ -515,7 +548,11 @@ impl Proactor {
             len: 1,
             ..Sqe::default()
         };
-        let c = crate::op::Oneshot::new(self, Kind::Other, sqe, ts).await.0;
+        // SAFETY: the timespec is the operation's resource: held by the
+        // future, parked if it is dropped.
+        let c = unsafe { crate::op::Oneshot::new(self, Kind::Other, sqe, ts) }
+            .await
+            .0;
         debug_assert!(c.res == -libc::ETIME || c.res == -libc::ECANCELED || c.res == 0);
     }
 }
@@ -538,7 +575,8 @@ impl Drop for Inner {
             user_data: IGNORE_UD,
             ..Sqe::default()
         };
-        let _ = ring.push(&cancel_all);
+        // SAFETY: ASYNC_CANCEL points to no memory.
+        let _ = unsafe { ring.push(&cancel_all) };
         let mut cqes = Vec::new();
         for _ in 0..200 {
             if self.ops.get_mut().live() == 0 && !self.notify_armed.get() {

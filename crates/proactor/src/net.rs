@@ -63,7 +63,8 @@ impl TcpListener {
             op_flags: (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32,
             ..Sqe::default()
         };
-        let key = self.p.start(Kind::Accept, sqe);
+        // SAFETY: a multishot accept with no address buffer points to no memory.
+        let key = unsafe { self.p.start(Kind::Accept, sqe) };
         self.op.set(Some(key));
         key
     }
@@ -187,7 +188,9 @@ impl TcpStream {
             buf_group: self.p.inner.bufs.bgid(),
             ..Sqe::default()
         };
-        let key = self.p.start(Kind::Recv, sqe);
+        // SAFETY: the recv's memory is the driver's buffer ring (group
+        // `bgid`), which outlives every operation (driver Drop).
+        let key = unsafe { self.p.start(Kind::Recv, sqe) };
         self.recv.set(Some(key));
         key
     }
@@ -297,7 +300,7 @@ impl Drop for TcpStream {
             self.p.release(key, None);
         }
         if let Some(fd) = self.fd.take() {
-            op::close_detached(&self.p, fd.into_raw_fd());
+            self.p.close_detached(fd.into_raw_fd());
         }
     }
 }

@@ -110,9 +110,15 @@ pub struct Oneshot<R: 'static> {
 }
 
 impl<R: 'static> Oneshot<R> {
-    /// Starts `sqe` (its pointers must point into `res`, or to nothing).
-    pub(crate) fn new(p: &Proactor, kind: Kind, sqe: Sqe, res: R) -> Oneshot<R> {
-        let key = p.start(kind, sqe);
+    /// Starts `sqe` with `res` as the memory it uses.
+    ///
+    /// # Safety
+    /// The SQE's pointers point into `res`'s heap memory (which does not move
+    /// with `res`), or to nothing. The Oneshot then keeps `res` until the
+    /// CQE, or parks it in the slot when dropped first.
+    pub(crate) unsafe fn new(p: &Proactor, kind: Kind, sqe: Sqe, res: R) -> Oneshot<R> {
+        // SAFETY: forwarded to our caller's contract.
+        let key = unsafe { p.start(kind, sqe) };
         Oneshot {
             p: p.clone(),
             key: Some(key),
@@ -166,7 +172,8 @@ pub async fn send<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usiz
         op_flags: libc::MSG_NOSIGNAL as u32,
         ..Sqe::default()
     };
-    let (c, buf) = Oneshot::new(p, Kind::Other, sqe, buf).await;
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes.
+    let (c, buf) = unsafe { Oneshot::new(p, Kind::Other, sqe, buf) }.await;
     (result(c), buf)
 }
 
@@ -184,7 +191,8 @@ pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Resu
         off: u64::MAX,
         ..Sqe::default()
     };
-    let (c, mut buf) = Oneshot::new(p, Kind::Read, sqe, buf).await;
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBufMut), capacity bytes.
+    let (c, mut buf) = unsafe { Oneshot::new(p, Kind::Read, sqe, buf) }.await;
     if c.res >= 0 {
         // SAFETY: the kernel wrote c.res ≤ capacity bytes from the start.
         unsafe { buf.set_len(c.res as usize) };
@@ -205,7 +213,8 @@ pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::R
         len: how as u32,
         ..Sqe::default()
     };
-    result(Oneshot::new(p, Kind::Other, sqe, ()).await.0).map(drop)
+    // SAFETY: SHUTDOWN points to no memory.
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
 }
 
 /// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
@@ -216,14 +225,6 @@ pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
         fd: fd.into_raw_fd(),
         ..Sqe::default()
     };
-    result(Oneshot::new(p, Kind::Other, sqe, ()).await.0).map(drop)
-}
-
-/// `close(fd)` submitted and not awaited (what dropping a stream does).
-pub(crate) fn close_detached(p: &Proactor, fd: RawFd) {
-    p.push_ignored(Sqe {
-        opcode: IORING_OP_CLOSE,
-        fd,
-        ..Sqe::default()
-    });
+    // SAFETY: CLOSE points to no memory.
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
 }
