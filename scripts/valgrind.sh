@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The runtime crates' test suites under valgrind memcheck: no errors (invalid
 # reads/writes, uses of uninitialised values, bad frees) and no definite
-# leaks. Every test binary of reactor, executor, coroutine, dispatch and pool
-# (unit tests and tests/*.rs) runs whole; the script prints per binary the
+# leaks. Every test binary of reactor, executor, coroutine, dispatch, pool
+# and proactor (unit tests and tests/*.rs) runs whole (but for the proactor
+# tests named below); the script prints per binary the
 # tests run, memcheck's error count and the bytes definitely lost, and exits
 # non-zero if any binary failed a test or had an error.
 #

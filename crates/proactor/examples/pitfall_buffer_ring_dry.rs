@@ -53,15 +53,17 @@ fn run(hold: bool) -> std::io::Result<()> {
             }
         })
         .await;
+        let took = t0.elapsed();
         client.join().unwrap();
-        Ok::<_, std::io::Error>(got)
+        Ok::<_, std::io::Error>((got, took))
     })?;
+    let (outcome, took) = outcome;
     let st = rt.proactor().stats();
     match outcome {
         Ok(n) => println!(
             "  got the whole request ({} bytes) in {:?}; ENOBUFS {}, re-arms {}",
             n?,
-            t0.elapsed(),
+            took,
             st.enobufs,
             st.rearms
         ),

@@ -98,6 +98,8 @@ fn fixed() -> std::io::Result<()> {
         // The pool did not get `a` back: the next request takes the other buffer.
         let mut b = pool.pop().unwrap();
         b.resize(64, 0x55);
+        // One turn first, so the cancel reaches the kernel before the data.
+        time::sleep(Duration::from_millis(2)).await;
         write(&w, LATE);
         time::sleep(Duration::from_millis(5)).await;
         println!(

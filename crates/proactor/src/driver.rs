@@ -312,30 +312,30 @@ impl Proactor {
         let slot = ops.slot(key);
         let queued: Vec<Completion> = slot.cqes.drain(..).collect();
         let kind = slot.kind;
-        let done = slot.done;
-        for c in queued {
-            self.undo(kind, c);
-        }
-        if done {
+        if slot.done {
             let parked = ops.remove(key.idx);
             self.inner.stats.in_flight.set(ops.live() as u64);
             drop(ops);
             drop(parked);
-            return;
+        } else {
+            ops.orphan(key, parked);
+            self.inner.stats.parked.set(ops.orphans() as u64);
+            drop(ops);
+            self.inner.stats.cancels.bump();
+            // SAFETY: ASYNC_CANCEL points to no memory (`addr` is a user_data).
+            unsafe {
+                self.push(&Sqe {
+                    opcode: IORING_OP_ASYNC_CANCEL,
+                    addr: key.user_data(),
+                    user_data: IGNORE_UD,
+                    ..Sqe::default()
+                })
+            };
         }
-        ops.orphan(key, parked);
-        self.inner.stats.parked.set(ops.orphans() as u64);
-        drop(ops);
-        self.inner.stats.cancels.bump();
-        // SAFETY: ASYNC_CANCEL points to no memory (`addr` is a user_data).
-        unsafe {
-            self.push(&Sqe {
-                opcode: IORING_OP_ASYNC_CANCEL,
-                addr: key.user_data(),
-                user_data: IGNORE_UD,
-                ..Sqe::default()
-            })
-        };
+        // Outside the table's borrow: returning a buffer may wake a task.
+        for c in queued {
+            self.undo(kind, c);
+        }
     }
 
     /// Undoes a result nobody will read (an orphan's CQE).
