@@ -54,23 +54,23 @@ fn run(hold: bool) -> std::io::Result<()> {
         })
         .await;
         let took = t0.elapsed();
+        // Counted while `held` still holds its buffers.
+        let left = Proactor::current().buffers_available();
+        drop(held);
         client.join().unwrap();
-        Ok::<_, std::io::Error>((got, took))
+        Ok::<_, std::io::Error>((got, took, left))
     })?;
-    let (outcome, took) = outcome;
+    let (outcome, took, left) = outcome;
     let st = rt.proactor().stats();
     match outcome {
         Ok(n) => println!(
             "  got the whole request ({} bytes) in {:?}; ENOBUFS {}, re-arms {}",
-            n?,
-            took,
-            st.enobufs,
-            st.rearms
+            n?, took, st.enobufs, st.rearms
         ),
         Err(_) => println!(
             "  STALLED: no progress for 500 ms with every buffer held; ENOBUFS {}, buffers left in the ring {}",
             st.enobufs,
-            rt.proactor().buffers_available()
+            left
         ),
     }
     Ok(())

@@ -60,9 +60,9 @@ fn broken() -> std::io::Result<()> {
         user_data: 1,
         ..Sqe::default()
     };
-    // SAFETY (kept on purpose only as far as memory goes): `a`'s heap
-    // memory stays allocated, in the pool, until after the CQE below; the
-    // bug shown is that it is *reused* while the kernel still owns it.
+    // SAFETY: `a`'s heap memory stays allocated (in the pool) until after
+    // the CQE below, so the kernel never writes freed memory; the bug shown
+    // on purpose is that the memory is *reused* while the kernel owns it.
     unsafe { ring.push(&read) }.expect("SQ has room");
     ring.enter(0, None)?; // the read is in the kernel, waiting on an empty pipe
     pool.push(a); // timed out: "free" the buffer without cancelling

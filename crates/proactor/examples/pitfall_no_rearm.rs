@@ -73,7 +73,11 @@ fn run(rearm: bool) -> std::io::Result<()> {
             println!(
                 "    cqe res={:<4} {}",
                 c.res,
-                if more { "F_MORE" } else { "no F_MORE: the multishot has ended" }
+                if more {
+                    "F_MORE"
+                } else {
+                    "no F_MORE: the multishot has ended"
+                }
             );
             if !more && rearm {
                 rearms += 1;

@@ -20,9 +20,9 @@ use crate::time::Timers;
 use crate::{ProactorStats, sys, trace};
 
 /// `user_data` of the eventfd read (cross-thread wakes).
-const NOTIFY_UD: u64 = u64::MAX;
+pub(crate) const NOTIFY_UD: u64 = u64::MAX;
 /// `user_data` of fire-and-forget SQEs (cancels, closes of dropped fds).
-const IGNORE_UD: u64 = u64::MAX - 1;
+pub(crate) const IGNORE_UD: u64 = u64::MAX - 1;
 
 /// How a [`Proactor`] is sized.
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +105,7 @@ impl Builder {
 /// # The cancellation rule
 ///
 /// An operation's memory belongs to the driver from submission until its
-/// last CQE. A future dropped earlier does not free it: [`Proactor::release`]
+/// last CQE. A future dropped earlier does not free it: the driver
 /// moves the buffer into the operation's slot (*parks* it), submits
 /// `IORING_OP_ASYNC_CANCEL` for the operation's `user_data`, and the buffer is
 /// freed when the final CQE arrives, whatever it says (`-ECANCELED`, or a
@@ -138,12 +138,12 @@ pub(crate) struct Inner {
     pub notifier: Notifier,
     /// The eventfd read's 8 bytes: written by the kernel while the read is in
     /// flight, so it is heap memory the driver owns until the drain in Drop.
-    notify_buf: Box<UnsafeCell<u64>>,
-    notify_armed: Cell<bool>,
-    cqe_buf: RefCell<Vec<Cqe>>,
-    wake_buf: RefCell<Vec<Waker>>,
+    pub(crate) notify_buf: Box<UnsafeCell<u64>>,
+    pub(crate) notify_armed: Cell<bool>,
+    pub(crate) cqe_buf: RefCell<Vec<Cqe>>,
+    pub(crate) wake_buf: RefCell<Vec<Waker>>,
     pub stats: Arc<Counters>,
-    max_wait: Option<Duration>,
+    pub(crate) max_wait: Option<Duration>,
 }
 
 thread_local! {
@@ -554,79 +554,5 @@ impl Proactor {
             .await
             .0;
         debug_assert!(c.res == -libc::ETIME || c.res == -libc::ECANCELED || c.res == 0);
-    }
-}
-
-impl Drop for Inner {
-    /// Tears down in the order that keeps memory safe: cancel whatever is
-    /// still in flight, wait (bounded) for every last CQE, unregister the
-    /// buffer ring; only then are the buffers, the parked memory and the
-    /// rings unmapped and the ring fd closed (field drops).
-    fn drop(&mut self) {
-        let live = self.ops.get_mut().live();
-        if live == 0 && !self.notify_armed.get() {
-            self.drop_bufs();
-            return;
-        }
-        let ring = self.ring.get_mut();
-        let cancel_all = Sqe {
-            opcode: IORING_OP_ASYNC_CANCEL,
-            op_flags: IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL,
-            user_data: IGNORE_UD,
-            ..Sqe::default()
-        };
-        // SAFETY: ASYNC_CANCEL points to no memory.
-        let _ = unsafe { ring.push(&cancel_all) };
-        let mut cqes = Vec::new();
-        for _ in 0..200 {
-            if self.ops.get_mut().live() == 0 && !self.notify_armed.get() {
-                break;
-            }
-            let _ = self
-                .ring
-                .get_mut()
-                .enter(1, Some(Duration::from_millis(10)));
-            cqes.clear();
-            self.ring.get_mut().reap(&mut cqes);
-            for c in &cqes {
-                if c.user_data == NOTIFY_UD {
-                    self.notify_armed.set(false);
-                    continue;
-                }
-                let more = c.flags & IORING_CQE_F_MORE != 0;
-                let ops = self.ops.get_mut();
-                let Some(slot) = ops.get(c.user_data) else {
-                    continue;
-                };
-                let kind = slot.kind;
-                if kind == Kind::Accept && c.res >= 0 {
-                    sys::close(c.res);
-                }
-                if !more {
-                    drop(ops.remove((c.user_data & 0xffff_ffff) as u32));
-                }
-            }
-        }
-        if self.ops.get_mut().live() != 0 || self.notify_armed.get() {
-            // The kernel never answered: leaking is the only memory-safe
-            // choice for what it may still write.
-            for idx in self.ops.get_mut().live_indices() {
-                std::mem::forget(self.ops.get_mut().remove(idx));
-            }
-            std::mem::forget(std::mem::take(&mut self.notify_buf));
-            eprintln!("proactor: in-flight operations never completed; their memory is leaked");
-            return;
-        }
-        self.drop_bufs();
-    }
-}
-
-impl Inner {
-    /// Unregisters and frees the buffer ring (only once nothing is in flight).
-    fn drop_bufs(&mut self) {
-        let _ = self.bufs.unregister(self.ring.get_mut().fd());
-        // SAFETY: called once, from Drop, after which `bufs` is never used;
-        // the kernel no longer knows the group (unregistered just above).
-        unsafe { ManuallyDrop::drop(&mut self.bufs) };
     }
 }

@@ -121,6 +121,7 @@ pub mod ring;
 mod runtime;
 mod stats;
 pub mod sys;
+mod teardown;
 pub mod time;
 pub mod trace;
 
