@@ -69,8 +69,7 @@ fn run(hold: bool) -> std::io::Result<()> {
         ),
         Err(_) => println!(
             "  STALLED: no progress for 500 ms with every buffer held; ENOBUFS {}, buffers left in the ring {}",
-            st.enobufs,
-            left
+            st.enobufs, left
         ),
     }
     Ok(())

@@ -107,7 +107,11 @@
 //! SQEs, CQEs, enters, ENOBUFS, cancellations, discarded bytes and re-arms.
 //!
 //! `examples/echo.rs` is a runnable echo server; `examples/probe.rs` prints
-//! what the running kernel accepts.
+//! what the running kernel accepts. Three runnable pitfalls show the traps
+//! of this model next to their fixes: `pitfall_dropped_read` (a buffer
+//! reused while the kernel still writes it), `pitfall_no_rearm` (a multishot
+//! recv that ended without `F_MORE` and was not re-armed: silence) and
+//! `pitfall_buffer_ring_dry` (every ring buffer held: an `ENOBUFS` stall).
 #![deny(missing_docs)]
 
 pub mod abi;
