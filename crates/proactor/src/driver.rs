@@ -200,6 +200,11 @@ impl Proactor {
         self.inner.stats.snapshot()
     }
 
+    /// A `Send + Sync` handle to the counters, for other threads.
+    pub fn stats_handle(&self) -> crate::StatsHandle {
+        crate::StatsHandle(self.inner.stats.clone())
+    }
+
     /// How the kernel runs our completion work (which setup was accepted).
     pub fn task_run(&self) -> TaskRun {
         self.inner.ring.borrow().task_run()

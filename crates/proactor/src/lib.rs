@@ -135,4 +135,4 @@ pub use net::{RecvBuf, TcpListener, TcpStream};
 pub use notify::Notifier;
 pub use ops::{Completion, Kind, OpKey};
 pub use runtime::{JoinHandle, Runtime, spawn, yield_now};
-pub use stats::ProactorStats;
+pub use stats::{ProactorStats, StatsHandle};

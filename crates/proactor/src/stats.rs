@@ -1,5 +1,6 @@
 //! The driver's counters, written by its thread, readable from any.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A single-writer counter: a relaxed load and store, no locked
@@ -92,4 +93,16 @@ pub struct ProactorStats {
     pub parked: u64,
     /// Gauge: operations in flight.
     pub in_flight: u64,
+}
+
+/// Reads a proactor's counters from any thread (a stats page served by
+/// another worker). `Send + Sync`; cloning is an `Arc` clone.
+#[derive(Clone, Debug)]
+pub struct StatsHandle(pub(crate) Arc<Counters>);
+
+impl StatsHandle {
+    /// The counters now.
+    pub fn get(&self) -> ProactorStats {
+        self.0.snapshot()
+    }
 }

@@ -257,7 +257,11 @@ fn wake_from_another_thread() {
         std::task::Poll::Pending
     }));
     t.join().unwrap();
-    assert!(rt.proactor().stats().notifies >= 1);
+    // Read from another thread, as a stats page on another worker would.
+    let handle = rt.proactor().stats_handle();
+    let seen = thread::spawn(move || handle.get()).join().unwrap();
+    assert!(seen.notifies >= 1, "{seen:?}");
+    assert!(seen.enters >= 1 && seen.cqes >= 1);
 }
 
 #[test]
