@@ -110,8 +110,9 @@ filtered_step "cargo test -p httplite --features trace --test server observabili
     cargo test -p httplite --features trace --test server observability
 
 # Memory errors and definite leaks in the runtime crates' own test suites
-# under valgrind memcheck (reactor, executor, coroutine, dispatch, pool;
-# their test binaries are built above). Installs valgrind if missing.
+# under valgrind memcheck (reactor, executor, coroutine, dispatch, pool,
+# proactor; their test binaries are built above; see valgrind.sh for the
+# proactor's io_uring concessions). Installs valgrind if missing.
 step "scripts/valgrind.sh" 30 scripts/valgrind.sh
 
 # A short soak of every runtime (20 s each, ~2 min with the release build):

@@ -1,0 +1,563 @@
+//! The proactor: one ring, its operation table, its buffer ring, its timers
+//! and its notifier, owned by one thread; and the loop turn.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::io;
+use std::mem::ManuallyDrop;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::abi::*;
+use crate::bufring::BufRing;
+use crate::notify::Notifier;
+use crate::ops::{Completion, Kind, OpKey, Ops};
+use crate::ring::{Ring, TaskRun};
+use crate::stats::Counters;
+use crate::time::Timers;
+use crate::{ProactorStats, sys, trace};
+
+/// `user_data` of the eventfd read (cross-thread wakes).
+pub(crate) const NOTIFY_UD: u64 = u64::MAX;
+/// `user_data` of fire-and-forget SQEs (cancels, closes of dropped fds).
+pub(crate) const IGNORE_UD: u64 = u64::MAX - 1;
+
+/// How a [`Proactor`] is sized.
+#[derive(Clone, Copy, Debug)]
+pub struct Builder {
+    entries: u32,
+    buffers: u16,
+    buf_size: u32,
+    max_wait: Option<Duration>,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            entries: 256,
+            buffers: 256,
+            buf_size: 4096,
+            max_wait: std::env::var("PROACTOR_MAX_WAIT_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
+        }
+    }
+}
+
+impl Builder {
+    /// SQ entries (a power of two; the CQ gets four times as many).
+    pub fn entries(mut self, n: u32) -> Builder {
+        self.entries = n;
+        self
+    }
+
+    /// The provided-buffer ring: `count` (a power of two) buffers of `size`
+    /// bytes, shared by every multishot recv of this proactor.
+    pub fn buffers(mut self, count: u16, size: u32) -> Builder {
+        self.buffers = count;
+        self.buf_size = size;
+        self
+    }
+
+    /// Caps every wait in `io_uring_enter` (default: none; the environment
+    /// variable `PROACTOR_MAX_WAIT_MS` sets it too). Only for running under
+    /// valgrind 3.19, which does not let other threads run while one waits
+    /// in `io_uring_enter` (see `scripts/valgrind.sh`): a capped wait hands
+    /// the other threads a turn every few milliseconds.
+    pub fn max_wait(mut self, d: Option<Duration>) -> Builder {
+        self.max_wait = d;
+        self
+    }
+
+    /// Sets up the ring, registers the buffers, arms the notifier's read.
+    pub fn build(self) -> io::Result<Proactor> {
+        let ring = Ring::new(self.entries)?;
+        // SAFETY: the BufRing lives in Inner beside the ring, and Inner's Drop
+        // unregisters it (after the last CQE) before freeing it.
+        let bufs = unsafe { BufRing::new(ring.fd(), 0, self.buffers, self.buf_size) }?;
+        let p = Proactor {
+            inner: Rc::new(Inner {
+                ring: RefCell::new(ring),
+                ops: RefCell::new(Ops::default()),
+                bufs: ManuallyDrop::new(bufs),
+                buf_waiters: RefCell::new(Vec::new()),
+                timers: RefCell::new(Timers::default()),
+                notifier: Notifier::new()?,
+                notify_buf: Box::new(UnsafeCell::new(0)),
+                notify_armed: Cell::new(false),
+                cqe_buf: RefCell::new(Vec::with_capacity(256)),
+                wake_buf: RefCell::new(Vec::new()),
+                stats: Arc::new(Counters::default()),
+                max_wait: self.max_wait,
+            }),
+        };
+        p.arm_notify();
+        Ok(p)
+    }
+}
+
+/// A per-thread io_uring driver. Cloning gives another handle to the same
+/// proactor (reference-counted, `!Send`).
+///
+/// # The cancellation rule
+///
+/// An operation's memory belongs to the driver from submission until its
+/// last CQE. A future dropped earlier does not free it: the driver
+/// moves the buffer into the operation's slot (*parks* it), submits
+/// `IORING_OP_ASYNC_CANCEL` for the operation's `user_data`, and the buffer is
+/// freed when the final CQE arrives, whatever it says (`-ECANCELED`, or a
+/// result if the operation won the race). Bytes that such a CQE reports were
+/// received into a buffer nobody will read: they are **counted as discarded**
+/// ([`ProactorStats::discarded_bytes`]), never delivered. (A stream's
+/// multishot recv is not cancelled by dropping one `recv()` future: it stays
+/// armed, and data that arrives meanwhile is delivered to the next `recv()`;
+/// only dropping the stream cancels it.)
+#[derive(Clone)]
+pub struct Proactor {
+    pub(crate) inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for Proactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proactor")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+pub(crate) struct Inner {
+    pub ring: RefCell<Ring>,
+    pub ops: RefCell<Ops>,
+    /// Dropped by hand at the end of `Drop`, after the kernel let go of it.
+    pub bufs: ManuallyDrop<BufRing>,
+    pub buf_waiters: RefCell<Vec<Waker>>,
+    pub timers: RefCell<Timers>,
+    pub notifier: Notifier,
+    /// The eventfd read's 8 bytes: written by the kernel while the read is in
+    /// flight, so it is heap memory the driver owns until the drain in Drop.
+    pub(crate) notify_buf: Box<UnsafeCell<u64>>,
+    pub(crate) notify_armed: Cell<bool>,
+    pub(crate) cqe_buf: RefCell<Vec<Cqe>>,
+    pub(crate) wake_buf: RefCell<Vec<Waker>>,
+    pub stats: Arc<Counters>,
+    pub(crate) max_wait: Option<Duration>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Proactor>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous current proactor when dropped.
+#[derive(Debug)]
+pub struct EnterGuard {
+    prev: Option<Proactor>,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        CURRENT.with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+impl Proactor {
+    /// A proactor with the default sizes ([`Builder`]).
+    pub fn new() -> io::Result<Proactor> {
+        Builder::default().build()
+    }
+
+    /// Sizes to choose.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Makes this the thread's current proactor until the guard drops.
+    pub fn enter(&self) -> EnterGuard {
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        EnterGuard { prev }
+    }
+
+    /// The thread's current proactor.
+    ///
+    /// # Panics
+    /// Outside [`Proactor::enter`] (or a [`crate::Runtime`]).
+    pub fn current() -> Proactor {
+        CURRENT
+            .with(|c| c.borrow().clone())
+            .expect("no proactor entered on this thread")
+    }
+
+    /// A handle that wakes this proactor from any thread.
+    pub fn notifier(&self) -> Notifier {
+        self.inner.notifier.clone()
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> ProactorStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// A `Send + Sync` handle to the counters, for other threads.
+    pub fn stats_handle(&self) -> crate::StatsHandle {
+        crate::StatsHandle(self.inner.stats.clone())
+    }
+
+    /// How the kernel runs our completion work (which setup was accepted).
+    pub fn task_run(&self) -> TaskRun {
+        self.inner.ring.borrow().task_run()
+    }
+
+    /// Kernel facts for reports: setup flags, refused flag sets, feature
+    /// names, SQ/CQ sizes, and the number of supported opcodes.
+    pub fn describe(&self) -> String {
+        let ring = self.inner.ring.borrow();
+        let (sq, cq) = ring.sizes();
+        format!(
+            "task_run={:?} setup_flags={:#x} refused={:?} sq={sq} cq={cq} features={:?} opcodes={}",
+            ring.task_run(),
+            ring.setup_flags(),
+            ring.refused_flags(),
+            ring.feature_names(),
+            ring.probe().map(|o| o.len()).unwrap_or(0),
+        )
+    }
+
+    /// Buffers of the provided ring the kernel can still pick.
+    pub fn buffers_available(&self) -> u32 {
+        self.inner.bufs.available()
+    }
+
+    /// Queues an SQE. When the SQ is full, everything queued is submitted
+    /// first (an `io_uring_enter` without waiting).
+    ///
+    /// # Safety
+    /// As [`Ring::push`]: what the SQE points to stays valid until its last
+    /// CQE. In this crate that memory is either owned by the driver (the
+    /// notifier's word, the buffer ring) or held by an operation's future
+    /// and parked in its slot if the future goes first ([`Proactor::release`]).
+    pub(crate) unsafe fn push(&self, sqe: &Sqe) {
+        trace!(
+            "sqe",
+            "op={} fd={} user_data={:#x}", sqe.opcode, sqe.fd, sqe.user_data
+        );
+        let mut ring = self.inner.ring.borrow_mut();
+        // SAFETY: forwarded to our caller's contract.
+        if unsafe { ring.push(sqe) }.is_ok() {
+            return;
+        }
+        let before = ring.pending();
+        // An EBUSY here (CQ backlog) just means try again next turn; the
+        // loop below retries a bounded number of times.
+        for _ in 0..64 {
+            let _ = ring.enter(0, None);
+            self.inner.stats.enters.bump();
+            // SAFETY: as above.
+            if unsafe { ring.push(sqe) }.is_ok() {
+                self.inner
+                    .stats
+                    .sqes
+                    .add((before + 1 - ring.pending()) as u64);
+                return;
+            }
+        }
+        panic!("io_uring SQ stayed full");
+    }
+
+    /// Starts an operation: a slot of `kind`, `sqe.user_data` set to it,
+    /// queued for the next enter.
+    ///
+    /// # Safety
+    /// As [`Proactor::push`]; the caller keeps the memory the SQE points to
+    /// until the operation's last CQE, or hands it to [`Proactor::release`].
+    pub(crate) unsafe fn start(&self, kind: Kind, mut sqe: Sqe) -> OpKey {
+        let key = self.inner.ops.borrow_mut().insert(kind);
+        self.inner
+            .stats
+            .in_flight
+            .set(self.inner.ops.borrow().live() as u64);
+        sqe.user_data = key.user_data();
+        // SAFETY: forwarded to our caller's contract.
+        unsafe { self.push(&sqe) };
+        key
+    }
+
+    /// The next CQE of `key`, or `Pending` with the waker stored.
+    pub(crate) fn poll_next(&self, key: OpKey, cx: &mut Context<'_>) -> Poll<Completion> {
+        let mut ops = self.inner.ops.borrow_mut();
+        let slot = ops.slot(key);
+        if let Some(c) = slot.cqes.pop_front() {
+            return Poll::Ready(c);
+        }
+        match &slot.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => slot.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// The operation's last CQE has arrived and been read.
+    pub(crate) fn is_finished(&self, key: OpKey) -> bool {
+        let mut ops = self.inner.ops.borrow_mut();
+        let s = ops.slot(key);
+        s.done && s.cqes.is_empty()
+    }
+
+    /// The owner of `key` lets go of it: read to the end, or dropped.
+    ///
+    /// Finished: the slot is freed. Not finished: the slot is orphaned with
+    /// `parked` (the memory the kernel may still write), its queued CQEs are
+    /// undone (buffers back to the ring, fds closed), and an
+    /// `IORING_OP_ASYNC_CANCEL` is submitted; the slot and `parked` are freed
+    /// when the last CQE arrives (see [`Proactor`]).
+    pub(crate) fn release(&self, key: OpKey, parked: Option<Box<dyn Any>>) {
+        let mut ops = self.inner.ops.borrow_mut();
+        let slot = ops.slot(key);
+        let queued: Vec<Completion> = slot.cqes.drain(..).collect();
+        let kind = slot.kind;
+        if slot.done {
+            let parked = ops.remove(key.idx);
+            self.inner.stats.in_flight.set(ops.live() as u64);
+            drop(ops);
+            drop(parked);
+        } else {
+            ops.orphan(key, parked);
+            self.inner.stats.parked.set(ops.orphans() as u64);
+            drop(ops);
+            self.inner.stats.cancels.bump();
+            // SAFETY: ASYNC_CANCEL points to no memory (`addr` is a user_data).
+            unsafe {
+                self.push(&Sqe {
+                    opcode: IORING_OP_ASYNC_CANCEL,
+                    addr: key.user_data(),
+                    user_data: IGNORE_UD,
+                    ..Sqe::default()
+                })
+            };
+        }
+        // Outside the table's borrow: returning a buffer may wake a task.
+        for c in queued {
+            self.undo(kind, c);
+        }
+    }
+
+    /// Undoes a result nobody will read (an orphan's CQE).
+    fn undo(&self, kind: Kind, c: Completion) {
+        if c.flags & IORING_CQE_F_BUFFER != 0 {
+            self.recycle((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+        }
+        match kind {
+            Kind::Accept if c.res >= 0 => sys::close(c.res),
+            Kind::Recv | Kind::Read if c.res > 0 => {
+                self.inner.stats.discarded_bytes.add(c.res as u64)
+            }
+            _ => {}
+        }
+    }
+
+    /// Returns buffer `bid` to the ring and wakes a stream waiting for one.
+    pub(crate) fn recycle(&self, bid: u16) {
+        self.inner.bufs.put(bid);
+        let w = self.inner.buf_waiters.borrow_mut().pop();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    /// Queues a fire-and-forget close (its CQE is ignored).
+    pub(crate) fn close_detached(&self, fd: std::os::fd::RawFd) {
+        let sqe = Sqe {
+            opcode: IORING_OP_CLOSE,
+            fd,
+            user_data: IGNORE_UD,
+            ..Sqe::default()
+        };
+        // SAFETY: CLOSE points to no memory; the caller gave up the fd.
+        unsafe { self.push(&sqe) };
+    }
+
+    fn arm_notify(&self) {
+        let sqe = Sqe {
+            opcode: IORING_OP_READ,
+            fd: self.inner.notifier.fd(),
+            addr: self.inner.notify_buf.get() as u64,
+            len: 8,
+            user_data: NOTIFY_UD,
+            ..Sqe::default()
+        };
+        self.inner.notify_armed.set(true);
+        // SAFETY: the 8 bytes live in `notify_buf`, owned by the driver,
+        // which Drop frees only after this read's last CQE (or leaks).
+        unsafe { self.push(&sqe) };
+    }
+
+    /// Whether anything is queued for submission.
+    pub fn has_pending_sqes(&self) -> bool {
+        self.inner.ring.borrow().pending() > 0
+    }
+
+    /// One loop turn: **one** `io_uring_enter` that submits every queued SQE
+    /// and, if `wait`, sleeps until a CQE arrives or the nearest timer is due
+    /// (the `IORING_ENTER_EXT_ARG` timeout). Then every CQE is dispatched to
+    /// its slot (waking its future) and due timers fire. Returns the number
+    /// of CQEs.
+    pub fn turn(&self, wait: bool) -> io::Result<usize> {
+        let inner = &*self.inner;
+        let timeout = if wait {
+            inner
+                .timers
+                .borrow()
+                .next()
+                .map(|at| at.saturating_duration_since(Instant::now()))
+        } else {
+            None
+        };
+        let mut cqes = inner.cqe_buf.borrow_mut();
+        cqes.clear();
+        {
+            let mut ring = inner.ring.borrow_mut();
+            let before = ring.pending();
+            let t0 = trace::enabled().then(Instant::now);
+            ring.enter(u32::from(wait), timeout)?;
+            inner.stats.enters.bump();
+            inner.stats.sqes.add((before - ring.pending()) as u64);
+            ring.reap(&mut cqes);
+            if let Some(t0) = t0 {
+                trace!(
+                    "enter",
+                    "submitted={} wait={} timeout={:?} cqes={} slept={:?}",
+                    before - ring.pending(),
+                    wait,
+                    timeout,
+                    cqes.len(),
+                    t0.elapsed()
+                );
+            }
+        }
+        let n = cqes.len();
+        if inner.max_wait.is_some() && wait {
+            // Under valgrind (the only user of max_wait) a thread holds the
+            // tool's lock until its time slice ends, tens of these turns;
+            // yielding lets the other threads (test clients) run now.
+            // SAFETY: no arguments, no memory.
+            unsafe { libc::sched_yield() };
+        }
+        inner.stats.cqes.add(n as u64);
+        let mut wakes = inner.wake_buf.take();
+        for cqe in cqes.iter() {
+            self.dispatch(cqe, &mut wakes);
+        }
+        drop(cqes);
+        if inner.timers.borrow().len() != 0 {
+            let fired = inner.timers.borrow_mut().fire(Instant::now(), &mut wakes);
+            inner.stats.timers_fired.add(fired as u64);
+        }
+        for w in wakes.drain(..) {
+            w.wake();
+        }
+        inner.wake_buf.replace(wakes);
+        Ok(n)
+    }
+
+    fn dispatch(&self, cqe: &Cqe, wakes: &mut Vec<Waker>) {
+        trace!(
+            "cqe",
+            "user_data={:#x} res={} flags={}{}{}",
+            cqe.user_data,
+            cqe.res,
+            if cqe.flags & IORING_CQE_F_MORE != 0 {
+                "MORE "
+            } else {
+                ""
+            },
+            if cqe.flags & IORING_CQE_F_BUFFER != 0 {
+                "BUFFER="
+            } else {
+                ""
+            },
+            if cqe.flags & IORING_CQE_F_BUFFER != 0 {
+                (cqe.flags >> IORING_CQE_BUFFER_SHIFT).to_string()
+            } else {
+                String::new()
+            }
+        );
+        match cqe.user_data {
+            NOTIFY_UD => {
+                self.inner.notify_armed.set(false);
+                self.inner.notifier.clear();
+                self.inner.stats.notifies.bump();
+                self.arm_notify();
+                return;
+            }
+            IGNORE_UD => return,
+            _ => {}
+        }
+        let mut ops = self.inner.ops.borrow_mut();
+        let Some(slot) = ops.get(cqe.user_data) else {
+            self.inner.stats.stale_cqes.bump();
+            return;
+        };
+        let more = cqe.flags & IORING_CQE_F_MORE != 0;
+        let c = Completion {
+            res: cqe.res,
+            flags: cqe.flags,
+        };
+        if c.flags & IORING_CQE_F_BUFFER != 0 {
+            // The buffer is ours now: queued for the future, or undone below.
+            self.inner
+                .bufs
+                .taken((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+        }
+        if slot.orphan {
+            let kind = slot.kind;
+            if !more {
+                let parked = ops.remove((cqe.user_data & 0xffff_ffff) as u32);
+                self.inner.stats.parked.set(ops.orphans() as u64);
+                self.inner.stats.in_flight.set(ops.live() as u64);
+                drop(ops);
+                // The kernel is done with the parked memory: free it now.
+                drop(parked);
+            } else {
+                drop(ops);
+            }
+            self.undo(kind, c);
+            return;
+        }
+        slot.cqes.push_back(c);
+        if !more {
+            slot.done = true;
+        }
+        if let Some(w) = slot.waker.take() {
+            wakes.push(w);
+        }
+    }
+
+    /// Registers `waker` to be woken when a buffer returns to the ring.
+    pub(crate) fn wait_for_buffer(&self, waker: &Waker) {
+        self.inner.buf_waiters.borrow_mut().push(waker.clone());
+    }
+
+    /// A ring-native timer (`IORING_OP_TIMEOUT`): resolves after `d`.
+    /// [`crate::time::sleep`] is the cheap form; this one shows the op.
+    pub async fn timeout_op(&self, d: Duration) {
+        let ts = Box::new(Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as i64,
+        });
+        let sqe = Sqe {
+            opcode: IORING_OP_TIMEOUT,
+            fd: -1,
+            addr: &*ts as *const Timespec as u64,
+            len: 1,
+            ..Sqe::default()
+        };
+        // SAFETY: the timespec is the operation's resource: held by the
+        // future, parked if it is dropped.
+        let c = unsafe { crate::op::Oneshot::new(self, Kind::Other, sqe, ts) }
+            .await
+            .0;
+        debug_assert!(c.res == -libc::ETIME || c.res == -libc::ECANCELED || c.res == 0);
+    }
+}

@@ -1,0 +1,322 @@
+//! TCP over the ring: a listener with a **multishot accept**, and a stream
+//! with a **multishot recv** on the provided-buffer ring plus owned-buffer
+//! sends.
+//!
+//! A multishot operation is one SQE that keeps posting CQEs (each with
+//! `IORING_CQE_F_MORE`) until the kernel ends it; its last CQE comes without
+//! `F_MORE` (an error, EOF, `-ENOBUFS`, or the kernel's own limit). Whoever
+//! reads the CQEs must then **re-arm** it, or the connection goes silent:
+//! nothing is wrong, nothing is submitted, nothing ever arrives.
+
+use std::future::poll_fn;
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
+use std::ops::Deref;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::task::{Context, Poll};
+
+use crate::Proactor;
+use crate::abi::*;
+use crate::op::{self, IoBuf};
+use crate::ops::{Kind, OpKey};
+use std::cell::Cell;
+
+/// A listening socket whose connections arrive through one multishot accept.
+#[derive(Debug)]
+pub struct TcpListener {
+    fd: OwnedFd,
+    p: Proactor,
+    op: Cell<Option<OpKey>>,
+}
+
+impl TcpListener {
+    /// Binds `addr` (with `SO_REUSEADDR`, as std does) on the current proactor.
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        TcpListener::from_std(StdListener::bind(addr)?)
+    }
+
+    /// Adopts a listening socket (e.g. one of `SO_REUSEPORT` listeners).
+    pub fn from_std(l: StdListener) -> io::Result<TcpListener> {
+        l.set_nonblocking(true)?;
+        Ok(TcpListener {
+            fd: l.into(),
+            p: Proactor::current(),
+            op: Cell::new(None),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        // Borrow the fd as a std listener without taking ownership.
+        let l = std::mem::ManuallyDrop::new(
+            // SAFETY: the fd is ours and open; ManuallyDrop never closes it.
+            unsafe { StdListener::from_raw_fd(self.fd.as_raw_fd()) },
+        );
+        l.local_addr()
+    }
+
+    fn arm(&self) -> OpKey {
+        let sqe = Sqe {
+            opcode: IORING_OP_ACCEPT,
+            fd: self.fd.as_raw_fd(),
+            ioprio: IORING_ACCEPT_MULTISHOT,
+            op_flags: (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32,
+            ..Sqe::default()
+        };
+        // SAFETY: a multishot accept with no address buffer points to no memory.
+        let key = unsafe { self.p.start(Kind::Accept, sqe) };
+        self.op.set(Some(key));
+        key
+    }
+
+    /// The next connection (non-blocking, close-on-exec).
+    pub async fn accept(&self) -> io::Result<TcpStream> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<TcpStream>> {
+        let key = match self.op.get() {
+            Some(k) => k,
+            None => self.arm(),
+        };
+        let c = std::task::ready!(self.p.poll_next(key, cx));
+        if self.p.is_finished(key) {
+            // No F_MORE: the multishot ended; the next accept re-arms.
+            self.p.release(key, None);
+            self.op.set(None);
+            self.p.inner.stats.rearms.bump();
+        }
+        Poll::Ready(if c.res >= 0 {
+            // SAFETY: a CQE of accept carries a new fd that nobody else owns.
+            Ok(TcpStream::adopt(
+                unsafe { OwnedFd::from_raw_fd(c.res) },
+                &self.p,
+            ))
+        } else {
+            Err(io::Error::from_raw_os_error(-c.res))
+        })
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        // Cancels the multishot; fds that still arrive are closed (ops.rs Kind::Accept).
+        if let Some(key) = self.op.take() {
+            self.p.release(key, None);
+        }
+    }
+}
+
+/// Bytes a multishot recv delivered, in a buffer of the provided ring.
+/// Dropping it returns the buffer to the ring (the kernel may fill it again).
+pub struct RecvBuf {
+    p: Proactor,
+    bid: u16,
+    len: u32,
+}
+
+impl std::fmt::Debug for RecvBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBuf")
+            .field("bid", &self.bid)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl RecvBuf {
+    /// The buffer id the CQE named (`cqe.flags >> 16`).
+    pub fn bid(&self) -> u16 {
+        self.bid
+    }
+}
+
+impl Deref for RecvBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: a CQE handed `bid` to this RecvBuf (the kernel is done
+        // writing it) and only our Drop returns it to the ring.
+        unsafe { self.p.inner.bufs.bytes(self.bid, self.len) }
+    }
+}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        self.p.recycle(self.bid);
+    }
+}
+
+/// A connected socket driven by the ring.
+#[derive(Debug)]
+pub struct TcpStream {
+    fd: Option<OwnedFd>,
+    p: Proactor,
+    recv: Cell<Option<OpKey>>,
+}
+
+impl TcpStream {
+    /// Adopts a connected socket handed over by another thread (the
+    /// acceptor mode of the dispatch crate) or made by std.
+    pub fn from_std(s: StdStream) -> io::Result<TcpStream> {
+        s.set_nonblocking(true)?;
+        Ok(TcpStream::adopt(s.into(), &Proactor::current()))
+    }
+
+    /// Adopts a connected socket fd.
+    pub fn from_fd(fd: OwnedFd) -> TcpStream {
+        TcpStream::adopt(fd, &Proactor::current())
+    }
+
+    fn adopt(fd: OwnedFd, p: &Proactor) -> TcpStream {
+        TcpStream {
+            fd: Some(fd),
+            p: p.clone(),
+            recv: Cell::new(None),
+        }
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd.as_ref().expect("open stream").as_raw_fd()
+    }
+
+    fn arm(&self) -> OpKey {
+        let sqe = Sqe {
+            opcode: IORING_OP_RECV,
+            fd: self.raw(),
+            ioprio: IORING_RECV_MULTISHOT,
+            flags: IOSQE_BUFFER_SELECT,
+            buf_group: self.p.inner.bufs.bgid(),
+            ..Sqe::default()
+        };
+        // SAFETY: the recv's memory is the driver's buffer ring (group
+        // `bgid`), which outlives every operation (driver Drop).
+        let key = unsafe { self.p.start(Kind::Recv, sqe) };
+        self.recv.set(Some(key));
+        key
+    }
+
+    /// The next bytes, in a ring buffer; `None` at end of stream.
+    ///
+    /// The first call arms a multishot recv that then stays armed across
+    /// calls: data arriving between calls queues in its slot and the next
+    /// call returns it at once, with no submission. Dropping this future
+    /// loses nothing. A CQE without `F_MORE` ends the multishot and the next
+    /// call re-arms it; `-ENOBUFS` (the ring ran dry) waits until a buffer
+    /// comes back, then re-arms (back-pressure).
+    pub async fn recv(&self) -> io::Result<Option<RecvBuf>> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Poll form of [`TcpStream::recv`].
+    pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>> {
+        loop {
+            let key = match self.recv.get() {
+                Some(k) => k,
+                None => self.arm(),
+            };
+            let c = std::task::ready!(self.p.poll_next(key, cx));
+            if self.p.is_finished(key) {
+                self.p.release(key, None);
+                self.recv.set(None);
+                if c.res > 0 || c.res == -libc::ENOBUFS {
+                    self.p.inner.stats.rearms.bump();
+                }
+            }
+            if c.flags & IORING_CQE_F_BUFFER != 0 {
+                let bid = (c.flags >> IORING_CQE_BUFFER_SHIFT) as u16;
+                let buf = RecvBuf {
+                    p: self.p.clone(),
+                    bid,
+                    len: c.res.max(0) as u32,
+                };
+                if c.res > 0 {
+                    return Poll::Ready(Ok(Some(buf)));
+                }
+                drop(buf); // an empty buffer goes straight back
+            }
+            match c.res {
+                0 => return Poll::Ready(Ok(None)),
+                r if r == -libc::ENOBUFS => {
+                    self.p.inner.stats.enobufs.bump();
+                    if self.p.inner.bufs.available() == 0 {
+                        self.p.wait_for_buffer(cx.waker());
+                        return Poll::Pending;
+                    }
+                    // Buffers came back meanwhile: loop and re-arm.
+                }
+                r if r < 0 => return Poll::Ready(Err(io::Error::from_raw_os_error(-r))),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends `buf` (once: may be partial); the buffer comes back with the count.
+    pub async fn send<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
+        op::send(&self.p, self.raw(), buf).await
+    }
+
+    /// Sends all of `buf`, resubmitting the rest after partial sends.
+    pub async fn send_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let mut tail = Tail { buf, start: 0 };
+        while tail.start < tail.buf.len() {
+            let (r, t) = op::send(&self.p, self.raw(), tail).await;
+            tail = t;
+            match r {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), tail.buf),
+                Ok(n) => tail.start += n,
+                Err(e) => return (Err(e), tail.buf),
+            }
+        }
+        (Ok(()), tail.buf)
+    }
+
+    /// `shutdown(2)` through the ring.
+    pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        op::shutdown(&self.p, self.raw(), how).await
+    }
+
+    /// Cancels the recv and closes the socket through the ring, awaited.
+    pub async fn close(mut self) -> io::Result<()> {
+        if let Some(key) = self.recv.take() {
+            self.p.release(key, None);
+        }
+        let fd = self.fd.take().expect("open stream");
+        op::close(&self.p, fd).await
+    }
+
+    /// The raw fd (still owned by the stream).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.raw()
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        // The recv is cancelled first; what it still delivers is returned to
+        // the ring and counted as discarded. The close SQE follows it in the
+        // same submission (the kernel holds its own reference to the socket
+        // until the cancelled recv completes).
+        if let Some(key) = self.recv.take() {
+            self.p.release(key, None);
+        }
+        if let Some(fd) = self.fd.take() {
+            self.p.close_detached(fd.into_raw_fd());
+        }
+    }
+}
+
+/// The unsent part of a Vec: `buf[start..]`.
+struct Tail {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+// SAFETY: the Vec's heap bytes do not move with the value; `start ≤ len`.
+unsafe impl IoBuf for Tail {
+    fn as_ptr(&self) -> *const u8 {
+        self.buf[self.start..].as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}

@@ -1,0 +1,230 @@
+//! One-shot operations with owned buffers: the future holds the buffer while
+//! the kernel works, and gives it back with the result.
+//!
+//! ```text
+//!   send(fd, buf) ──▶ Oneshot { key, buf } ──poll──▶ Pending … CQE ──▶ (res, buf)
+//!                          │ dropped before the CQE
+//!                          ▼
+//!              Proactor::release(key, buf): buf parked in the slot,
+//!              ASYNC_CANCEL submitted, buf freed at the last CQE
+//! ```
+
+use std::any::Any;
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::Proactor;
+use crate::abi::*;
+use crate::ops::{Completion, Kind, OpKey};
+
+/// A buffer whose bytes stay at the same address however the value moves
+/// (heap memory), so the kernel may use them while the owner is moved into a
+/// future or a slot.
+///
+/// # Safety
+/// `as_ptr` must return the same pointer, valid for `capacity` bytes
+/// (`len` of them initialised), for as long as the value lives, whatever
+/// moves it goes through.
+pub unsafe trait IoBuf: 'static {
+    /// The start of the bytes.
+    fn as_ptr(&self) -> *const u8;
+    /// Initialised bytes (what a send sends).
+    fn len(&self) -> usize;
+    /// Whether there are no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A buffer the kernel may also write (a read's destination).
+///
+/// # Safety
+/// As [`IoBuf`], and `as_mut_ptr` is valid for `capacity` writable bytes.
+pub unsafe trait IoBufMut: IoBuf {
+    /// The start of the writable bytes.
+    fn as_mut_ptr(&mut self) -> *mut u8;
+    /// Writable bytes from the start.
+    fn capacity(&self) -> usize;
+    /// Records that the first `n` bytes are initialised.
+    ///
+    /// # Safety
+    /// `n <= capacity` and those bytes were written.
+    unsafe fn set_len(&mut self, n: usize);
+}
+
+// SAFETY: a Vec's heap buffer does not move when the Vec value does.
+unsafe impl IoBuf for Vec<u8> {
+    fn as_ptr(&self) -> *const u8 {
+        Vec::as_ptr(self)
+    }
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
+// SAFETY: as above; capacity bytes are allocated.
+unsafe impl IoBufMut for Vec<u8> {
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        Vec::as_mut_ptr(self)
+    }
+    fn capacity(&self) -> usize {
+        Vec::capacity(self)
+    }
+    unsafe fn set_len(&mut self, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { Vec::set_len(self, n) }
+    }
+}
+
+// SAFETY: static memory never moves or goes away.
+unsafe impl IoBuf for &'static [u8] {
+    fn as_ptr(&self) -> *const u8 {
+        <[u8]>::as_ptr(self)
+    }
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+}
+
+// SAFETY: a boxed slice's heap memory does not move with the Box.
+unsafe impl IoBuf for Box<[u8]> {
+    fn as_ptr(&self) -> *const u8 {
+        <[u8]>::as_ptr(self)
+    }
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+}
+
+/// A submitted one-shot operation holding the resource `R` the kernel uses.
+/// Resolves to the CQE and `R`; dropping it early parks `R` and cancels.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Oneshot<R: 'static> {
+    p: Proactor,
+    key: Option<OpKey>,
+    res: Option<R>,
+}
+
+impl<R: 'static> Oneshot<R> {
+    /// Starts `sqe` with `res` as the memory it uses.
+    ///
+    /// # Safety
+    /// The SQE's pointers point into `res`'s heap memory (which does not move
+    /// with `res`), or to nothing. The Oneshot then keeps `res` until the
+    /// CQE, or parks it in the slot when dropped first.
+    pub(crate) unsafe fn new(p: &Proactor, kind: Kind, sqe: Sqe, res: R) -> Oneshot<R> {
+        // SAFETY: forwarded to our caller's contract.
+        let key = unsafe { p.start(kind, sqe) };
+        Oneshot {
+            p: p.clone(),
+            key: Some(key),
+            res: Some(res),
+        }
+    }
+}
+
+impl<R: 'static> Unpin for Oneshot<R> {}
+
+impl<R: 'static> Future for Oneshot<R> {
+    type Output = (Completion, R);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let key = self.key.expect("Oneshot polled after completion");
+        match self.p.poll_next(key, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(c) => {
+                // One-shot: this was the last CQE; the slot can go.
+                self.p.release(key, None);
+                self.key = None;
+                Poll::Ready((c, self.res.take().expect("resource")))
+            }
+        }
+    }
+}
+
+impl<R: 'static> Drop for Oneshot<R> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let parked = self.res.take().map(|r| Box::new(r) as Box<dyn Any>);
+            self.p.release(key, parked);
+        }
+    }
+}
+
+fn result(c: Completion) -> io::Result<usize> {
+    if c.res < 0 {
+        Err(io::Error::from_raw_os_error(-c.res))
+    } else {
+        Ok(c.res as usize)
+    }
+}
+
+/// `send(fd, buf, MSG_NOSIGNAL)`: bytes sent, and the buffer back.
+pub async fn send<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
+    let sqe = Sqe {
+        opcode: IORING_OP_SEND,
+        fd,
+        addr: buf.as_ptr() as u64,
+        len: buf.len().min(u32::MAX as usize) as u32,
+        op_flags: libc::MSG_NOSIGNAL as u32,
+        ..Sqe::default()
+    };
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes.
+    let (c, buf) = unsafe { Oneshot::new(p, Kind::Other, sqe, buf) }.await;
+    (result(c), buf)
+}
+
+/// `read(fd, buf)` into the buffer's spare capacity from its start (the
+/// buffer's length is set to what was read). Dropped early: the buffer is
+/// parked until the kernel lets go, and bytes read meanwhile are counted in
+/// [`crate::ProactorStats::discarded_bytes`].
+pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Result<usize>, B) {
+    let sqe = Sqe {
+        opcode: IORING_OP_READ,
+        fd,
+        addr: buf.as_mut_ptr() as u64,
+        len: buf.capacity().min(u32::MAX as usize) as u32,
+        // -1: the file position for files; ignored for pipes and sockets.
+        off: u64::MAX,
+        ..Sqe::default()
+    };
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBufMut), capacity bytes.
+    let (c, mut buf) = unsafe { Oneshot::new(p, Kind::Read, sqe, buf) }.await;
+    if c.res >= 0 {
+        // SAFETY: the kernel wrote c.res ≤ capacity bytes from the start.
+        unsafe { buf.set_len(c.res as usize) };
+    }
+    (result(c), buf)
+}
+
+/// `shutdown(fd, how)` as a ring operation.
+pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
+    let how = match how {
+        std::net::Shutdown::Read => libc::SHUT_RD,
+        std::net::Shutdown::Write => libc::SHUT_WR,
+        std::net::Shutdown::Both => libc::SHUT_RDWR,
+    };
+    let sqe = Sqe {
+        opcode: IORING_OP_SHUTDOWN,
+        fd,
+        len: how as u32,
+        ..Sqe::default()
+    };
+    // SAFETY: SHUTDOWN points to no memory.
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
+}
+
+/// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
+pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    let sqe = Sqe {
+        opcode: IORING_OP_CLOSE,
+        fd: fd.into_raw_fd(),
+        ..Sqe::default()
+    };
+    // SAFETY: CLOSE points to no memory.
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
+}

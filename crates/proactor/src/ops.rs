@@ -1,0 +1,206 @@
+//! The table of operations in flight: what a `user_data` means.
+//!
+//! Every SQE we submit carries `user_data = generation << 32 | slot`. The
+//! slot holds what the completion needs: the waker of the future that asked,
+//! the CQEs that arrived and were not read yet (a multishot operation posts
+//! many), and, once the future is gone, the resources the kernel may still
+//! touch (*parked*). Freeing a slot bumps its generation, so a late CQE for a
+//! freed slot (or for its next owner) is recognised as stale and ignored.
+//!
+//! A slot is freed only when both sides are done with it: the kernel has
+//! posted the operation's last CQE (no `IORING_CQE_F_MORE`) *and* its future
+//! has read it or been dropped. Dropping first makes the slot an *orphan*
+//! (see [`crate::Proactor`]'s cancellation rule).
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::task::Waker;
+
+/// What kind of operation a slot tracks: it decides what happens to the
+/// results that arrive for an orphan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Multishot accept: a late CQE carries a new fd, which is closed.
+    Accept,
+    /// Multishot recv on the buffer ring: a late CQE carries a buffer, which
+    /// is returned to the ring; its bytes are counted as discarded.
+    Recv,
+    /// A one-shot read into an owned buffer: late bytes are counted as
+    /// discarded, and the buffer is freed with the slot.
+    Read,
+    /// Anything else (send, close, shutdown, timeout): nothing to undo.
+    Other,
+}
+
+/// One CQE's result and flags, as a future receives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// `cqe.res`: a count, an fd, or a negated errno.
+    pub res: i32,
+    /// `cqe.flags` (`IORING_CQE_F_*`, buffer id in the upper 16 bits).
+    pub flags: u32,
+}
+
+/// The key of an operation in flight (its `user_data`, split).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpKey {
+    pub(crate) idx: u32,
+    pub(crate) generation: u32,
+}
+
+impl OpKey {
+    /// The `user_data` that names this operation.
+    pub fn user_data(self) -> u64 {
+        (self.generation as u64) << 32 | self.idx as u64
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub generation: u32,
+    pub live: bool,
+    pub kind: Kind,
+    pub waker: Option<Waker>,
+    pub cqes: VecDeque<Completion>,
+    /// The last CQE (no `F_MORE`) has arrived.
+    pub done: bool,
+    /// The future was dropped before `done`.
+    pub orphan: bool,
+    pub parked: Option<Box<dyn Any>>,
+}
+
+/// The slab of slots.
+#[derive(Debug, Default)]
+pub(crate) struct Ops {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+    orphans: usize,
+}
+
+impl Ops {
+    /// A fresh slot for an operation of `kind`.
+    pub fn insert(&mut self, kind: Kind) -> OpKey {
+        self.live += 1;
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    live: false,
+                    kind,
+                    waker: None,
+                    cqes: VecDeque::new(),
+                    done: false,
+                    orphan: false,
+                    parked: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[idx as usize];
+        s.live = true;
+        s.kind = kind;
+        s.done = false;
+        s.orphan = false;
+        OpKey {
+            idx,
+            generation: s.generation,
+        }
+    }
+
+    /// The live slot a `user_data` names, or `None` if stale.
+    pub fn get(&mut self, ud: u64) -> Option<&mut Slot> {
+        let idx = (ud & 0xffff_ffff) as usize;
+        let generation = (ud >> 32) as u32;
+        match self.slots.get_mut(idx) {
+            Some(s) if s.live && s.generation == generation => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The live slot of `key` (which its owner still holds, so it exists).
+    pub fn slot(&mut self, key: OpKey) -> &mut Slot {
+        let s = &mut self.slots[key.idx as usize];
+        debug_assert!(s.live && s.generation == key.generation);
+        s
+    }
+
+    /// Marks a slot orphaned (its future is gone, the kernel is not done).
+    pub fn orphan(&mut self, key: OpKey, parked: Option<Box<dyn Any>>) {
+        let s = self.slot(key);
+        s.orphan = true;
+        s.waker = None;
+        s.parked = parked;
+        self.orphans += 1;
+    }
+
+    /// Frees a slot; returns what was parked in it (dropped by the caller,
+    /// after the kernel's last CQE, so the memory is no longer shared).
+    pub fn remove(&mut self, idx: u32) -> Option<Box<dyn Any>> {
+        let s = &mut self.slots[idx as usize];
+        debug_assert!(s.live);
+        s.live = false;
+        s.generation = s.generation.wrapping_add(1);
+        s.waker = None;
+        s.cqes.clear();
+        if s.orphan {
+            self.orphans -= 1;
+        }
+        s.orphan = false;
+        self.live -= 1;
+        self.free.push(idx);
+        s.parked.take()
+    }
+
+    /// Operations whose slot is in use.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Orphaned operations (futures dropped, kernel not done yet).
+    pub fn orphans(&self) -> usize {
+        self.orphans
+    }
+
+    /// Every live slot's index, for the final drain.
+    pub fn live_indices(&self) -> Vec<u32> {
+        (0..self.slots.len() as u32)
+            .filter(|&i| self.slots[i as usize].live)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_make_late_cqes_stale() {
+        let mut ops = Ops::default();
+        let a = ops.insert(Kind::Other);
+        let ud = a.user_data();
+        assert!(ops.get(ud).is_some());
+        ops.remove(a.idx);
+        assert!(ops.get(ud).is_none(), "freed slot still answers");
+        let b = ops.insert(Kind::Other);
+        assert_eq!(b.idx, a.idx);
+        assert_ne!(b.user_data(), ud);
+        assert!(
+            ops.get(ud).is_none(),
+            "reused slot answers an old user_data"
+        );
+        assert_eq!(ops.live(), 1);
+    }
+
+    #[test]
+    fn parked_value_lives_until_removed() {
+        let mut ops = Ops::default();
+        let k = ops.insert(Kind::Read);
+        ops.orphan(k, Some(Box::new(vec![0xAAu8; 16])));
+        assert_eq!(ops.orphans(), 1);
+        let parked = ops.remove(k.idx).expect("parked buffer");
+        assert_eq!(parked.downcast_ref::<Vec<u8>>().unwrap()[0], 0xAA);
+        assert_eq!(ops.orphans(), 0);
+    }
+}

@@ -1,0 +1,209 @@
+//! The only place in this crate that makes raw syscalls: the three io_uring
+//! calls, `mmap`/`munmap` of the shared rings, and the few fd helpers the
+//! driver needs. Each wrapper turns `-1`/`errno` into an [`io::Error`].
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+use crate::abi::{GeteventsArg, Params};
+
+/// `-1` becomes `errno` as an `io::Error`.
+fn cvt(res: libc::c_long) -> io::Result<libc::c_long> {
+    if res == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(res)
+    }
+}
+
+/// `io_uring_setup(entries, params)`: a new ring, as an owned fd.
+pub fn io_uring_setup(entries: u32, params: &mut Params) -> io::Result<OwnedFd> {
+    // SAFETY: `params` is a valid, exclusively borrowed io_uring_params for
+    // the duration of the call; the kernel reads and writes only it.
+    let fd = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_setup,
+            entries as libc::c_long,
+            params as *mut Params,
+        )
+    })?;
+    // SAFETY: the kernel just created this fd (close-on-exec by default for
+    // io_uring fds) and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `io_uring_enter(fd, to_submit, min_complete, flags, arg, sizeof arg)`.
+///
+/// With `arg` the call carries `IORING_ENTER_EXT_ARG` (the caller sets the
+/// flag) and the timeout it points to. Returns the number of SQEs consumed.
+pub fn io_uring_enter(
+    fd: RawFd,
+    to_submit: u32,
+    min_complete: u32,
+    flags: u32,
+    arg: Option<&GeteventsArg>,
+) -> io::Result<u32> {
+    let (ptr, size) = match arg {
+        Some(a) => (
+            a as *const GeteventsArg as *const libc::c_void,
+            std::mem::size_of::<GeteventsArg>(),
+        ),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: `arg` (if any) is a valid getevents_arg whose `ts` field is 0
+    // or points to a timespec the caller keeps alive across this call; the
+    // kernel only reads it. The SQEs it consumes were published by the ring
+    // (see ring.rs) and point to memory the driver owns until completion.
+    let n = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            fd as libc::c_long,
+            to_submit as libc::c_long,
+            min_complete as libc::c_long,
+            flags as libc::c_long,
+            ptr,
+            size,
+        )
+    })?;
+    Ok(n as u32)
+}
+
+/// `io_uring_register(fd, opcode, arg, nr_args)`.
+///
+/// # Safety
+/// `arg` must point to what `opcode` expects (`nr_args` of them), valid for
+/// the call; memory it registers must outlive the registration.
+pub unsafe fn io_uring_register(
+    fd: RawFd,
+    opcode: u32,
+    arg: *const libc::c_void,
+    nr_args: u32,
+) -> io::Result<i64> {
+    // SAFETY: forwarded to the caller's contract.
+    let r = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            fd as libc::c_long,
+            opcode as libc::c_long,
+            arg,
+            nr_args as libc::c_long,
+        )
+    })?;
+    Ok(r as i64)
+}
+
+/// A memory mapping, unmapped on drop. Either one of the ring's shared
+/// regions (mapped from the ring fd) or anonymous memory the kernel is told
+/// about (a provided-buffer ring).
+#[derive(Debug)]
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mmap {
+    /// Maps `len` bytes of the ring fd at `offset` (`IORING_OFF_*`), shared
+    /// with the kernel and populated up front.
+    pub fn ring(fd: RawFd, len: usize, offset: i64) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping chosen by the kernel (addr = NULL); no
+        // existing memory is affected. The result is checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                offset,
+            )
+        };
+        Mmap::checked(p, len)
+    }
+
+    /// `len` bytes of zeroed, page-aligned anonymous memory.
+    pub fn anonymous(len: usize) -> io::Result<Mmap> {
+        // SAFETY: as in `ring`: a fresh private mapping, checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        Mmap::checked(p, len)
+    }
+
+    fn checked(p: *mut libc::c_void, len: usize) -> io::Result<Mmap> {
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(p as *mut u8).expect("mmap returned NULL"),
+            len,
+        })
+    }
+
+    /// The start of the mapping.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// A pointer `offset` bytes in, as a `T`.
+    ///
+    /// # Panics
+    /// If a `T` at `offset` would not fit inside the mapping.
+    pub fn at<T>(&self, offset: u32) -> *mut T {
+        let offset = offset as usize;
+        assert!(offset + std::mem::size_of::<T>() <= self.len);
+        // SAFETY: checked just above to stay inside the mapping.
+        unsafe { self.ptr.as_ptr().add(offset) as *mut T }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created by `mmap` with this length and is
+        // unmapped exactly once. Its owners (ring.rs, bufring.rs) drop it only
+        // once the kernel can no longer write to it (see their Drop comments).
+        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A non-blocking, close-on-exec eventfd.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; returns a new fd or -1.
+    let fd =
+        cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long)?;
+    // SAFETY: just created; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Adds one to an eventfd's counter (what other threads call to wake a ring).
+pub fn eventfd_write(fd: RawFd) -> io::Result<()> {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local.
+    let r = unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+    match cvt(r as libc::c_long) {
+        Ok(_) => Ok(()),
+        // The counter is saturated: the ring will wake anyway.
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `close(2)` of a raw fd the caller owns (for fds arriving in completions
+/// that nobody will adopt).
+pub fn close(fd: RawFd) {
+    // SAFETY: the caller passes an fd it owns and never uses again.
+    unsafe { libc::close(fd) };
+}
+
+/// The page size.
+pub fn page_size() -> usize {
+    // SAFETY: no pointers.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
