@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, IO_TIMEOUT, RUNTIMES, Server, get_close, heavy_lock, set_fd_limit, wait_until,
+    Client, IO_TIMEOUT, Server, get_close, heavy_lock, runtimes, set_fd_limit, wait_until,
 };
 
 /// The server's fd limit during the storm. At rest it holds about 20 fds
@@ -63,7 +63,7 @@ fn try_plaintext(addr: SocketAddr) -> io::Result<u16> {
 #[test]
 fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
     let _heavy = heavy_lock();
-    let cases = RUNTIMES
+    let cases = runtimes()
         .iter()
         .map(|rt| (*rt, "acceptor"))
         .chain([("stackless", "reuseport")]);

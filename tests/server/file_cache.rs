@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, TempDir, wait_until};
+use crate::harness::{Client, Server, TempDir, runtimes, wait_until};
 
 /// GET `path` on `c`: status and body, checking Content-Length against the
 /// bytes that came.
@@ -21,7 +21,7 @@ fn get(c: &mut Client, path: &str) -> (u16, String) {
 
 #[test]
 fn changes_on_disk_are_served_at_once_with_validity_zero() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("fcache");
         let root = dir.path().to_str().unwrap().to_owned();
         dir.write("a.txt", b"version one");
@@ -94,7 +94,7 @@ fn changes_on_disk_are_served_at_once_with_validity_zero() {
 
 #[test]
 fn a_change_is_served_within_the_validity_and_cache_can_be_off() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("fcache-valid");
         let root = dir.path().to_str().unwrap().to_owned();
         dir.write("a.txt", b"old");

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, TempDir, set_fd_limit, wait_until};
+use crate::harness::{Server, TempDir, runtimes, set_fd_limit, wait_until};
 
 /// The server's fd limit in this test; the cache is allowed 1,000 entries.
 const LIMIT: u64 = 128;
@@ -19,7 +19,7 @@ fn the_cache_gives_fds_back_instead_of_starving_accepts() {
         dir.write(&format!("f{i}.txt"), format!("file {i}\n").as_bytes());
     }
     let root = dir.path().to_str().unwrap();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let args = ["--root", root, "--file-cache", "1000"];
         let server = Server::start(rt, &args);
         set_fd_limit(server.pid(), LIMIT);

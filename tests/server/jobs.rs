@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::harness::{Client, RUNTIMES, Response, Server, TempDir, heavy_lock, wait_until};
+use crate::harness::{Client, Response, Server, TempDir, heavy_lock, runtimes, wait_until};
 
 /// The expected result of a sha256 job. The server hashes with `sha2` too;
 /// these tests check the plumbing, and the site's unit tests check the
@@ -104,7 +104,7 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
     const PER_THREAD: usize = 500;
     const BATCH: usize = 100;
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--pool-queue", "10000", "--jobs-retain", "10000"]);
         let addr = server.addr();
         let started = Instant::now();
@@ -165,7 +165,7 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
 
 #[test]
 fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut client = server.connect();
         let id = accepted_id(&submit(&mut client, "panic", b""));
@@ -197,7 +197,7 @@ fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
 
 #[test]
 fn delete_cancels_a_queued_job_only() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--pool-threads", "1"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -232,7 +232,7 @@ fn delete_cancels_a_queued_job_only() {
 
 #[test]
 fn unknown_types_and_bad_paths_are_refused_at_once() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start_without_test_endpoints(rt, &[]);
         let mut client = server.connect();
         for kind in ["bogus", "panic", "sleep", "spin", "SHA256", ""] {
@@ -262,7 +262,7 @@ fn unknown_types_and_bad_paths_are_refused_at_once() {
 
 #[test]
 fn a_full_queue_answers_503_with_retry_after() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--pool-threads", "1", "--pool-queue", "2"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -308,7 +308,7 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
         site.write(&format!("big/file-{i:02}.txt"), b"x");
     }
     let root = site.path().to_str().expect("utf-8 temp path").to_string();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(
             rt,
             &[

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, RUNTIMES, Server, fd_limit, get_close, get_req, heavy_lock, wait_until,
+    Client, Server, fd_limit, get_close, get_req, heavy_lock, runtimes, wait_until,
 };
 
 #[test]
@@ -15,7 +15,7 @@ fn two_thousand_concurrent_connections_ten_requests_each() {
     const PER_THREAD: usize = 40; // 2,000 connections
     const ROUNDS: usize = 10;
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         assert!(
             fd_limit() >= 2 * (THREADS * PER_THREAD) as u64 + 200,
@@ -130,7 +130,7 @@ fn no_fd_leak_after_ten_thousand_connections() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 1250; // 10,000 connections
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         // Warm up (lazily created fds, buffers), then wait for a stable count.
         for _ in 0..20 {

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, Stats, wait_until};
+use crate::harness::{Client, Server, Stats, runtimes, wait_until};
 
 #[test]
 fn stats_report_each_workers_runtime_internals() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = Client::connect(server.addr());
         for _ in 0..5 {

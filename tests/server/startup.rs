@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, TempDir, run_binary};
+use crate::harness::{Server, TempDir, run_binary, runtimes};
 
 /// Runs the binary; `Err` unless it exits with code 2, prints exactly one
 /// non-empty line on stderr mentioning `mention`, and nothing on stdout.
@@ -54,7 +54,7 @@ fn expect_usage_errors(cases: &[(&[&str], &str)]) {
 
 #[test]
 fn prints_the_listening_line() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = server.stdout();
         let line = out.lines().next().unwrap();
@@ -113,7 +113,7 @@ fn unusable_bind_exits_2_with_one_line() {
 
 #[test]
 fn quiet_prints_nothing() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let (mut child, bind, up) = start_quiet(rt);
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
         // own child, not yet waited for.
