@@ -372,6 +372,11 @@ fn panic_endpoint_is_off_without_the_env_var() {
 #[test]
 fn reuseport_dispatch_serves_too() {
     for rt in runtimes() {
+        if crate::harness::is_fork(rt) {
+            // Not under fork: the parent accepts, there is no dispatcher.
+            crate::harness::assert_fork_refuses(&["--dispatch", "reuseport"], "--dispatch");
+            continue;
+        }
         let server = Server::start(rt, &["--dispatch", "reuseport"]);
         let mut conns: Vec<Client> = (0..8).map(|_| server.connect()).collect();
         for _ in 0..5 {
@@ -396,6 +401,11 @@ fn reuseport_dispatch_serves_too() {
 #[test]
 fn access_log_has_a_common_log_format_line_per_request() {
     for rt in runtimes() {
+        if crate::harness::is_fork(rt) {
+            // Not under fork: the log's writer is a thread.
+            crate::harness::assert_fork_refuses(&["--access-log", "-"], "--access-log");
+            continue;
+        }
         let dir = crate::harness::TempDir::new("access-log");
         let log = dir.path().join("access.log");
         let mut server = Server::start(rt, &["--access-log", log.to_str().unwrap()]);

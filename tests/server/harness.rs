@@ -214,6 +214,13 @@ impl Server {
         if !is_fork(runtime) {
             cmd.args(["--workers", "2"]);
         }
+        // A pool thread keeps its keep-alive connection while idle, so a
+        // test that holds N connections at once needs N threads (the
+        // head-of-line effect, docs/threadpool-and-fork.md). The suite
+        // holds up to ~100 at once; designs.rs tests the small pools.
+        if runtime == "threadpool" && !args.contains(&"--threadpool-size") {
+            cmd.args(["--threadpool-size", "128"]);
+        }
         cmd.args(args);
         // The suite over TLS: the same tests, every server HTTPS.
         if tls_mode() && !args.contains(&"--tls-cert") {
@@ -456,6 +463,23 @@ fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
     };
     let addr = rest.split([' ', '\n']).next()?;
     Some((addr.parse().ok()?, https))
+}
+
+/// For a test that cannot apply to `fork` because it needs `flag` (a
+/// thread in the parent, or the blocking pool): asserts what `fork` does
+/// instead, which is to refuse `args` at start-up with one line naming
+/// `flag` and exit status 2 (docs/threadpool-and-fork.md).
+pub fn assert_fork_refuses(args: &[&str], flag: &str) {
+    let mut all = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let out = run_binary(&all, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "fork {args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "fork {args:?}: {stderr}");
+    assert!(
+        stderr.contains(&format!("--runtime fork does not take {flag}")),
+        "fork {args:?}: {stderr}"
+    );
 }
 
 /// Runs the binary with `args` to completion (bounded: killed after

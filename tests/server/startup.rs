@@ -149,16 +149,14 @@ fn start_quiet(rt: &str) -> (std::process::Child, String, bool) {
             l.local_addr().unwrap().port()
         };
         let bind = format!("127.0.0.1:{port}");
+        let workers: &[&str] = if crate::harness::is_fork(rt) {
+            &[] // refused: one thread, a process per connection
+        } else {
+            &["--workers", "1"]
+        };
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
-            .args([
-                "--bind",
-                &bind,
-                "--workers",
-                "1",
-                "--runtime",
-                rt,
-                "--quiet",
-            ])
+            .args(["--bind", &bind, "--runtime", rt, "--quiet"])
+            .args(workers)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
