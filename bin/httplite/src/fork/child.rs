@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::blocking::conn::Ctx;
 use crate::blocking::socket::{Blocking, remaining};
-use crate::blocking::{BlockingIo, Deadline};
+use crate::blocking::{BlockingIo, Deadline, IdleSet};
 
 /// Set by the handler when the parent asks the children to finish.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -50,7 +50,11 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], ctx: &Ctx) -> ! {
                 let stream = TcpStream::from(conn);
                 if stream.set_nonblocking(false).is_ok() {
                     let _ = stream.set_nodelay(true);
-                    crate::blocking::tls::serve(ctx, ChildIo(Blocking::new(stream)));
+                    let io = ChildIo {
+                        inner: Blocking::new(stream),
+                        idle: &ctx.idle,
+                    };
+                    crate::blocking::tls::serve(ctx, io);
                 }
             }));
             if served.is_ok() { 0 } else { 101 }
@@ -100,22 +104,37 @@ pub(super) fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
     }
 }
 
-/// The child's socket: the shared [`Blocking`] one, whose wait for the
-/// next request also ends on the parent's `SIGTERM`.
+/// The child's socket: the shared [`Blocking`] one, whose waits also
+/// notice the parent's `SIGTERM`.
 #[derive(Debug)]
-struct ChildIo(Blocking);
+struct ChildIo<'a> {
+    inner: Blocking,
+    /// The connection's idle set: told when the stop request arrives, so
+    /// that answers from then on say `Connection: close` and the idle wait
+    /// ends (as a worker's `begin_shutdown` does under `threads`).
+    idle: &'a IdleSet,
+}
 
-impl ChildIo {
+impl ChildIo<'_> {
+    /// Passes a stop request on to the connection loop (once).
+    fn stop(&self) {
+        STOP.store(true, Ordering::Relaxed);
+        if !self.idle.is_shutting_down() {
+            self.idle.begin_shutdown();
+        }
+    }
+
     /// Waits for input with every signal unblocked; on a stop request,
     /// shuts the read side down so that the read that follows sees the
     /// end of the stream and the connection closes cleanly.
     fn wait_idle(&mut self, deadline: Deadline) -> io::Result<()> {
         let at = Deadline::At(deadline.at(Instant::now));
-        let fd = self.0.fd();
+        let fd = self.inner.fd();
         let open = sigset(&[]);
         loop {
             if STOP.load(Ordering::Relaxed) {
-                let _ = self.0.shutdown(Shutdown::Read);
+                self.stop();
+                let _ = self.inner.shutdown(Shutdown::Read);
                 return Ok(());
             }
             let left = remaining(at)?;
@@ -138,21 +157,44 @@ impl ChildIo {
             }
         }
     }
+
+    /// Sleeps `d`, taking a stop request that arrives meanwhile (with
+    /// `sigtimedwait`, the signals staying blocked) so that the answer
+    /// after the sleep says `Connection: close`.
+    fn sleep_watching(&self, d: Duration) {
+        let end = Instant::now() + d;
+        let stops = sigset(&[libc::SIGINT, libc::SIGTERM]);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let ts = libc::timespec {
+                tv_sec: left.as_secs() as libc::time_t,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: a valid sigset and timespec; no siginfo is asked for.
+            let r = unsafe { libc::sigtimedwait(&stops, std::ptr::null_mut(), &ts) };
+            if r > 0 {
+                self.stop();
+            }
+        }
+    }
 }
 
-// SAFETY: every call but `wait_readable` is the inner `Blocking`'s, whose
-// `read_uninit` keeps the contract; `wait_readable` reads nothing.
-unsafe impl BlockingIo for ChildIo {
+// SAFETY: every call but the waits is the inner `Blocking`'s, whose
+// `read_uninit` keeps the contract; the waits read nothing.
+unsafe impl BlockingIo for ChildIo<'_> {
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],
         deadline: Deadline,
     ) -> io::Result<usize> {
-        self.0.read_uninit(buf, deadline)
+        self.inner.read_uninit(buf, deadline)
     }
 
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
-        self.0.write(buf, deadline)
+        self.inner.write(buf, deadline)
     }
 
     fn sendfile(
@@ -162,7 +204,7 @@ unsafe impl BlockingIo for ChildIo {
         count: usize,
         deadline: Deadline,
     ) -> io::Result<usize> {
-        self.0.sendfile(file, offset, count, deadline)
+        self.inner.sendfile(file, offset, count, deadline)
     }
 
     fn send_file_copied(
@@ -172,7 +214,7 @@ unsafe impl BlockingIo for ChildIo {
         count: usize,
         deadline: Deadline,
     ) -> io::Result<usize> {
-        self.0.send_file_copied(file, offset, count, deadline)
+        self.inner.send_file_copied(file, offset, count, deadline)
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
@@ -180,22 +222,22 @@ unsafe impl BlockingIo for ChildIo {
     }
 
     fn sleep(&mut self, d: Duration) {
-        self.0.sleep(d);
+        self.sleep_watching(d);
     }
 
     fn now(&self) -> Instant {
-        self.0.now()
+        self.inner.now()
     }
 
     fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
-        self.0.shutdown(how)
+        self.inner.shutdown(how)
     }
 
     fn fd(&self) -> RawFd {
-        self.0.fd()
+        self.inner.fd()
     }
 
     fn peer_addr(&self) -> Option<SocketAddr> {
-        self.0.peer_addr()
+        self.inner.peer_addr()
     }
 }
