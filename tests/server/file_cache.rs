@@ -72,11 +72,12 @@ fn changes_on_disk_are_served_at_once_with_validity_zero() {
         // A permission change is a change too (ctime): the entry goes.
         dir.write("b.txt", b"bee");
         assert_eq!(get(&mut c, "/b.txt"), (200, "bee".into()), "[{rt}]");
-        let before = server.stats().get("file_cache.invalidations");
+        // This connection's stats: under fork the cache is its child's.
+        let before = c.stats().get("file_cache.invalidations");
         let perms = std::os::unix::fs::PermissionsExt::from_mode(0o600);
         std::fs::set_permissions(dir.path().join("b.txt"), perms).unwrap();
         assert_eq!(get(&mut c, "/b.txt"), (200, "bee".into()), "[{rt}]");
-        let stats = server.stats();
+        let stats = c.stats();
         assert!(
             stats.get("file_cache.invalidations") > before,
             "[{rt}] {}",

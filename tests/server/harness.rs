@@ -1010,6 +1010,14 @@ impl Client {
         }
     }
 
+    /// `/_httplite/stats` asked on this connection. The same document as
+    /// [`Server::stats`] on every design but `fork`, where the file
+    /// cache's counters are those of the child answering (the cache lives
+    /// in each child), so a test that reads them asks its own connection.
+    pub fn stats(&mut self) -> Stats {
+        Stats(self.get("/_httplite/stats").text())
+    }
+
     /// Closes with a reset (SO_LINGER 0) instead of a FIN.
     pub fn close_with_reset(self) {
         set_linger_zero(self.stream.tcp());

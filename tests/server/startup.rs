@@ -63,7 +63,11 @@ fn prints_the_listening_line() {
             "[{rt}] {line}"
         );
         assert!(line.contains(&format!("runtime: {rt}")), "[{rt}] {line}");
-        assert!(line.contains("workers: 2"), "[{rt}] {line}");
+        let workers = match crate::harness::is_fork(rt) {
+            true => "processes: one per connection",
+            false => "workers: 2",
+        };
+        assert!(line.contains(workers), "[{rt}] {line}");
         let mut server = server;
         let status = server.terminate();
         assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
