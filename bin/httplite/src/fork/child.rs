@@ -81,6 +81,14 @@ fn setup_signals() -> io::Result<()> {
         // SAFETY: `action` is valid; the handler only stores an atomic.
         reactor::syscall!(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) })?;
     }
+    // If the parent dies without asking (SIGKILL), the child is told as
+    // if it had asked; checked afterwards in case it died just before.
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number; no memory is passed.
+    reactor::syscall!(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) })?;
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } == 1 {
+        STOP.store(true, Ordering::Relaxed);
+    }
     let set = sigset(&[libc::SIGCHLD]);
     // SAFETY: `set` is an initialised sigset_t; the old mask is not asked for.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
