@@ -302,9 +302,7 @@ impl Parent {
                 self.page.paused_at_max.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            let Some(listener) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
-                return None;
-            };
+            let listener = self.listener.as_ref().map(|l| l.as_raw_fd())?;
             match reactor::sys::accept_fd(listener) {
                 Ok(conn) => self.spawn(conn, listener, ctx),
                 Err(e) => match e.raw_os_error() {
