@@ -1,6 +1,6 @@
 //! Process per connection (`--runtime fork`): the oldest design of all.
 //! The parent accepts; for each connection it `fork()`s, and the child
-//! ([`child`]) serves that one connection with the blocking connection
+//! (`child.rs`) serves that one connection with the blocking connection
 //! loop, then exits. The parent never waits on a child's work.
 //!
 //! ```text
