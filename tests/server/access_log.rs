@@ -8,7 +8,9 @@ use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, TempDir, get_req, wait_until};
+use crate::harness::{
+    Server, TempDir, assert_fork_refuses, get_req, is_fork, runtimes, wait_until,
+};
 
 /// Requests sent: their log lines (~80 bytes each) are far more than a
 /// pipe (64 KiB) and the writer's queue (64 batches of 16 KiB) hold.
@@ -46,7 +48,12 @@ fn stalled_fifo(dir: &TempDir) -> (String, File) {
 
 #[test]
 fn a_stalled_log_loses_lines_but_never_stops_the_server() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the log's writer is a thread (refused).
+            assert_fork_refuses(&["--access-log", "-"], "--access-log");
+            continue;
+        }
         let dir = TempDir::new("log-fifo");
         let (fifo, _reader) = stalled_fifo(&dir);
         let server = Server::start(rt, &["--access-log", &fifo]);
@@ -75,7 +82,12 @@ fn a_stalled_log_loses_lines_but_never_stops_the_server() {
 
 #[test]
 fn a_failing_log_is_counted_and_reported() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the log's writer is a thread (refused).
+            assert_fork_refuses(&["--access-log", "-"], "--access-log");
+            continue;
+        }
         let mut server = Server::start(rt, &["--access-log", "/dev/full"]);
         let mut c = server.connect();
         for _ in 0..50 {
@@ -101,7 +113,12 @@ fn a_failing_log_is_counted_and_reported() {
 
 #[test]
 fn with_block_every_line_is_written_once_the_reader_reads() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the log's writer is a thread (refused).
+            assert_fork_refuses(&["--access-log", "-"], "--access-log");
+            continue;
+        }
         let dir = TempDir::new("log-block");
         let log = dir.path().join("access.log");
         let args = [

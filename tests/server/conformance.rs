@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, TempDir};
+use crate::harness::{Client, Server, TempDir, runtimes};
 use crate::limits::expect_error_and_close;
 
 /// Malformed requests, with the status each must get.
@@ -149,7 +149,7 @@ const MALFORMED: &[(&[u8], u16, &str)] = &[
 
 #[test]
 fn malformed_requests_are_answered_closed_and_counted() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut bystander = server.connect();
         assert_eq!(bystander.get("/_httplite/plaintext").status, 200, "[{rt}]");
@@ -186,7 +186,7 @@ fn exchange(c: &mut Client, req: &[u8]) -> crate::harness::Response {
 
 #[test]
 fn valid_requests_of_every_form_are_served() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         // absolute-form: routed by its path, its authority wins over a
@@ -276,7 +276,7 @@ fn absolute_form_and_percent_decoding_in_file_lookup() {
     dir.write("docs/café.txt", b"accent");
     dir.write("plain.txt", b"plain");
     let root = dir.path().to_str().unwrap().to_owned();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--root", &root]);
         let mut c = server.connect();
         let r = exchange(

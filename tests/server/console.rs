@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, wait_until};
+use crate::harness::{Server, assert_fork_refuses, is_fork, runtimes, wait_until};
 
 /// Waits (bounded) until the server's stdout contains `needle`.
 fn wait_for_output(server: &Server, needle: &str) -> String {
@@ -21,7 +21,12 @@ fn wait_for_output(server: &Server, needle: &str) -> String {
 
 #[test]
 fn commands_answer_and_quit_shuts_down_gracefully() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the console is a thread (refused).
+            assert_fork_refuses(&["--console"], "--console");
+            continue;
+        }
         let mut server = Server::start_with_stdin(rt, &["--console"]);
         let mut stdin = server.take_stdin().expect("piped stdin");
         wait_for_output(&server, "console: reading commands");
@@ -82,7 +87,12 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
 
 #[test]
 fn closed_stdin_does_not_stop_the_server() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the console is a thread (refused).
+            assert_fork_refuses(&["--console"], "--console");
+            continue;
+        }
         let mut server = Server::start_with_stdin(rt, &["--console"]);
         let stdin = server.take_stdin().expect("piped stdin");
         wait_for_output(&server, "console: reading commands");

@@ -1,7 +1,7 @@
 //! The real `curl` against the server. These fail (never skip) when curl is
 //! not installed.
 
-use crate::harness::{RUNTIMES, Server, TempDir, curl, curl_path};
+use crate::harness::{Server, TempDir, curl, curl_path, runtimes};
 
 /// Splits curl's `-i` / `-D -` output into (status, head text, body).
 fn split_head(out: &[u8]) -> (u16, String, Vec<u8>) {
@@ -44,7 +44,7 @@ fn curl_is_installed() {
 
 #[test]
 fn curl_get() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = curl(&["-i", &server.url("/_httplite/plaintext")]);
         let (status, head, body) = split_head(&out.stdout);
@@ -61,7 +61,7 @@ fn curl_get() {
 
 #[test]
 fn curl_head() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = curl(&["-I", &server.url("/_httplite/plaintext")]);
         let (status, head, body) = split_head(&out.stdout);
@@ -73,7 +73,7 @@ fn curl_head() {
 
 #[test]
 fn curl_post_echo() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let url = server.url("/_httplite/echo");
         let out = curl(&["--data-binary", "hello curl", &url]);
@@ -114,7 +114,7 @@ fn curl_post_echo() {
 
 #[test]
 fn curl_reuses_the_keep_alive_connection() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = curl(&[
             "-o",
@@ -156,7 +156,7 @@ fn curl_reuses_the_keep_alive_connection() {
 
 #[test]
 fn curl_static_file_with_range() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("curl-range");
         dir.write("digits.txt", "0123456789".repeat(10).as_bytes());
         let server = Server::start(rt, &["--root", dir.path().to_str().unwrap()]);
@@ -188,7 +188,7 @@ fn curl_static_file_with_range() {
 
 #[test]
 fn curl_not_modified() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("curl-304");
         let file = dir.write("page.html", b"<p>cached</p>\n");
         let server = Server::start(rt, &["--root", dir.path().to_str().unwrap()]);
@@ -211,7 +211,7 @@ fn curl_not_modified() {
 
 #[test]
 fn curl_404() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = curl(&[
             "-s",

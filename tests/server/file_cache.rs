@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, TempDir, wait_until};
+use crate::harness::{Client, Server, TempDir, runtimes, wait_until};
 
 /// GET `path` on `c`: status and body, checking Content-Length against the
 /// bytes that came.
@@ -21,7 +21,7 @@ fn get(c: &mut Client, path: &str) -> (u16, String) {
 
 #[test]
 fn changes_on_disk_are_served_at_once_with_validity_zero() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("fcache");
         let root = dir.path().to_str().unwrap().to_owned();
         dir.write("a.txt", b"version one");
@@ -72,11 +72,12 @@ fn changes_on_disk_are_served_at_once_with_validity_zero() {
         // A permission change is a change too (ctime): the entry goes.
         dir.write("b.txt", b"bee");
         assert_eq!(get(&mut c, "/b.txt"), (200, "bee".into()), "[{rt}]");
-        let before = server.stats().get("file_cache.invalidations");
+        // This connection's stats: under fork the cache is its child's.
+        let before = c.stats().get("file_cache.invalidations");
         let perms = std::os::unix::fs::PermissionsExt::from_mode(0o600);
         std::fs::set_permissions(dir.path().join("b.txt"), perms).unwrap();
         assert_eq!(get(&mut c, "/b.txt"), (200, "bee".into()), "[{rt}]");
-        let stats = server.stats();
+        let stats = c.stats();
         assert!(
             stats.get("file_cache.invalidations") > before,
             "[{rt}] {}",
@@ -94,7 +95,7 @@ fn changes_on_disk_are_served_at_once_with_validity_zero() {
 
 #[test]
 fn a_change_is_served_within_the_validity_and_cache_can_be_off() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("fcache-valid");
         let root = dir.path().to_str().unwrap().to_owned();
         dir.write("a.txt", b"old");

@@ -3,7 +3,7 @@
 //! and the single-page-app fallback and error pages (`--fallback`,
 //! `--error-page`).
 
-use crate::harness::{Client, RUNTIMES, Response, Server, TempDir};
+use crate::harness::{Client, Response, Server, TempDir, runtimes};
 
 /// Bytes that differ at every offset (so a wrong offset shows).
 fn pattern(len: usize) -> Vec<u8> {
@@ -69,7 +69,7 @@ fn multiple_ranges_are_multipart_byteranges() {
         ),
         ("/big.bin", &big, octet, &[(150_000, 204_799), (0, 40_000)]),
     ];
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let root = dir.path().to_str().unwrap();
         let server = Server::start(rt, &["--root", root]);
         let mut c = server.connect();
@@ -152,7 +152,7 @@ fn header_rules_and_cors() {
     dir.write("big.woff2", &pattern(40 * 1024));
     let root = dir.path().to_str().unwrap();
     let immutable = "public, max-age=31536000, immutable";
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(
             rt,
             &[
@@ -284,7 +284,7 @@ fn fallback_and_error_pages() {
     dir.write("app.js", b"let x;");
     dir.write("docs/page.txt", b"page");
     let root = dir.path().to_str().unwrap();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(
             rt,
             &[

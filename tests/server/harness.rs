@@ -18,8 +18,49 @@ use std::time::{Duration, Instant};
 use super::pki::{Pki, TlsStream, shared_client_config, tls_connect, tls_mode};
 
 /// Every runtime the behavioural tests run against. Adding a runtime here
-/// (`"stackful"`, `"threads"`) is the only change the suite needs.
-pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads"];
+/// is the only change the suite needs, apart from the tests that do not
+/// apply to it (they say so, and assert what it does instead).
+pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool", "fork"];
+
+/// The runtimes that serve TLS (`fork` refuses `--tls-cert`: its
+/// certificate reload is a thread, and the parent may run none).
+pub const TLS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
+
+/// The runtimes this run covers: [`RUNTIMES`], or [`TLS_RUNTIMES`] when
+/// the suite runs over TLS (`HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
+/// (a comma-separated list) narrows it, e.g. to run one design's suite.
+pub fn runtimes() -> &'static [&'static str] {
+    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let all = if tls_mode() { TLS_RUNTIMES } else { RUNTIMES };
+        match std::env::var("HTTPLITE_TEST_RUNTIMES") {
+            Ok(list) => all
+                .iter()
+                .copied()
+                .filter(|rt| list.split(',').any(|x| x.trim() == *rt))
+                .collect(),
+            Err(_) => all.to_vec(),
+        }
+    })
+}
+
+/// [`runtimes`] without `fork`: the ones a TLS test can start.
+pub fn tls_runtimes() -> &'static [&'static str] {
+    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        runtimes()
+            .iter()
+            .copied()
+            .filter(|rt| TLS_RUNTIMES.contains(rt))
+            .collect()
+    })
+}
+
+/// Whether `runtime` is `fork` (a process per connection: no `--workers`,
+/// no blocking pool, no console, no access log, no TLS).
+pub fn is_fork(runtime: &str) -> bool {
+    runtime == "fork"
+}
 
 /// Read and write timeout of every test socket.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -144,7 +185,7 @@ pub struct Server {
 
 impl Server {
     /// Starts the server on `runtime` with `--bind 127.0.0.1:0 --workers 2`
-    /// plus `args`, with the test endpoints (`/_httplite/panic`) enabled.
+    /// (no `--workers` for `fork`) plus `args`, with the test endpoints (`/_httplite/panic`) enabled.
     pub fn start(runtime: &str, args: &[&str]) -> Server {
         Server::spawn(runtime, args, true, false)
     }
@@ -167,15 +208,20 @@ impl Server {
     fn spawn(runtime: &str, args: &[&str], test_endpoints: bool, stdin: bool) -> Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
-        cmd.args([
-            "--bind",
-            "127.0.0.1:0",
-            "--workers",
-            "2",
-            "--runtime",
-            runtime,
-        ])
-        .args(args);
+        cmd.args(["--bind", "127.0.0.1:0", "--runtime", runtime]);
+        // `fork` refuses --workers and the pool's flags (one thread in the
+        // parent, no pool): the other designs get two workers.
+        if !is_fork(runtime) {
+            cmd.args(["--workers", "2"]);
+        }
+        // A pool thread keeps its keep-alive connection while idle, so a
+        // test that holds N connections at once needs N threads (the
+        // head-of-line effect, docs/threadpool-and-fork.md). The suite
+        // holds up to ~100 at once; designs.rs tests the small pools.
+        if runtime == "threadpool" && !args.contains(&"--threadpool-size") {
+            cmd.args(["--threadpool-size", "128"]);
+        }
+        cmd.args(args);
         // The suite over TLS: the same tests, every server HTTPS.
         if tls_mode() && !args.contains(&"--tls-cert") {
             let (_, issued) = Pki::shared();
@@ -185,7 +231,7 @@ impl Server {
         // The default SCHED_IDLE pool runs only on CPU time nothing else
         // wants; beside other busy tests on two cores that can be none for
         // seconds. These tests check what the pool does, not its priority.
-        if !args.contains(&"--pool-priority") {
+        if !args.contains(&"--pool-priority") && !is_fork(runtime) {
             cmd.args(["--pool-priority", "normal"]);
         }
         cmd.env("RUST_BACKTRACE", "0")
@@ -417,6 +463,23 @@ fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
     };
     let addr = rest.split([' ', '\n']).next()?;
     Some((addr.parse().ok()?, https))
+}
+
+/// For a test that cannot apply to `fork` because it needs `flag` (a
+/// thread in the parent, or the blocking pool): asserts what `fork` does
+/// instead, which is to refuse `args` at start-up with one line naming
+/// `flag` and exit status 2 (docs/threadpool-and-fork.md).
+pub fn assert_fork_refuses(args: &[&str], flag: &str) {
+    let mut all = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let out = run_binary(&all, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "fork {args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "fork {args:?}: {stderr}");
+    assert!(
+        stderr.contains(&format!("--runtime fork does not take {flag}")),
+        "fork {args:?}: {stderr}"
+    );
 }
 
 /// Runs the binary with `args` to completion (bounded: killed after
@@ -945,6 +1008,14 @@ impl Client {
             Ok(n) => panic!("unexpected bytes: {:?}", String::from_utf8_lossy(&b[..n])),
             Err(e) => panic!("connection failed ({e}); expected it to stay open for {d:?}"),
         }
+    }
+
+    /// `/_httplite/stats` asked on this connection. The same document as
+    /// [`Server::stats`] on every design but `fork`, where the file
+    /// cache's counters are those of the child answering (the cache lives
+    /// in each child), so a test that reads them asks its own connection.
+    pub fn stats(&mut self) -> Stats {
+        Stats(self.get("/_httplite/stats").text())
     }
 
     /// Closes with a reset (SO_LINGER 0) instead of a FIN.

@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::harness::{Client, RUNTIMES, Response, Server, TempDir, heavy_lock, wait_until};
+use crate::harness::{
+    Client, Response, Server, TempDir, assert_fork_refuses, heavy_lock, is_fork, runtimes,
+    wait_until,
+};
 
 /// The expected result of a sha256 job. The server hashes with `sha2` too;
 /// these tests check the plumbing, and the site's unit tests check the
@@ -104,7 +107,12 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
     const PER_THREAD: usize = 500;
     const BATCH: usize = 100;
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: no blocking pool runs (its flags are refused).
+            assert_fork_refuses(&["--pool-queue", "10000"], "--pool-queue");
+            continue;
+        }
         let server = Server::start(rt, &["--pool-queue", "10000", "--jobs-retain", "10000"]);
         let addr = server.addr();
         let started = Instant::now();
@@ -165,8 +173,21 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
 
 #[test]
 fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
+        if is_fork(rt) {
+            // Not under fork: jobs are refused with 503 (no pool thread may
+            // start in a fork child or its parent), and nothing is kept.
+            let mut client = server.connect();
+            let r = submit(&mut client, "panic", b"");
+            assert_eq!(r.status, 503, "{rt}: {}", r.text());
+            assert_eq!(r.header("retry-after"), Some("1"), "{rt}");
+            assert_eq!(client.get("/_httplite/plaintext").status, 200, "{rt}");
+            let stats = server.stats();
+            assert_eq!(stats.get("jobs.submitted"), 0, "{rt}");
+            assert_eq!(stats.get("pool.threads_started"), 0, "{rt}");
+            continue;
+        }
         let mut client = server.connect();
         let id = accepted_id(&submit(&mut client, "panic", b""));
         let body = finished(&mut client, id);
@@ -197,7 +218,12 @@ fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
 
 #[test]
 fn delete_cancels_a_queued_job_only() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: no blocking pool runs (its flags are refused).
+            assert_fork_refuses(&["--pool-threads", "1"], "--pool-threads");
+            continue;
+        }
         let server = Server::start(rt, &["--pool-threads", "1"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -232,7 +258,7 @@ fn delete_cancels_a_queued_job_only() {
 
 #[test]
 fn unknown_types_and_bad_paths_are_refused_at_once() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start_without_test_endpoints(rt, &[]);
         let mut client = server.connect();
         for kind in ["bogus", "panic", "sleep", "spin", "SHA256", ""] {
@@ -262,7 +288,13 @@ fn unknown_types_and_bad_paths_are_refused_at_once() {
 
 #[test]
 fn a_full_queue_answers_503_with_retry_after() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: no blocking pool runs (its flags are refused);
+            // every job gets the 503 (a_panicking_job_... checks it).
+            assert_fork_refuses(&["--pool-queue", "2"], "--pool-queue");
+            continue;
+        }
         let server = Server::start(rt, &["--pool-threads", "1", "--pool-queue", "2"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -308,7 +340,14 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
         site.write(&format!("big/file-{i:02}.txt"), b"x");
     }
     let root = site.path().to_str().expect("utf-8 temp path").to_string();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
+        if is_fork(rt) {
+            // Not under fork: the child lists directories itself (see
+            // designs::fork_child_lists_directories_itself); the pool's
+            // flags are refused.
+            assert_fork_refuses(&["--pool-threads", "1"], "--pool-threads");
+            continue;
+        }
         let server = Server::start(
             rt,
             &[
@@ -322,7 +361,9 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
             ],
         );
         let mut client = server.connect();
-        let on_pool = *rt != "threads"; // a thread per connection lists on its own thread
+        // A thread per connection, or a pool thread serving one connection
+        // at a time, lists on its own thread.
+        let on_pool = !matches!(*rt, "threads" | "threadpool");
         let r = client.get("/big/");
         assert_eq!(r.status, 200, "{rt}");
         assert!(r.text().contains("file-49.txt"), "{rt}: {}", r.text());

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{RUNTIMES, Server, TempDir, find, get_req, pseudo_random};
+use crate::harness::{Server, TempDir, find, get_req, pseudo_random, runtimes};
 
 /// Both ways to send a file body.
 const MODES: &[&str] = &["unlimited", "0"];
@@ -19,7 +19,7 @@ fn get_with_range(path: &str, range: &str) -> Vec<u8> {
 fn large_file_arrives_intact() {
     // 3 MiB: larger than socket buffers.
     let data = pseudo_random(3 << 20);
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         for mode in MODES {
             let dir = TempDir::new("large-file");
             dir.write("big.bin", &data);
@@ -56,7 +56,7 @@ fn a_file_that_shrinks_while_sent_closes_the_connection() {
     const FULL: usize = 16 << 20;
     const SHRUNK: u64 = 1 << 20;
     let data = pseudo_random(FULL);
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         for mode in MODES {
             let dir = TempDir::new("shrinking-file");
             let path = dir.write("big.bin", &data);

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, get_req};
+use crate::harness::{Client, Server, get_req, runtimes};
 
 const CLOSE_WITHIN: Duration = Duration::from_secs(3);
 
@@ -35,7 +35,7 @@ pub(crate) fn expect_error_and_close(server: &Server, req: &[u8], status: u16, w
 
 #[test]
 fn malformed_request_is_400_and_closed_while_others_are_served() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         // A keep-alive bystander on each worker, before and after.
         let mut others: Vec<Client> = (0..4).map(|_| server.connect()).collect();
@@ -85,7 +85,7 @@ fn malformed_request_is_400_and_closed_while_others_are_served() {
 
 #[test]
 fn request_line_over_8_kib_is_414() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let long = format!("/{}", "a".repeat(9 * 1024));
         expect_error_and_close(&server, &get_req(&long), 414, "9 KiB request line");
@@ -99,7 +99,7 @@ fn request_line_over_8_kib_is_414() {
 
 #[test]
 fn header_section_over_16_kib_is_431() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut req = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: t\r\n".to_vec();
         for i in 0..20 {
@@ -131,7 +131,7 @@ fn header_section_over_16_kib_is_431() {
 
 #[test]
 fn more_than_100_headers_is_431() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let with_headers = |n: usize| {
             let mut req = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: t\r\n".to_vec();
@@ -152,7 +152,7 @@ fn more_than_100_headers_is_431() {
 
 #[test]
 fn body_over_max_body_is_413() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--max-body", "1KiB"]);
         let body = vec![b'b'; 1025];
         let mut req = format!(
@@ -195,7 +195,7 @@ fn body_over_max_body_is_413() {
 /// connection still open after `IO_TIMEOUT` fails: it is not a "truncation".
 #[test]
 fn chunked_body_over_max_body_is_cut_off() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--max-body", "1KiB"]);
         // To a handler that discards the body: nothing sent yet, so 413.
         let mut req =
@@ -292,7 +292,7 @@ fn check_cut_off_echo(rt: &str, raw: &[u8], limit: usize) {
 
 #[test]
 fn http_2_request_line_is_505() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         expect_error_and_close(
             &server,
@@ -322,7 +322,7 @@ fn http_2_request_line_is_505() {
 
 #[test]
 fn content_length_with_transfer_encoding_is_400() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         expect_error_and_close(
             &server,

@@ -2,7 +2,7 @@
 //! an ephemeral port, driven over real sockets by a hand-written raw
 //! HTTP/1.1 client (`harness`) and by the real `curl`.
 //!
-//! Every behavioural test loops over [`harness::RUNTIMES`], so a new runtime
+//! Every behavioural test loops over [`harness::runtimes()`], so a new runtime
 //! is covered by adding its name there. Run with
 //! `cargo test -p httplite --test server`.
 
@@ -15,6 +15,7 @@ mod basics;
 mod conformance;
 mod console;
 mod curl;
+mod designs;
 mod file_cache;
 mod file_cache_fds;
 mod file_features;

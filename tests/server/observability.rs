@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, Stats, wait_until};
+use crate::harness::{Client, Server, Stats, runtimes, wait_until};
 
 #[test]
 fn stats_report_each_workers_runtime_internals() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = Client::connect(server.addr());
         for _ in 0..5 {
@@ -16,13 +16,27 @@ fn stats_report_each_workers_runtime_internals() {
         // A sleep goes through the timer heap on the event-loop designs.
         assert_eq!(c.get("/_httplite/sleep?ms=20").status, 200, "[{rt}]");
         let s = Stats(c.get("/_httplite/stats").text());
+        // fork has one "worker": the parent and its children together.
+        let workers = if *rt == "fork" { 1 } else { 2 };
         assert_eq!(
             s.0.matches(&format!("\"kind\":\"{rt}\"")).count(),
-            2,
+            workers,
             "[{rt}] one runtime object per worker: {}",
             s.0
         );
         match *rt {
+            "threadpool" => {
+                // One pool, shown in each worker's entry; this connection
+                // holds one of its threads while it asks.
+                assert!(s.sum("busy") >= 2, "[{rt}] {}", s.0);
+                assert_eq!(s.sum("rejected_503"), 0, "[{rt}] {}", s.0);
+            }
+            "fork" => {
+                // This connection's own child is alive while it asks.
+                assert!(s.sum("children_alive") >= 1, "[{rt}] {}", s.0);
+                assert!(s.sum("children_high_water") >= 1, "[{rt}] {}", s.0);
+                assert_eq!(s.sum("children_crashed"), 0, "[{rt}] {}", s.0);
+            }
             "threads" => {
                 // This connection's own thread is alive while it asks.
                 assert!(s.sum("threads_alive") >= 1, "[{rt}] {}", s.0);

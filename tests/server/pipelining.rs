@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, echo_req, get_req};
+use crate::harness::{Client, Server, echo_req, get_req, runtimes};
 
 /// What the `i`-th of a pipelined batch asks for, and what it must get.
 fn mixed_request(i: usize) -> (Vec<u8>, u16, Vec<u8>) {
@@ -33,7 +33,7 @@ fn mixed_request(i: usize) -> (Vec<u8>, u16, Vec<u8>) {
 
 #[test]
 fn thirty_two_pipelined_requests_answered_in_order() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         let mut all = Vec::new();
@@ -62,7 +62,7 @@ fn thirty_two_pipelined_requests_answered_in_order() {
 #[test]
 fn many_pipelined_requests_in_one_write() {
     // Larger than one read buffer and one write batch.
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         let n = 1000;
@@ -85,7 +85,7 @@ fn many_pipelined_requests_in_one_write() {
 
 #[test]
 fn request_written_one_byte_at_a_time() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.stream().set_nodelay(true).unwrap();
@@ -118,7 +118,7 @@ fn request_written_one_byte_at_a_time() {
 /// error that closes): every answer comes back whole and in order.
 #[test]
 fn one_connection_moves_between_quick_and_waiting_answers() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.stream().set_nodelay(true).unwrap();
@@ -148,7 +148,7 @@ fn one_connection_moves_between_quick_and_waiting_answers() {
 
 #[test]
 fn half_closed_client_is_still_answered() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         // One request, then FIN.
         let mut c = server.connect();
@@ -186,7 +186,7 @@ fn half_closed_client_is_still_answered() {
 
 #[test]
 fn expect_100_continue_gets_interim_response_first() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.send(
@@ -221,7 +221,7 @@ fn expect_100_continue_gets_interim_response_first() {
 /// `100 Continue`; it must not sit waiting for a body the client holds back.
 #[test]
 fn expect_100_continue_is_answered_when_the_body_is_not_wanted() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         for (path, status) in [("/nope", 404), ("/_httplite/plaintext", 405)] {
             let mut c = server.connect();
@@ -256,7 +256,7 @@ fn expect_100_continue_is_answered_when_the_body_is_not_wanted() {
 
 #[test]
 fn chunked_echo_round_trip() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.stream().set_nodelay(true).unwrap();
@@ -315,7 +315,7 @@ fn chunked_echo_round_trip() {
 
 #[test]
 fn content_length_echo_streams_a_large_body() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         let big: Vec<u8> = (0..900_000u32).map(|i| (i * 7 % 256) as u8).collect();
@@ -345,7 +345,7 @@ fn content_length_echo_streams_a_large_body() {
 /// skipped, and the next pipelined request is answered.
 #[test]
 fn unread_request_body_is_discarded() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c: Client = server.connect();
         let mut req =
@@ -371,7 +371,7 @@ POST /_httplite/plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\nabc";
 
 #[test]
 fn earlier_answers_go_out_while_a_later_body_is_awaited() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.send(GET_THEN_POST_HEAD);
@@ -389,7 +389,7 @@ fn earlier_answers_go_out_while_a_later_body_is_awaited() {
 
 #[test]
 fn a_client_leaving_mid_body_still_gets_the_earlier_answers() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.send(GET_THEN_POST_HEAD);
@@ -407,7 +407,7 @@ fn a_client_leaving_mid_body_still_gets_the_earlier_answers() {
 
 #[test]
 fn a_bad_body_of_a_head_request_gets_a_400_without_a_body() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let mut c = server.connect();
         c.send(b"HEAD / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");

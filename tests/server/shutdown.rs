@@ -4,7 +4,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Client, RUNTIMES, Server, get_req, heavy_lock, wait_until};
+use crate::harness::{Client, Server, get_req, heavy_lock, runtimes, wait_until};
 
 /// Waits (bounded) until the server has read `n` requests besides the
 /// stats requests this wait makes (each counts itself): they are then in
@@ -21,7 +21,7 @@ fn has_read_requests(server: &Server, n: u64) -> bool {
 fn sigterm_finishes_100_in_flight_requests_and_exits_0() {
     const N: usize = 100;
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &["--shutdown-timeout", "10s"]);
         let addr = server.addr();
         let mut conns: Vec<Client> = (0..N).map(|_| server.connect()).collect();
@@ -91,7 +91,7 @@ fn sigterm_finishes_100_in_flight_requests_and_exits_0() {
 
 #[test]
 fn sigterm_closes_idle_connections_at_once() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &["--shutdown-timeout", "10s", "--idle-timeout", "60s"]);
         let mut idle: Vec<Client> = (0..20).map(|_| server.connect()).collect();
         for c in &mut idle {
@@ -120,7 +120,7 @@ fn sigterm_closes_idle_connections_at_once() {
 
 #[test]
 fn sigint_also_shuts_down_cleanly() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &[]);
         assert_eq!(server.get("/_httplite/plaintext").status, 200, "[{rt}]");
         server.signal(libc::SIGINT);
@@ -133,7 +133,7 @@ fn sigint_also_shuts_down_cleanly() {
 
 #[test]
 fn shutdown_timeout_bounds_slow_requests() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &["--shutdown-timeout", "1s"]);
         let mut c = server.connect();
         c.send(&get_req("/_httplite/sleep?ms=30000"));

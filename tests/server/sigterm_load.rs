@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, IO_TIMEOUT, RUNTIMES, Server, TempDir, find, get_req, heavy_lock, pseudo_random,
+    Client, IO_TIMEOUT, Server, TempDir, find, get_req, heavy_lock, pseudo_random, runtimes,
     wait_until,
 };
 
@@ -109,7 +109,7 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
     let dir = TempDir::new("sigterm-load");
     dir.write("big.bin", &data);
     let root = dir.path().to_str().unwrap().to_string();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let mut server = Server::start(
             rt,
             &[

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{RUNTIMES, Server, TempDir, run_binary};
+use crate::harness::{Server, TempDir, run_binary, runtimes};
 
 /// Runs the binary; `Err` unless it exits with code 2, prints exactly one
 /// non-empty line on stderr mentioning `mention`, and nothing on stdout.
@@ -54,7 +54,7 @@ fn expect_usage_errors(cases: &[(&[&str], &str)]) {
 
 #[test]
 fn prints_the_listening_line() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &[]);
         let out = server.stdout();
         let line = out.lines().next().unwrap();
@@ -63,7 +63,11 @@ fn prints_the_listening_line() {
             "[{rt}] {line}"
         );
         assert!(line.contains(&format!("runtime: {rt}")), "[{rt}] {line}");
-        assert!(line.contains("workers: 2"), "[{rt}] {line}");
+        let workers = match crate::harness::is_fork(rt) {
+            true => "processes: one per connection",
+            false => "workers: 2",
+        };
+        assert!(line.contains(workers), "[{rt}] {line}");
         let mut server = server;
         let status = server.terminate();
         assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
@@ -113,7 +117,7 @@ fn unusable_bind_exits_2_with_one_line() {
 
 #[test]
 fn quiet_prints_nothing() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let (mut child, bind, up) = start_quiet(rt);
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
         // own child, not yet waited for.
@@ -149,16 +153,14 @@ fn start_quiet(rt: &str) -> (std::process::Child, String, bool) {
             l.local_addr().unwrap().port()
         };
         let bind = format!("127.0.0.1:{port}");
+        let workers: &[&str] = if crate::harness::is_fork(rt) {
+            &[] // refused: one thread, a process per connection
+        } else {
+            &["--workers", "1"]
+        };
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
-            .args([
-                "--bind",
-                &bind,
-                "--workers",
-                "1",
-                "--runtime",
-                rt,
-                "--quiet",
-            ])
+            .args(["--bind", &bind, "--runtime", rt, "--quiet"])
+            .args(workers)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

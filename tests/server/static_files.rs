@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, RUNTIMES, Server, TempDir, get_req};
+use crate::harness::{Client, Server, TempDir, get_req, runtimes};
 
 const SECRET: &str = "TOP-SECRET-OUTSIDE-THE-ROOT";
 
@@ -70,7 +70,7 @@ fn get_with(c: &mut Client, path: &str, headers: &[(&str, &str)]) -> crate::harn
 
 #[test]
 fn files_are_served_with_their_content_type() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
@@ -152,7 +152,7 @@ fn content_types_are_exact() {
         base.write(name, b"x");
     }
     let root = base.path().to_str().unwrap().to_string();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--root", &root]);
         let mut c = server.connect();
         for (name, want) in cases {
@@ -165,7 +165,7 @@ fn content_types_are_exact() {
 
 #[test]
 fn directories_index_redirect_and_listing() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
@@ -215,7 +215,7 @@ fn directories_index_redirect_and_listing() {
 
 #[test]
 fn built_in_endpoints_and_methods_with_a_root() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
@@ -237,7 +237,7 @@ fn built_in_endpoints_and_methods_with_a_root() {
 
 #[test]
 fn conditional_requests_get_304() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
@@ -288,7 +288,7 @@ fn conditional_requests_get_304() {
 
 #[test]
 fn single_ranges_get_206_and_unsatisfiable_416() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
@@ -353,7 +353,7 @@ fn single_ranges_get_206_and_unsatisfiable_416() {
 /// symlinks leading out) get a 4xx and never the file.
 #[test]
 fn traversal_attempts_are_refused() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root(), "--list-dirs"]);
         let attempts = [
@@ -419,7 +419,7 @@ fn traversal_attempts_are_refused() {
 /// cached without revalidation.
 #[test]
 fn listings_sort_hide_dotfiles_and_escape() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let base = TempDir::new("listing");
         base.write("d/small.txt", b"s");
         base.write("d/large.bin", &vec![b'x'; 40_000]);

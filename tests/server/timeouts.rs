@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, RUNTIMES, Server, TempDir, get_close, get_req, heavy_lock, is_timeout, wait_until,
+    Client, Server, TempDir, get_close, get_req, heavy_lock, is_timeout, runtimes, wait_until,
 };
 
 /// Earliest acceptable close for a 1 s timeout (timer rounding slack).
@@ -20,7 +20,7 @@ fn slowloris_is_closed_within_the_header_timeout_while_others_are_served() {
     const THREADS: usize = 10;
     const PER_THREAD: usize = 20; // 200 other clients
     let _heavy = heavy_lock();
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--header-timeout", "1s"]);
         let addr = server.addr();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -135,7 +135,7 @@ fn slowloris_is_closed_within_the_header_timeout_while_others_are_served() {
 
 #[test]
 fn silent_connection_is_closed_by_the_header_timeout() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--header-timeout", "1s", "--idle-timeout", "30s"]);
         // Each lower bound is read before the event that starts the server's
         // clock, so a client thread scheduled late cannot make it fail.
@@ -158,7 +158,7 @@ fn silent_connection_is_closed_by_the_header_timeout() {
 
 #[test]
 fn partial_head_after_a_request_is_closed_by_the_header_timeout() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let server = Server::start(rt, &["--header-timeout", "1s", "--idle-timeout", "30s"]);
         let mut c = server.connect();
         let t = Instant::now();
@@ -192,7 +192,7 @@ fn idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
             "1s",
         ],
     ];
-    for (rt, flags) in RUNTIMES.iter().flat_map(|rt| configs.map(|f| (rt, f))) {
+    for (rt, flags) in runtimes().iter().flat_map(|rt| configs.map(|f| (rt, f))) {
         let server = Server::start(rt, flags);
         let mut c = server.connect();
         // Activity keeps it alive past the timeout.
@@ -213,7 +213,7 @@ fn idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
 
 #[test]
 fn client_that_stops_reading_is_closed_by_the_write_timeout() {
-    for rt in RUNTIMES {
+    for rt in runtimes() {
         let dir = TempDir::new("write-timeout");
         // A sparse 256 MiB file: far more than the socket buffers hold.
         let f = std::fs::File::create(dir.path().join("big.bin")).unwrap();

@@ -37,6 +37,16 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Stackless)]
     pub runtime: RuntimeKind,
 
+    /// Threads of --runtime threadpool, each serving one connection at a
+    /// time [default: 4 per CPU].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=10000))]
+    pub threadpool_size: Option<u16>,
+
+    /// Connections that may wait for a thread of --runtime threadpool;
+    /// beyond it a new connection is answered 503 and closed unread.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub threadpool_queue: usize,
+
     /// Stack size of each coroutine with --runtime stackful (a guard page
     /// is added below it).
     #[arg(long, value_name = "BYTES", default_value = "64KiB", value_parser = parse_size)]
@@ -241,6 +251,11 @@ pub enum RuntimeKind {
     Stackful,
     /// An OS thread per connection over blocking sockets (the baseline).
     Threads,
+    /// A fixed pool of threads (--threadpool-size) taking connections
+    /// from one bounded queue, each served to the end.
+    Threadpool,
+    /// A process per connection: fork() after accept.
+    Fork,
 }
 
 impl std::fmt::Display for DispatchMode {
@@ -258,6 +273,8 @@ impl std::fmt::Display for RuntimeKind {
             RuntimeKind::Stackless => "stackless",
             RuntimeKind::Stackful => "stackful",
             RuntimeKind::Threads => "threads",
+            RuntimeKind::Threadpool => "threadpool",
+            RuntimeKind::Fork => "fork",
         })
     }
 }

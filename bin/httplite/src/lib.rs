@@ -15,6 +15,7 @@ pub mod config;
 pub mod console;
 pub mod date_clock;
 pub mod driver;
+pub mod fork;
 pub mod lazy_timer;
 pub mod probes;
 pub mod stackless;

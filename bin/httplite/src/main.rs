@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context as _, Result};
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 use httplite::cli::{Cli, DispatchMode, LogFull, PoolPriority, RuntimeKind};
 use httplite::config::Config;
@@ -26,8 +27,17 @@ use site::stats::Stats;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let cli = match parsed {
+        Ok((cli, matches)) => {
+            if let Err(line) = check_runtime_flags(&cli, &matches) {
+                eprintln!("httplite: error: {line}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            cli
+        }
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
             // One line, as the issue asks: clap's first line names the
@@ -45,6 +55,21 @@ fn main() -> ExitCode {
             eprintln!("httplite: error: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// The flags the chosen runtime cannot honour, refused in one line.
+fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
+    if cli.runtime != RuntimeKind::Fork {
+        return Ok(());
+    }
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    match httplite::fork::incompatible_flag(given) {
+        Some((id, why)) => Err(format!(
+            "--runtime fork does not take --{}: {why} (see docs/threadpool-and-fork.md)",
+            id.replace('_', "-")
+        )),
+        None => Ok(()),
     }
 }
 
@@ -66,22 +91,10 @@ fn run(cli: Cli) -> Result<()> {
         );
     }
 
-    let root = match &cli.root {
-        Some(dir) => Some(
-            StaticRoot::new(dir, cli.list_dirs)
-                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
-                .show_hidden(cli.show_hidden)
-                .with_features(FileFeatures {
-                    rules: cli.headers.clone(),
-                    cors: cli.cors.clone(),
-                    fallback: cli.fallback.clone(),
-                    error_pages: cli.error_page.clone(),
-                })
-                .precompressed(cli.precompressed)
-                .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
-        ),
-        None => None,
-    };
+    let root = static_root(&cli)?;
+    if cli.runtime == RuntimeKind::Fork {
+        return run_fork(&cli, root);
+    }
     let (sink, log_writer) = match &cli.access_log {
         Some(path) => {
             let when_full = match cli.access_log_full {
@@ -167,6 +180,10 @@ fn run(cli: Cli) -> Result<()> {
         ..dispatch::Config::new(cli.bind)
     };
     let runtime = cli.runtime;
+    let threadpool = httplite::blocking::threadpool::ThreadPool::new(
+        cli.threadpool_size.map_or(4 * cpus, usize::from),
+        cli.threadpool_queue,
+    );
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
     let worker_main = {
         let tls = tls.clone();
@@ -197,6 +214,10 @@ fn run(cli: Cli) -> Result<()> {
                 RuntimeKind::Stackful => {
                     httplite::blocking::stackful::run(port, blocking_ctx(log), stack_size)
                 }
+                RuntimeKind::Threadpool => {
+                    httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
+                }
+                RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };
             if let Err(e) = result {
                 eprintln!("httplite: worker {id} failed: {e}");
@@ -256,4 +277,76 @@ fn file_cache_entries(asked: Option<usize>) -> usize {
         let limit = dispatch::sys::nofile_limit().map_or(1024, |(soft, _)| soft);
         usize::try_from(limit / 4).unwrap_or(usize::MAX).min(10_000)
     })
+}
+
+/// `--root` and the file features, if a root is given.
+fn static_root(cli: &Cli) -> Result<Option<StaticRoot>> {
+    Ok(match &cli.root {
+        Some(dir) => Some(
+            StaticRoot::new(dir, cli.list_dirs)
+                .with_context(|| format!("--root {}: not a readable directory", dir.display()))?
+                .show_hidden(cli.show_hidden)
+                .with_features(FileFeatures {
+                    rules: cli.headers.clone(),
+                    cors: cli.cors.clone(),
+                    fallback: cli.fallback.clone(),
+                    error_pages: cli.error_page.clone(),
+                })
+                .precompressed(cli.precompressed)
+                .with_file_cache(file_cache_entries(cli.file_cache), cli.file_cache_valid),
+        ),
+        None => None,
+    })
+}
+
+/// `--runtime fork`: one thread, a child process per connection (see
+/// `httplite::fork`). No dispatch, no pool threads, no log writer.
+fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
+    let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
+    let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
+    // Closed before any task: no pool thread ever starts, and jobs are
+    // answered 503 (a fork child may not start the parent's threads).
+    let blocking_pool = pool::Pool::builder().name("httplite-pool").build();
+    blocking_pool.close();
+    let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
+    let retention = Retention {
+        max_count: cli.jobs_retain,
+        max_age: cli.jobs_ttl,
+    };
+    let app = Arc::new(App {
+        root,
+        stats: stats.clone(),
+        worker_extra: Box::new(|_, _: &mut String| {}),
+        test_endpoints,
+        jobs: Jobs::new(blocking_pool, retention, test_endpoints),
+    });
+    let ctx = httplite::blocking::conn::Ctx {
+        app: app.clone(),
+        config: Arc::new(Config::from_cli(cli)),
+        stats: stats.worker(0),
+        access_log: None,
+        idle: httplite::blocking::IdleSet::default(),
+        tls: None,
+    };
+    let parent = httplite::fork::Parent::bind(httplite::fork::Settings {
+        bind: cli.bind,
+        max_connections: cli.max_connections,
+        grace: cli.shutdown_timeout,
+    })
+    .with_context(|| format!("--bind {}: cannot listen", cli.bind))?;
+    if !cli.quiet {
+        println!(
+            "httplite listening on http://{} (processes: one per connection, runtime: fork{})",
+            parent.local_addr(),
+            app.root
+                .as_ref()
+                .map(|r| format!(", root: {}", r.path().display()))
+                .unwrap_or_default()
+        );
+    }
+    parent.run(&ctx).context("server stopped with an error")?;
+    if !cli.quiet {
+        println!("httplite: shut down cleanly");
+    }
+    Ok(())
 }

@@ -249,6 +249,15 @@ impl Pool {
         Builder::default()
     }
 
+    /// Refuses every submission from now on ([`Full`]) and lets idle
+    /// threads exit; queued tasks still run. A server that may not start
+    /// threads at all (one that `fork`s per connection) closes its pool
+    /// before the first task, so that no thread ever starts.
+    pub fn close(&self) {
+        self.shared.lock().shutdown = true;
+        self.shared.work.notify_all();
+    }
+
     /// Runs `f` on a pool thread; its value (or panic) comes back through
     /// the [`JoinHandle`]. Never blocks: when every thread is busy and the
     /// queue is at its bound, returns [`Full`] at once, so an overloaded

@@ -264,3 +264,24 @@ pub fn complete(
         _ => None,
     }
 }
+
+/// Encodes the answer to a connection the server has no room for (every
+/// thread busy and the connection queue full): `503` with `Retry-After`
+/// and `Connection: close`, written before any of the request is read.
+/// Counted as `overloaded` and as a 5xx response.
+pub fn overloaded(wbuf: &mut BytesMut, stats: &WorkerStats) {
+    stats.error(ErrorKind::Overloaded);
+    stats.response(503);
+    let retry = crate::jobs::http::RETRY_AFTER_SECS.to_string();
+    let _ = respond_with(
+        wbuf,
+        stats,
+        ReplyTo::closing(),
+        Status::SERVICE_UNAVAILABLE,
+        &[
+            ("Content-Type", TEXT.as_bytes()),
+            ("Retry-After", retry.as_bytes()),
+        ],
+        b"503 Service Unavailable: every connection thread is busy, retry later\n",
+    );
+}

@@ -49,9 +49,13 @@ pub enum TimeoutKind {
     Write,
 }
 
-/// One worker's counters.
+/// One worker's counters: plain atomics with no pointer in them, so that
+/// a driver may keep them in memory shared between processes (the `fork`
+/// design maps them `MAP_SHARED`, so that every child counts into the
+/// same block; see [`Stats::with_counters`]).
 #[derive(Debug, Default)]
-pub struct WorkerStats {
+#[repr(C)]
+pub struct Counters {
     /// Connections accepted by this worker.
     pub connections: AtomicU64,
     /// Connections closed.
@@ -68,8 +72,46 @@ pub struct WorkerStats {
     /// [`WorkerStats::sleeping`]). Tests wait on it to know the server has
     /// read their sleep requests.
     pub sleeping: AtomicU64,
+}
+
+/// Where a worker's [`Counters`] live.
+#[derive(Debug)]
+enum Storage {
+    /// In this process's heap (every design but `fork`).
+    Own(Box<Counters>),
+    /// Somewhere the driver keeps alive for the whole process (a shared
+    /// mapping).
+    Placed(&'static Counters),
+}
+
+/// One worker's counters (reached through `Deref`: `stats.requests`), plus
+/// its driver's probe.
+#[derive(Debug)]
+pub struct WorkerStats {
+    counters: Storage,
     /// The worker's event-loop internals, once its driver has started.
     runtime: OnceLock<Box<dyn RuntimeProbe>>,
+}
+
+impl Default for WorkerStats {
+    fn default() -> WorkerStats {
+        WorkerStats {
+            counters: Storage::Own(Box::default()),
+            runtime: OnceLock::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for WorkerStats {
+    type Target = Counters;
+
+    #[inline]
+    fn deref(&self) -> &Counters {
+        match &self.counters {
+            Storage::Own(c) => c,
+            Storage::Placed(c) => c,
+        }
+    }
 }
 
 /// A driver's view of its own internals (epoll waits, tasks, coroutines,
@@ -166,6 +208,26 @@ impl Stats {
         Stats {
             started: Instant::now(),
             workers: (0..n).map(|_| Arc::default()).collect(),
+            extra: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// One worker per block of `counters`, which the caller placed where
+    /// it wants them (the `fork` design: a `MAP_SHARED` page that every
+    /// child process writes into, so that the document any child serves
+    /// counts them all). The site never knows where they are.
+    pub fn with_counters(counters: Vec<&'static Counters>) -> Stats {
+        Stats {
+            started: Instant::now(),
+            workers: counters
+                .into_iter()
+                .map(|c| {
+                    Arc::new(WorkerStats {
+                        counters: Storage::Placed(c),
+                        runtime: OnceLock::new(),
+                    })
+                })
+                .collect(),
             extra: Mutex::new(Vec::new()),
         }
     }
@@ -275,6 +337,20 @@ mod tests {
         assert!(j.contains("\"handler_panic\":1"), "{j}");
         assert!(j.contains("\"write\":1"), "{j}");
         assert!(j.starts_with('{') && j.ends_with('}'));
+    }
+
+    #[test]
+    fn placed_counters_are_the_ones_counted() {
+        let block: &'static Counters = Box::leak(Box::default());
+        let st = Stats::with_counters(vec![block]);
+        st.worker(0).response(200);
+        block.requests.fetch_add(2, Ordering::Relaxed);
+        assert_eq!(block.responses[2].load(Ordering::Relaxed), 1);
+        let j = st.to_json(&|_, _| {});
+        assert!(
+            j.contains("\"requests\":2,") && j.contains("\"2xx\":1"),
+            "{j}"
+        );
     }
 
     #[test]

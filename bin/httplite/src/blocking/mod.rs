@@ -14,7 +14,9 @@
 //! which makes its blocked read return end-of-file, whatever the design.
 
 pub mod conn;
+pub mod socket;
 pub mod stackful;
+pub mod threadpool;
 pub mod threads;
 pub mod tls;
 

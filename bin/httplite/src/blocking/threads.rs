@@ -5,208 +5,22 @@
 //! dispatcher stops accepting at the limit) bounds the number of threads.
 
 use std::io;
-use std::mem::MaybeUninit;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::net::TcpStream;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dispatch::{Batch, WorkerPort};
-use reactor::sys;
 
 use super::conn::Ctx;
-use super::{BlockingIo, Deadline};
+use super::socket::Blocking;
 use site::stats::RuntimeProbe;
 
 /// Stack size of a connection thread: the connection code needs a few KiB;
 /// the default 2 MiB would only be address space, but this keeps the
 /// virtual size of 10,000 threads sane too.
 const THREAD_STACK: usize = 256 * 1024;
-
-/// A blocking socket with deadline-driven timeouts.
-struct Blocking {
-    stream: TcpStream,
-    /// The receive/send timeouts last set, so that unchanged deadlines cost
-    /// no `setsockopt`.
-    read_timeout: Option<Duration>,
-    write_timeout: Option<Duration>,
-}
-
-/// The socket timeout a deadline becomes: at least 1 ms (zero would mean
-/// "no timeout"), in whole milliseconds so that repeated calls with the
-/// same deadline usually need no new `setsockopt`. A relative deadline
-/// needs no clock read at all.
-fn remaining(deadline: Deadline) -> io::Result<Duration> {
-    let left = match deadline {
-        Deadline::After(d) => d,
-        Deadline::At(t) => t.saturating_duration_since(Instant::now()),
-        Deadline::Since(start, d) => (start + d).saturating_duration_since(Instant::now()),
-    };
-    if left.is_zero() {
-        return Err(io::ErrorKind::TimedOut.into());
-    }
-    Ok(Duration::from_millis(left.as_millis().max(1) as u64))
-}
-
-/// Blocking calls report an expired socket timeout as `EAGAIN`.
-fn timeout_error(e: io::Error) -> io::Error {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        io::ErrorKind::TimedOut.into()
-    } else {
-        e
-    }
-}
-
-impl Blocking {
-    fn set_read_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
-        let t = remaining(deadline)?;
-        if self
-            .read_timeout
-            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
-        {
-            self.stream.set_read_timeout(Some(t))?;
-            self.read_timeout = Some(t);
-        }
-        Ok(())
-    }
-
-    /// Waits with poll(2) until one of `events` (or an error or hang-up)
-    /// is reported, or the deadline passes (`TimedOut`).
-    fn wait(&self, events: libc::c_short, deadline: Deadline) -> io::Result<()> {
-        let deadline = Deadline::At(deadline.at(Instant::now));
-        let mut pfd = libc::pollfd {
-            fd: self.stream.as_raw_fd(),
-            events,
-            revents: 0,
-        };
-        loop {
-            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-                Ok(0) => continue, // re-check the deadline
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
-        let t = remaining(deadline)?;
-        if self
-            .write_timeout
-            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
-        {
-            self.stream.set_write_timeout(Some(t))?;
-            self.write_timeout = Some(t);
-        }
-        Ok(())
-    }
-
-    /// Runs a file-sending `op` on the socket in non-blocking mode, waiting
-    /// for room with poll(2) against the deadline.
-    ///
-    /// Not SO_SNDTIMEO: a blocking sendfile(2) splices a large count in
-    /// pieces and each piece's wait gets the whole timeout afresh, so a
-    /// client that takes a few bytes now and then stretches one call far
-    /// past it (scripts/soak.sh measured 8 s for --write-timeout 2s).
-    fn send_without_blocking(
-        &mut self,
-        deadline: Deadline,
-        mut op: impl FnMut(RawFd) -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        let at = deadline.at(Instant::now);
-        loop {
-            self.stream.set_nonblocking(true)?;
-            let sent = op(self.stream.as_raw_fd());
-            self.stream.set_nonblocking(false)?;
-            match sent {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wait(libc::POLLOUT, Deadline::At(at))?
-                }
-                r => return r,
-            }
-        }
-    }
-}
-
-// SAFETY: `read_uninit` returns what `read(2)` returned (reactor's
-// `sys::read_uninit`): at most `buf.len()`, all written by the kernel.
-unsafe impl BlockingIo for Blocking {
-    fn read_uninit(
-        &mut self,
-        buf: &mut [MaybeUninit<u8>],
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.set_read_deadline(deadline)?;
-        loop {
-            match sys::read_uninit(self.stream.as_raw_fd(), buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r.map_err(timeout_error),
-            }
-        }
-    }
-
-    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
-        self.set_write_deadline(deadline)?;
-        loop {
-            match sys::send(self.stream.as_raw_fd(), buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r.map_err(timeout_error),
-            }
-        }
-    }
-
-    fn sendfile(
-        &mut self,
-        file: RawFd,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.send_without_blocking(deadline, |sock| sys::sendfile(sock, file, offset, count))
-    }
-
-    fn send_file_copied(
-        &mut self,
-        file: RawFd,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.send_without_blocking(deadline, |sock| {
-            crate::driver::with_copy_buffer(|buf| {
-                sys::send_file_copied(sock, file, offset, count, buf).map(|(sent, _)| sent)
-            })
-        })
-    }
-
-    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        self.wait(libc::POLLIN | libc::POLLRDHUP, deadline)
-    }
-
-    fn sleep(&mut self, d: Duration) {
-        std::thread::sleep(d);
-    }
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
-        self.stream.shutdown(how)
-    }
-
-    fn fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
-    }
-
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        self.stream.peer_addr().ok()
-    }
-}
 
 /// Counts live connection threads, so that shutdown can wait for them.
 #[derive(Debug, Default)]
@@ -267,18 +81,7 @@ pub fn run(mut port: WorkerPort, ctx: Ctx) -> io::Result<()> {
     // Idle connections get end-of-file now; busy ones finish their request
     // (answered with `Connection: close`) until the deadline.
     ctx.idle.begin_shutdown();
-    let mut count = live.count.lock().unwrap_or_else(|e| e.into_inner());
-    while *count > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break; // stragglers are cut off when the process exits
-        }
-        count = live
-            .zero
-            .wait_timeout(count, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+    live.wait_zero(deadline);
     if let Some(log) = &ctx.access_log {
         log.flush();
     }
@@ -295,22 +98,13 @@ fn spawn_connection(
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
-    {
-        let mut count = live.count.lock().unwrap_or_else(|e| e.into_inner());
-        *count += 1;
-        live.high_water.fetch_max(*count, Ordering::Relaxed);
-    }
+    live.enter();
     let (thread_ctx, thread_live, closer) = (ctx.clone(), live.clone(), port.closer());
     let spawned = std::thread::Builder::new()
         .name("httplite-conn".into())
         .stack_size(THREAD_STACK)
         .spawn(move || {
-            let io = Blocking {
-                stream,
-                read_timeout: None,
-                write_timeout: None,
-            };
-            super::tls::serve(&thread_ctx, io);
+            super::tls::serve(&thread_ctx, Blocking::new(stream));
             thread_ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
             closer.connection_closed();
             thread_live.done();
@@ -326,17 +120,42 @@ fn spawn_connection(
 }
 
 impl Live {
-    fn done(&self) {
+    /// One more connection.
+    pub(crate) fn enter(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count += 1;
+        self.high_water.fetch_max(*count, Ordering::Relaxed);
+    }
+
+    /// One connection fewer.
+    pub(crate) fn done(&self) {
         let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
         *count -= 1;
         if *count == 0 {
             self.zero.notify_all();
         }
     }
+
+    /// Waits until no connection is left, or `deadline` (stragglers are
+    /// cut off when the process exits).
+    pub(crate) fn wait_zero(&self, deadline: Instant) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            count = self
+                .zero
+                .wait_timeout(count, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
 }
 
 /// Blocks until `fd` is readable.
-fn wait_fd(fd: RawFd) -> io::Result<()> {
+pub(crate) fn wait_fd(fd: RawFd) -> io::Result<()> {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -1,0 +1,209 @@
+//! A blocking socket as a [`BlockingIo`]: the one the designs that give a
+//! connection a whole thread of control share (`threads`, `threadpool`,
+//! and the child process of `fork`). Socket timeouts
+//! (`SO_RCVTIMEO`/`SO_SNDTIMEO`) stand in for the header, idle and write
+//! deadlines; waits that are not a read or a write use poll(2).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use reactor::sys;
+
+use super::{BlockingIo, Deadline};
+
+/// A blocking socket with deadline-driven timeouts.
+#[derive(Debug)]
+pub struct Blocking {
+    stream: TcpStream,
+    /// The receive/send timeouts last set, so that unchanged deadlines cost
+    /// no `setsockopt`.
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+/// The socket timeout a deadline becomes: at least 1 ms (zero would mean
+/// "no timeout"), in whole milliseconds so that repeated calls with the
+/// same deadline usually need no new `setsockopt`. A relative deadline
+/// needs no clock read at all.
+pub(crate) fn remaining(deadline: Deadline) -> io::Result<Duration> {
+    let left = match deadline {
+        Deadline::After(d) => d,
+        Deadline::At(t) => t.saturating_duration_since(Instant::now()),
+        Deadline::Since(start, d) => (start + d).saturating_duration_since(Instant::now()),
+    };
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    Ok(Duration::from_millis(left.as_millis().max(1) as u64))
+}
+
+/// Blocking calls report an expired socket timeout as `EAGAIN`.
+fn timeout_error(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        io::ErrorKind::TimedOut.into()
+    } else {
+        e
+    }
+}
+
+impl Blocking {
+    /// Wraps a connected socket (already in blocking mode).
+    pub fn new(stream: TcpStream) -> Blocking {
+        Blocking {
+            stream,
+            read_timeout: None,
+            write_timeout: None,
+        }
+    }
+
+    fn set_read_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
+        let t = remaining(deadline)?;
+        if self
+            .read_timeout
+            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
+        {
+            self.stream.set_read_timeout(Some(t))?;
+            self.read_timeout = Some(t);
+        }
+        Ok(())
+    }
+
+    /// Waits with poll(2) until one of `events` (or an error or hang-up)
+    /// is reported, or the deadline passes (`TimedOut`).
+    pub(crate) fn wait(&self, events: libc::c_short, deadline: Deadline) -> io::Result<()> {
+        let deadline = Deadline::At(deadline.at(Instant::now));
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        loop {
+            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+                Ok(0) => continue, // re-check the deadline
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
+        let t = remaining(deadline)?;
+        if self
+            .write_timeout
+            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
+        {
+            self.stream.set_write_timeout(Some(t))?;
+            self.write_timeout = Some(t);
+        }
+        Ok(())
+    }
+
+    /// Runs a file-sending `op` on the socket in non-blocking mode, waiting
+    /// for room with poll(2) against the deadline.
+    ///
+    /// Not SO_SNDTIMEO: a blocking sendfile(2) splices a large count in
+    /// pieces and each piece's wait gets the whole timeout afresh, so a
+    /// client that takes a few bytes now and then stretches one call far
+    /// past it (scripts/soak.sh measured 8 s for --write-timeout 2s).
+    fn send_without_blocking(
+        &mut self,
+        deadline: Deadline,
+        mut op: impl FnMut(RawFd) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let at = deadline.at(Instant::now);
+        loop {
+            self.stream.set_nonblocking(true)?;
+            let sent = op(self.stream.as_raw_fd());
+            self.stream.set_nonblocking(false)?;
+            match sent {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(libc::POLLOUT, Deadline::At(at))?
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+// SAFETY: `read_uninit` returns what `read(2)` returned (reactor's
+// `sys::read_uninit`): at most `buf.len()`, all written by the kernel.
+unsafe impl BlockingIo for Blocking {
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.set_read_deadline(deadline)?;
+        loop {
+            match sys::read_uninit(self.stream.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.set_write_deadline(deadline)?;
+        loop {
+            match sys::send(self.stream.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.send_without_blocking(deadline, |sock| sys::sendfile(sock, file, offset, count))
+    }
+
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.send_without_blocking(deadline, |sock| {
+            crate::driver::with_copy_buffer(|buf| {
+                sys::send_file_copied(sock, file, offset, count, buf).map(|(sent, _)| sent)
+            })
+        })
+    }
+
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        self.wait(libc::POLLIN | libc::POLLRDHUP, deadline)
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        self.stream.shutdown(how)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+}

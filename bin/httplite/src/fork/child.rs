@@ -1,0 +1,251 @@
+//! One child of `--runtime fork`: it serves the one connection it was
+//! forked for with the blocking connection loop, then `_exit`s.
+//!
+//! The child starts as a copy of a single-threaded parent, so every lock in
+//! it is free and it may allocate, and it needs no thread of its own: a
+//! directory listing is built right here (the [`BlockingIo`] default of
+//! `offload`, as under `threads`), and jobs are refused with 503 (the
+//! parent closed the blocking pool before the first fork, so no thread can
+//! start).
+//!
+//! Shutdown: the parent sends `SIGTERM`. The child keeps `SIGINT` and
+//! `SIGTERM` blocked, except inside the wait for a next request, which is a
+//! `ppoll(2)` that unblocks them atomically: a connection at rest between
+//! requests closes at once, and one with a request under way answers it
+//! first (the signal stays pending until the loop goes idle again).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::blocking::conn::Ctx;
+use crate::blocking::socket::{Blocking, remaining};
+use crate::blocking::{BlockingIo, Deadline, IdleSet};
+
+/// Set by the handler when the parent asks the children to finish.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_signal: libc::c_int) {
+    // An atomic store is async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Serves `conn` and exits the process: status 0, or 101 if the
+/// connection code panicked outside a handler (the parent counts it as a
+/// crash). `close` are the parent's fds the child must not keep (the
+/// listening socket, the signalfd).
+pub(super) fn run(conn: OwnedFd, close: &[RawFd], ctx: &Ctx) -> ! {
+    for &fd in close {
+        // SAFETY: these fds were the parent's and are this process's copies;
+        // the parent's `OwnedFd`s for them are never dropped in the child
+        // (it leaves through `_exit`), so no one closes them twice.
+        unsafe { libc::close(fd) };
+    }
+    let code = match setup_signals() {
+        Ok(()) => {
+            let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let stream = TcpStream::from(conn);
+                if stream.set_nonblocking(false).is_ok() {
+                    let _ = stream.set_nodelay(true);
+                    let io = ChildIo {
+                        inner: Blocking::new(stream),
+                        idle: &ctx.idle,
+                    };
+                    crate::blocking::tls::serve(ctx, io);
+                }
+            }));
+            if served.is_ok() { 0 } else { 101 }
+        }
+        Err(_) => 1,
+    };
+    // SAFETY: `_exit` ends the process without running the parent's exit
+    // handlers or flushing its copies of stdio buffers (which would write
+    // the parent's pending output twice). Nothing is left to clean up:
+    // the kernel closes the socket.
+    unsafe { libc::_exit(code) }
+}
+
+/// Handlers for SIGINT and SIGTERM (kept blocked: see the module doc),
+/// and SIGCHLD unblocked again (the parent blocks it for its signalfd).
+fn setup_signals() -> io::Result<()> {
+    // SAFETY: an all-zero sigaction is valid (no flags, empty mask); the
+    // handler and mask are set below.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: `sa_mask` is a valid sigset_t to initialise.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `action` is valid; the handler only stores an atomic.
+        reactor::syscall!(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) })?;
+    }
+    // If the parent dies without asking (SIGKILL), the child is told as
+    // if it had asked; checked afterwards in case it died just before.
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number; no memory is passed.
+    reactor::syscall!(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) })?;
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } == 1 {
+        STOP.store(true, Ordering::Relaxed);
+    }
+    let set = sigset(&[libc::SIGCHLD]);
+    // SAFETY: `set` is an initialised sigset_t; the old mask is not asked for.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// A sigset holding `signals`.
+pub(super) fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the zeroed set; sigaddset only
+    // writes into it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// The child's socket: the shared [`Blocking`] one, whose waits also
+/// notice the parent's `SIGTERM`.
+#[derive(Debug)]
+struct ChildIo<'a> {
+    inner: Blocking,
+    /// The connection's idle set: told when the stop request arrives, so
+    /// that answers from then on say `Connection: close` and the idle wait
+    /// ends (as a worker's `begin_shutdown` does under `threads`).
+    idle: &'a IdleSet,
+}
+
+impl ChildIo<'_> {
+    /// Passes a stop request on to the connection loop (once).
+    fn stop(&self) {
+        STOP.store(true, Ordering::Relaxed);
+        if !self.idle.is_shutting_down() {
+            self.idle.begin_shutdown();
+        }
+    }
+
+    /// Waits for input with every signal unblocked; on a stop request,
+    /// shuts the read side down so that the read that follows sees the
+    /// end of the stream and the connection closes cleanly.
+    fn wait_idle(&mut self, deadline: Deadline) -> io::Result<()> {
+        let at = Deadline::At(deadline.at(Instant::now));
+        let fd = self.inner.fd();
+        let open = sigset(&[]);
+        loop {
+            if STOP.load(Ordering::Relaxed) {
+                self.stop();
+                let _ = self.inner.shutdown(Shutdown::Read);
+                return Ok(());
+            }
+            let left = remaining(at)?;
+            let ts = libc::timespec {
+                tv_sec: left.as_secs() as libc::time_t,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, a valid timespec and sigset, all
+            // alive for the call.
+            match reactor::syscall!(unsafe { libc::ppoll(&mut pfd, 1, &ts, &open) }) {
+                Ok(0) => continue, // re-check the deadline
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sleeps `d`, taking a stop request that arrives meanwhile (with
+    /// `sigtimedwait`, the signals staying blocked) so that the answer
+    /// after the sleep says `Connection: close`.
+    fn sleep_watching(&self, d: Duration) {
+        let end = Instant::now() + d;
+        let stops = sigset(&[libc::SIGINT, libc::SIGTERM]);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let ts = libc::timespec {
+                tv_sec: left.as_secs() as libc::time_t,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: a valid sigset and timespec; no siginfo is asked for.
+            let r = unsafe { libc::sigtimedwait(&stops, std::ptr::null_mut(), &ts) };
+            if r > 0 {
+                self.stop();
+            }
+        }
+    }
+}
+
+// SAFETY: every call but the waits is the inner `Blocking`'s, whose
+// `read_uninit` keeps the contract; the waits read nothing.
+unsafe impl BlockingIo for ChildIo<'_> {
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner.read_uninit(buf, deadline)
+    }
+
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.inner.write(buf, deadline)
+    }
+
+    fn sendfile(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner.sendfile(file, offset, count, deadline)
+    }
+
+    fn send_file_copied(
+        &mut self,
+        file: RawFd,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner.send_file_copied(file, offset, count, deadline)
+    }
+
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        self.wait_idle(deadline)
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        self.sleep_watching(d);
+    }
+
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        self.inner.shutdown(how)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.inner.fd()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.peer_addr()
+    }
+}

@@ -1,0 +1,347 @@
+//! Process per connection (`--runtime fork`): the oldest design of all.
+//! The parent accepts; for each connection it `fork()`s, and the child
+//! (`child.rs`) serves that one connection with the blocking connection
+//! loop, then exits. The parent never waits on a child's work.
+//!
+//! ```text
+//!   parent (one thread): poll(listener, signalfd)
+//!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
+//!                                           └─ parent: close its copy of the connection
+//!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
+//!     SIGINT / SIGTERM  ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
+//! ```
+//!
+//! - **One thread.** `fork()` copies only the calling thread, with every
+//!   lock (the allocator's included) in the state the other threads left
+//!   it. So the parent runs no other thread: no dispatch workers, no
+//!   blocking-pool threads (the pool is closed before the first fork), no
+//!   console, no access-log writer, no TLS reload thread; the flags that
+//!   would start one are refused ([`incompatible_flag`]).
+//! - **Reaping: `SIGCHLD` through a signalfd, then `waitpid(WNOHANG)` in a
+//!   loop.** Not `SA_NOCLDWAIT`: with it the kernel reaps the children
+//!   itself and the parent never learns that one ended, yet it must, to
+//!   bound the live children (`--max-connections`), to count closed
+//!   connections and to notice a child that crashed. Signals coalesce (two
+//!   children ending together can raise one `SIGCHLD`), hence the loop.
+//!   A signalfd instead of a handler: the parent has one thread, so
+//!   blocking the signals there makes the signalfd the only way they
+//!   arrive, and the loop reads them like any other fd.
+//! - **Stats**: in a `MAP_SHARED` page ([`shared`]), so that the document a
+//!   child serves counts every process.
+//! - **A crash** (a signal, or a panic outside a handler) ends one child:
+//!   its connection closes, the parent counts it and carries on.
+
+mod child;
+pub mod shared;
+
+use std::collections::HashSet;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use site::stats::RuntimeProbe;
+
+use crate::blocking::conn::Ctx;
+
+/// The command-line flags `--runtime fork` refuses (as clap ids), each
+/// because it needs a thread in the parent or means nothing here.
+pub const INCOMPATIBLE: &[(&str, &str)] = &[
+    (
+        "workers",
+        "the parent is one thread and each connection its own process",
+    ),
+    (
+        "dispatch",
+        "the parent accepts; there are no workers to dispatch to",
+    ),
+    ("pin_workers", "there are no workers to pin"),
+    (
+        "pool_threads",
+        "no blocking pool runs (a fork child may not use one)",
+    ),
+    ("pool_queue", "no blocking pool runs"),
+    ("pool_priority", "no blocking pool runs"),
+    ("pool_idle_timeout", "no blocking pool runs"),
+    (
+        "jobs_retain",
+        "jobs are refused with 503 (no blocking pool)",
+    ),
+    ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
+    ("console", "the console is a thread"),
+    ("access_log", "the access log's writer is a thread"),
+    ("tls_cert", "TLS's certificate reload is a thread"),
+    ("threadpool_size", "that is --runtime threadpool's"),
+    ("threadpool_queue", "that is --runtime threadpool's"),
+    ("stack_size", "that is --runtime stackful's"),
+];
+
+/// The first flag of `given` (clap ids of the flags on the command line)
+/// that `--runtime fork` refuses, and why.
+pub fn incompatible_flag<'a>(mut given: impl FnMut(&str) -> bool) -> Option<(&'a str, &'a str)> {
+    INCOMPATIBLE.iter().copied().find(|(id, _)| given(id))
+}
+
+/// What the parent needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Where to listen.
+    pub bind: SocketAddr,
+    /// Most children alive at once (accepting pauses at the bound).
+    pub max_connections: Option<usize>,
+    /// How long children get to finish after SIGINT/SIGTERM.
+    pub grace: Duration,
+}
+
+/// The parent: a bound listener and the signalfd, not yet serving.
+#[derive(Debug)]
+pub struct Parent {
+    listener: Option<OwnedFd>,
+    signals: OwnedFd,
+    addr: SocketAddr,
+    settings: Settings,
+    children: HashSet<libc::pid_t>,
+    page: &'static shared::Page,
+}
+
+/// Signals the parent takes through its signalfd.
+const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM];
+
+/// The fork design's numbers for the stats document.
+#[derive(Debug)]
+struct Probe(&'static shared::Page);
+
+impl RuntimeProbe for Probe {
+    fn write_json(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let p = self.0;
+        let _ = write!(
+            s,
+            ",\"runtime\":{{\"kind\":\"fork\",\"children_alive\":{},\"children_high_water\":{},\
+             \"children_crashed\":{},\"fork_failed\":{},\"paused_at_max\":{}}}",
+            p.alive.load(Ordering::Relaxed),
+            p.high_water.load(Ordering::Relaxed),
+            p.crashed.load(Ordering::Relaxed),
+            p.fork_failed.load(Ordering::Relaxed),
+            p.paused_at_max.load(Ordering::Relaxed),
+        );
+    }
+}
+
+impl Parent {
+    /// Binds, and blocks SIGCHLD/SIGINT/SIGTERM into a signalfd. Call on
+    /// the process's only thread.
+    pub fn bind(settings: Settings) -> io::Result<Parent> {
+        let opts = reactor::sys::ListenOptions {
+            backlog: 4096,
+            reuse_port: false,
+        };
+        let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
+        let addr = reactor::sys::local_addr(listener.as_raw_fd())?;
+        let set = child::sigset(&SIGNALS);
+        // SAFETY: `set` is an initialised sigset_t; the old mask is not
+        // asked for. The process has one thread, so this is its mask.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        // SAFETY: `set` is valid; -1 asks for a new fd.
+        let fd = reactor::syscall!(unsafe {
+            libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
+        })?;
+        // SAFETY: signalfd succeeded, so the fd is new and ours alone.
+        let signals = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+        Ok(Parent {
+            listener: Some(listener),
+            signals,
+            addr,
+            settings,
+            children: HashSet::new(),
+            page: shared::page()?,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until SIGINT/SIGTERM and the children's end: every accepted
+    /// connection gets a child running `ctx` (whose stats must be the
+    /// [`shared::page`]'s counters).
+    pub fn run(mut self, ctx: &Ctx) -> io::Result<()> {
+        ctx.stats.set_runtime(Box::new(Probe(self.page)));
+        let mut deadline: Option<Instant> = None;
+        let mut backoff: Option<Instant> = None;
+        loop {
+            if deadline.is_some() && self.children.is_empty() {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.kill_all(libc::SIGKILL);
+                while !self.children.is_empty() && self.reap(0) > 0 {}
+                return Ok(());
+            }
+            let at_max = self
+                .settings
+                .max_connections
+                .is_some_and(|m| self.children.len() >= m);
+            let backing_off = backoff.is_some_and(|b| Instant::now() < b);
+            let accepting = self.listener.is_some() && !at_max && !backing_off;
+            let mut pfds = [
+                pollfd(self.signals.as_raw_fd()),
+                pollfd(self.listener.as_ref().map_or(-1, |l| l.as_raw_fd())),
+            ];
+            let n = if accepting { 2 } else { 1 };
+            let wake = [deadline, backoff.filter(|_| backing_off)]
+                .into_iter()
+                .flatten()
+                .min();
+            let ms = wake.map_or(-1, |w| {
+                let left = w.saturating_duration_since(Instant::now());
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            });
+            // SAFETY: `pfds` holds `n` valid pollfds for the call.
+            match reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) })
+            {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+            if pfds[0].revents != 0 && self.read_signals()? && deadline.is_none() {
+                // Stop accepting; the queued connections get a reset.
+                self.listener = None;
+                self.kill_all(libc::SIGTERM);
+                deadline = Some(Instant::now() + self.settings.grace);
+            }
+            if accepting && pfds[1].revents != 0 {
+                backoff = self.accept_some(ctx);
+            }
+        }
+    }
+
+    /// Drains the signalfd, reaping on SIGCHLD; whether a stop was asked.
+    fn read_signals(&mut self) -> io::Result<bool> {
+        let mut stop = false;
+        loop {
+            // SAFETY: signalfd_siginfo is plain data; all-zero is valid.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: `info` is writable for `size` bytes.
+            let r = unsafe {
+                libc::read(
+                    self.signals.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Err(e),
+                }
+            }
+            match info.ssi_signo as libc::c_int {
+                libc::SIGCHLD => {}
+                _ => stop = true,
+            }
+        }
+        // However many SIGCHLDs were merged into one: reap them all.
+        self.reap(libc::WNOHANG);
+        Ok(stop)
+    }
+
+    /// `waitpid(-1, flags)` until no child is left to reap (with
+    /// `WNOHANG`: until none has ended); how many were reaped.
+    fn reap(&mut self, flags: libc::c_int) -> usize {
+        let mut reaped = 0;
+        loop {
+            let mut status = 0;
+            // SAFETY: `status` is a valid int for waitpid to fill.
+            let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
+            if pid <= 0 {
+                return reaped; // 0: none ended yet; -1: ECHILD (none left) or EINTR
+            }
+            reaped += 1;
+            if !self.children.remove(&pid) {
+                continue;
+            }
+            let page = self.page;
+            page.counters.closed.fetch_add(1, Ordering::Relaxed);
+            page.alive.fetch_sub(1, Ordering::Relaxed);
+            let clean = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            if !clean {
+                page.crashed.fetch_add(1, Ordering::Relaxed);
+            }
+            if flags == 0 {
+                return reaped;
+            }
+        }
+    }
+
+    fn kill_all(&self, signal: libc::c_int) {
+        for &pid in &self.children {
+            // SAFETY: `pid` is our child, not yet reaped (so not recycled).
+            unsafe { libc::kill(pid, signal) };
+        }
+    }
+
+    /// Accepts and forks until the queue is empty, the bound is reached or
+    /// accepting fails; a time to retry after if it failed for lack of
+    /// fds or memory.
+    fn accept_some(&mut self, ctx: &Ctx) -> Option<Instant> {
+        for _ in 0..64 {
+            if self
+                .settings
+                .max_connections
+                .is_some_and(|m| self.children.len() >= m)
+            {
+                self.page.paused_at_max.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            let listener = self.listener.as_ref().map(|l| l.as_raw_fd())?;
+            match reactor::sys::accept_fd(listener) {
+                Ok(conn) => self.spawn(conn, listener, ctx),
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return None,
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                        return Some(Instant::now() + Duration::from_millis(10));
+                    }
+                    _ => continue, // that connection's own failure
+                },
+            }
+        }
+        None
+    }
+
+    /// Forks a child for `conn`; the parent's copy closes on return.
+    fn spawn(&mut self, conn: OwnedFd, listener: RawFd, ctx: &Ctx) {
+        let page = self.page;
+        page.counters.connections.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: this process has one thread (see the module doc), so the
+        // child is a complete copy with no lock held by a vanished thread.
+        match unsafe { libc::fork() } {
+            -1 => {
+                page.fork_failed.fetch_add(1, Ordering::Relaxed);
+                page.counters.closed.fetch_add(1, Ordering::Relaxed);
+            }
+            0 => child::run(conn, &[listener, self.signals.as_raw_fd()], ctx),
+            pid => {
+                self.children.insert(pid);
+                let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
+                page.high_water.fetch_max(alive, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}

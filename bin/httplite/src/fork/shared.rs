@@ -1,0 +1,68 @@
+//! The counters every process of `--runtime fork` writes: one anonymous
+//! `MAP_SHARED` mapping made by the parent before the first `fork()`, so
+//! that it sits at the same address in every child and the children's
+//! atomic adds land in the same memory. Whichever child answers
+//! `/_httplite/stats` reads them all.
+
+use std::io;
+use std::sync::OnceLock;
+use std::sync::atomic::AtomicU64;
+
+use site::stats::Counters;
+
+/// What the mapping holds: the site's counters for the one "worker" (the
+/// parent and its children together) and the parent's own.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct Page {
+    /// Requests, responses, timeouts, errors (written by the children),
+    /// connections and closes (written by the parent at fork and reap).
+    pub counters: Counters,
+    /// Children alive now.
+    pub alive: AtomicU64,
+    /// Most children alive at once.
+    pub high_water: AtomicU64,
+    /// Children that ended on a signal or a non-zero exit status.
+    pub crashed: AtomicU64,
+    /// `fork()` failures (the connection was closed unanswered).
+    pub fork_failed: AtomicU64,
+    /// Accepts held back by `--max-connections`.
+    pub paused_at_max: AtomicU64,
+}
+
+static PAGE: OnceLock<&'static Page> = OnceLock::new();
+
+/// The process's page, mapped on first use (in the parent, before any
+/// child exists) and never unmapped.
+pub fn page() -> io::Result<&'static Page> {
+    if let Some(p) = PAGE.get() {
+        return Ok(p);
+    }
+    let len = std::mem::size_of::<Page>();
+    // SAFETY: an anonymous mapping with no address hint touches no memory
+    // of ours; the result is checked against MAP_FAILED.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let page = ptr.cast::<Page>();
+    // SAFETY: the mapping is fresh, page-aligned (so aligned for `Page`),
+    // at least `len` bytes, readable and writable, and never unmapped, so
+    // a `&'static` to the value written into it stays valid. `Page` is
+    // atomics only: sharing it between processes needs no more than
+    // sharing it between threads.
+    let page: &'static Page = unsafe {
+        page.write(Page::default());
+        &*page
+    };
+    Ok(PAGE.get_or_init(|| page))
+}

@@ -1,0 +1,247 @@
+//! What only the `threadpool` and `fork` designs promise (the rest of the
+//! suite runs on them like on every design): the thread pool's bounded
+//! queue and its 503, a keep-alive connection holding a pool thread, the
+//! fork parent's single thread, the children without the listener,
+//! `--max-connections` over children, stats across processes, a crashing
+//! child, and the flags `fork` refuses.
+
+use std::time::Duration;
+
+use crate::harness::{Client, Server, TempDir, get_req, run_binary, wait_until};
+
+/// The child processes of `pid`, oldest first.
+fn children(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let mut kids: Vec<u32> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    kids.sort_unstable();
+    kids
+}
+
+/// `readlink` of every fd of `pid` (`socket:[123]`, `/dev/null`, ...).
+fn fd_links(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .map(|l| l.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `Threads:` line of `/proc/PID/status`.
+fn thread_count(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A keep-alive connection that has had one answer (so it is being served).
+fn served(server: &Server) -> Client {
+    let mut c = server.connect();
+    c.send(&get_req("/_httplite/plaintext"));
+    assert_eq!(c.read_response().status, 200);
+    c
+}
+
+#[test]
+fn fork_refuses_incompatible_flags_in_one_line() {
+    let cases: &[&[&str]] = &[
+        &["--workers", "2"],
+        &["--dispatch", "reuseport"],
+        &["--console"],
+        &["--access-log", "-"],
+        &["--pool-threads", "2"],
+        &["--tls-cert", "a.pem", "--tls-key", "k.pem"],
+    ];
+    for extra in cases {
+        let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let out = run_binary(&args, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{args:?}: one line, got {stderr}"
+        );
+        assert!(
+            stderr.contains("--runtime fork does not take") && stderr.contains(extra[0]),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn fork_parent_has_one_thread_and_children_close_the_listener() {
+    let server = Server::start("fork", &[]);
+    let _a = served(&server);
+    let _b = served(&server);
+    let kids = children(server.pid());
+    assert_eq!(kids.len(), 2, "one child per open connection: {kids:?}");
+    assert_eq!(
+        thread_count(server.pid()),
+        1,
+        "the parent runs no other thread"
+    );
+    // The parent's sockets: the listener alone (its copies of the
+    // connections were closed after the fork).
+    let parent_sockets: Vec<String> = fd_links(server.pid())
+        .into_iter()
+        .filter(|l| l.starts_with("socket:"))
+        .collect();
+    assert_eq!(parent_sockets.len(), 1, "{parent_sockets:?}");
+    for kid in kids {
+        assert_eq!(thread_count(kid), 1, "a child runs no other thread");
+        let links = fd_links(kid);
+        let sockets: Vec<&String> = links.iter().filter(|l| l.starts_with("socket:")).collect();
+        assert_eq!(
+            sockets.len(),
+            1,
+            "child {kid}: its connection only: {links:?}"
+        );
+        assert!(
+            !links.contains(&parent_sockets[0]),
+            "child {kid} kept the listening socket: {links:?}"
+        );
+    }
+}
+
+#[test]
+fn fork_stats_count_every_process() {
+    let server = Server::start("fork", &[]);
+    for _ in 0..5 {
+        let mut c = server.connect();
+        c.send(&crate::harness::get_close("/_httplite/plaintext"));
+        assert_eq!(c.read_response().status, 200);
+        c.expect_closed(Duration::from_secs(5));
+    }
+    // The children are reaped asynchronously: wait for the closes.
+    assert!(wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || server.stats().get("connections.open") == 1
+    ));
+    let stats = server.stats();
+    assert!(stats.get("requests") >= 6, "{}", stats.0);
+    assert!(stats.get("responses.2xx") >= 5, "{}", stats.0);
+    assert!(stats.get("connections.total") >= 6, "{}", stats.0);
+    assert_eq!(stats.sum("children_crashed"), 0, "{}", stats.0);
+}
+
+#[test]
+fn fork_crashing_child_takes_down_only_its_connection() {
+    let server = Server::start("fork", &[]);
+    let mut a = served(&server);
+    let first = children(server.pid());
+    let mut b = served(&server);
+    let victim = first[0];
+    assert!(children(server.pid()).contains(&victim));
+    // SIGABRT, as an abort() would raise. (Not a SIGSEGV sent with kill:
+    // Rust's stack-overflow handler catches SIGSEGV, finds no guard-page
+    // fault, restores the default action and returns, so a SIGSEGV that
+    // no faulting instruction raised does not end the process.)
+    // SAFETY: `victim` is the server's child, alive (its connection is open).
+    unsafe { libc::kill(victim as libc::pid_t, libc::SIGABRT) };
+    a.expect_closed(Duration::from_secs(5));
+    b.send(&get_req("/_httplite/plaintext"));
+    assert_eq!(
+        b.read_response().status,
+        200,
+        "the other connection lives on"
+    );
+    assert!(wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || server.stats().sum("children_crashed") == 1
+    ));
+    assert_eq!(server.get("/_httplite/plaintext").status, 200);
+}
+
+#[test]
+fn fork_max_connections_bounds_live_children() {
+    let server = Server::start("fork", &["--max-connections", "2"]);
+    let a = served(&server);
+    let _b = served(&server);
+    // The third connects (the kernel's queue) but waits for a child.
+    let mut c = server.connect();
+    c.send(&get_req("/_httplite/plaintext"));
+    c.expect_open(Duration::from_millis(500));
+    assert_eq!(children(server.pid()).len(), 2);
+    drop(a);
+    assert_eq!(c.read_response().status, 200, "served once a child ended");
+}
+
+#[test]
+fn fork_sigterm_closes_idle_children_and_exits() {
+    let mut server = Server::start("fork", &[]);
+    let mut idle = served(&server);
+    server.signal(libc::SIGTERM);
+    idle.expect_closed(Duration::from_secs(5));
+    let status = server.wait_exit(Duration::from_secs(5));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
+#[test]
+fn fork_child_lists_directories_itself() {
+    let dir = TempDir::new("fork-list");
+    dir.write("sub/a.txt", b"a");
+    let root = dir.path().to_str().unwrap();
+    let server = Server::start("fork", &["--root", root, "--list-dirs"]);
+    let r = server.get("/sub/");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("a.txt"), "{}", r.text());
+    assert_eq!(
+        server.stats().get("pool.threads_started"),
+        0,
+        "no pool thread"
+    );
+}
+
+#[test]
+fn threadpool_full_queue_answers_503_without_reading() {
+    let server = Server::start(
+        "threadpool",
+        &["--threadpool-size", "1", "--threadpool-queue", "1"],
+    );
+    let a = served(&server); // holds the one thread
+    let mut queued = server.connect(); // waits in the queue
+    queued.send(&get_req("/_httplite/plaintext"));
+    queued.expect_open(Duration::from_millis(300));
+    // The next one finds the queue full: 503 at once, before it sends a byte.
+    let mut refused = server.connect();
+    let r = refused.read_response();
+    assert_eq!(r.status, 503);
+    assert!(r.says_close());
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    refused.expect_closed(Duration::from_secs(5));
+    drop(a);
+    assert_eq!(queued.read_response().status, 200);
+    drop(queued);
+    let stats = server.stats();
+    assert_eq!(stats.get("errors.overloaded"), 1, "{}", stats.0);
+    assert_eq!(
+        stats.sum("rejected_503"),
+        2,
+        "one pool, listed per worker: {}",
+        stats.0
+    );
+}
+
+#[test]
+fn threadpool_keepalive_connection_holds_its_thread() {
+    // The documented head-of-line effect: an idle keep-alive client keeps
+    // its pool thread, so a new client waits until it leaves (or its idle
+    // timeout passes), however idle the server is.
+    let server = Server::start("threadpool", &["--threadpool-size", "1"]);
+    let mut idle = served(&server);
+    let mut next = server.connect();
+    next.send(&get_req("/_httplite/plaintext"));
+    next.expect_open(Duration::from_millis(500));
+    idle.send(&crate::harness::get_close("/_httplite/plaintext"));
+    assert_eq!(idle.read_response().status, 200);
+    assert_eq!(next.read_response().status, 200);
+}
