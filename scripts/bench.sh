@@ -78,7 +78,7 @@ PEER_MAY=target/peers/release/peer-may
 OUT=target/bench
 mkdir -p "$OUT"
 # A report never mixes runs: what this run skips is left out, not kept from the last.
-rm -f "$OUT"/*.svg "$OUT"/memory.csv "$OUT"/instructions.csv "$OUT"/micro-rss.txt "$OUT"/micro-criterion.log
+rm -f "$OUT"/*.svg "$OUT"/first-byte.md "$OUT"/memory.csv "$OUT"/instructions.csv "$OUT"/micro-rss.txt "$OUT"/micro-criterion.log
 TMP=$(mktemp -d)
 trap 'cap_remove_all; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"
@@ -273,10 +273,22 @@ last_row() { grep '^| ' | tail -1; }
 if [ "$MEMORY" = 1 ]; then
     echo "server,bytes_per_idle_connection" > "$OUT/memory.csv"
     for rt in "${RUNTIMES[@]}"; do
+        case "$rt" in threadpool|fork) continue ;; esac
         echo "idle memory: httplite $rt" >&2
         row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --runtime "$rt" | last_row) || row=""
         echo "httplite $rt,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
     done
+    # A thread per idle connection (threadpool) and a process per connection
+    # (fork) need scripts/bench-designs.sh's method: PSS summed over the
+    # processes, and 1,000 connections (a thread or a process each).
+    if printf '%s\n' "${RUNTIMES[@]}" | grep -qE '^(threadpool|fork)$'; then
+        echo "idle memory: httplite threadpool and fork (PSS, 1,000 connections)" >&2
+        N=1000 timeout 600 scripts/bench-designs.sh memory > "$TMP/designs-memory.md" 2>&1 || true
+        for rt in threadpool fork; do
+            v=$(awk -F'|' -v d="$rt" '{ n = $2; gsub(/ /, "", n) } n == d { gsub(/[ ,]/, "", $6); print $6 }' "$TMP/designs-memory.md")
+            echo "httplite $rt (PSS; 1,000 connections),$v" >> "$OUT/memory.csv"
+        done
+    fi
     echo "idle memory: nginx" >&2
     row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --nginx | last_row) || row=""
     echo "nginx,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
@@ -285,6 +297,13 @@ if [ "$MEMORY" = 1 ]; then
         v=$(N=$MEM_N timeout 300 scripts/lib/peer-metrics.sh memory "$p") || v=""
         echo "$([ $p = hyper ] && echo tokio-hyper || echo may_minihttp),$v" >> "$OUT/memory.csv"
     done
+fi
+# Connect to first byte per design (scripts/bench-designs.sh first-byte):
+# where a new connection's cost shows (fork's fork()).
+if [ "$MEMORY" = 1 ]; then
+    echo "connect to first byte, every design" >&2
+    CONNECTS=2000 timeout 600 scripts/bench-designs.sh first-byte > "$OUT/first-byte.md" 2>&1 ||
+        echo "first-byte failed" >&2
 fi
 if [ "$INSTR" = 1 ]; then
     echo "server,one_at_a_time,pipelined16" > "$OUT/instructions.csv"

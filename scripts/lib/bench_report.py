@@ -267,7 +267,9 @@ if mem:
     md.append("## Memory per idle keep-alive connection\n")
     md.append("`scripts/idle-memory.sh` (httplite, nginx) and `scripts/lib/peer-metrics.sh memory` "
               "(Rust peers): 10,000 connections, one request each, then idle; "
-              "(RSS after − RSS before) / N. may_minihttp runs with `set_stack_size(0x4000)` "
+              "(RSS after − RSS before) / N; threadpool and fork: `scripts/bench-designs.sh memory`, "
+              "1,000 connections, PSS summed over the processes. may_minihttp runs with "
+              "`set_stack_size(0x4000)` "
               "(benches/peers/src/bin/peer-may.rs); httplite stackful with its 64 KiB default.\n")
     md.append("| server | bytes per idle connection |\n|---|---|")
     for m in mem:
@@ -278,6 +280,13 @@ if mem:
             [float(m["bytes_per_idle_connection"]) if m["bytes_per_idle_connection"] else None for m in mem],
             "B")
     md.append("![bytes per idle connection](memory.svg)\n")
+
+fb_path = os.path.join(out, "first-byte.md")
+if os.path.exists(fb_path):
+    md.append("## connect() to the first answer byte, per design\n")
+    md.append("`scripts/bench-designs.sh first-byte`: new connections one after another "
+              "(`Connection: close`), time from `connect()` to the answer's first byte.\n")
+    md.append(open(fb_path).read().replace("### ", "").strip() + "\n")
 
 ins_rows = csv_rows("instructions.csv")
 if ins_rows:
