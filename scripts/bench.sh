@@ -286,7 +286,7 @@ if [ "$MEMORY" = 1 ]; then
         N=1000 timeout 600 scripts/bench-designs.sh memory > "$TMP/designs-memory.md" 2>&1 || true
         for rt in threadpool fork; do
             v=$(awk -F'|' -v d="$rt" '{ n = $2; gsub(/ /, "", n) } n == d { gsub(/[ ,]/, "", $6); print $6 }' "$TMP/designs-memory.md")
-            echo "httplite $rt (PSS; 1,000 connections),$v" >> "$OUT/memory.csv"
+            echo "httplite $rt (PSS over its processes; 1000 connections),$v" >> "$OUT/memory.csv"
         done
     fi
     echo "idle memory: nginx" >&2

@@ -286,7 +286,8 @@ if os.path.exists(fb_path):
     md.append("## connect() to the first answer byte, per design\n")
     md.append("`scripts/bench-designs.sh first-byte`: new connections one after another "
               "(`Connection: close`), time from `connect()` to the answer's first byte.\n")
-    md.append(open(fb_path).read().replace("### ", "").strip() + "\n")
+    fb = [l for l in open(fb_path).read().splitlines() if not l.startswith("## ")]
+    md.append("\n".join(fb).replace("### ", "").strip() + "\n")
 
 ins_rows = csv_rows("instructions.csv")
 if ins_rows:
