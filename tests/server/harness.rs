@@ -164,7 +164,28 @@ impl Server {
         Server::spawn(runtime, args, false, false)
     }
 
+    /// Like [`Server::start`], with `setup` given the command before it
+    /// runs (stdio is set after it): to pass fds, or to run the binary
+    /// through a wrapper ([`rebuild_command`]).
+    pub fn start_with(
+        runtime: &str,
+        args: &[&str],
+        setup: impl FnOnce(Command) -> Command,
+    ) -> Server {
+        Server::spawn_with(runtime, args, true, false, setup)
+    }
+
     fn spawn(runtime: &str, args: &[&str], test_endpoints: bool, stdin: bool) -> Server {
+        Server::spawn_with(runtime, args, test_endpoints, stdin, |c| c)
+    }
+
+    fn spawn_with(
+        runtime: &str,
+        args: &[&str],
+        test_endpoints: bool,
+        stdin: bool,
+        setup: impl FnOnce(Command) -> Command,
+    ) -> Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
         cmd.args([
@@ -188,15 +209,16 @@ impl Server {
         if !args.contains(&"--pool-priority") {
             cmd.args(["--pool-priority", "normal"]);
         }
-        cmd.env("RUST_BACKTRACE", "0")
-            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.env("RUST_BACKTRACE", "0");
         if test_endpoints {
             cmd.env("HTTPLITE_TEST_ENDPOINTS", "1");
         } else {
             cmd.env_remove("HTTPLITE_TEST_ENDPOINTS");
         }
+        let mut cmd = setup(cmd);
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("cannot start the httplite binary");
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
@@ -360,6 +382,12 @@ impl Server {
         }
     }
 
+    /// The exit status if the process has exited, without waiting for its
+    /// output pipes (which a process it started may still hold open).
+    pub fn has_exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// SIGTERM, then waits (bounded) for the exit status; panics if the
     /// process does not exit in time.
     pub fn terminate(&mut self) -> ExitStatus {
@@ -407,6 +435,26 @@ impl Drop for Server {
     }
 }
 
+/// A new command running `program` with `prefix` then `cmd`'s arguments,
+/// and `cmd`'s environment changes: a copy of the binary, or the binary
+/// through `sh -c SCRIPT` (then `prefix` ends with the binary, `$0`).
+pub fn rebuild_command(
+    cmd: &Command,
+    program: &std::ffi::OsStr,
+    prefix: &[&std::ffi::OsStr],
+) -> Command {
+    let mut new = Command::new(program);
+    new.args(prefix);
+    new.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => new.env(k, v),
+            None => new.env_remove(k),
+        };
+    }
+    new
+}
+
 /// `httplite listening on http://127.0.0.1:PORT (...)` → the address, and
 /// whether the scheme is `https`.
 fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
@@ -415,7 +463,7 @@ fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
         Some(rest) => (true, rest),
         None => (false, rest.strip_prefix("http://")?),
     };
-    let addr = rest.split([' ', '\n']).next()?;
+    let addr = rest.split([' ', ',', '\n']).next()?;
     Some((addr.parse().ok()?, https))
 }
 

@@ -16,9 +16,13 @@ pub mod console;
 pub mod date_clock;
 pub mod driver;
 pub mod lazy_timer;
+pub mod lifecycle;
+pub mod listen;
 pub mod probes;
+pub mod signals;
 pub mod stackless;
 pub mod tls;
+pub mod upgrade;
 
 /// The site's modules under their old paths, for the fuzz targets and
 /// examples written against them (re-exports only: nothing here imports

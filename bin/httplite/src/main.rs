@@ -14,7 +14,10 @@ use clap::Parser;
 
 use httplite::cli::{Cli, DispatchMode, LogFull, PoolPriority, RuntimeKind};
 use httplite::config::Config;
-use httplite::tls::{Tls, reload};
+use httplite::lifecycle::Lifecycle;
+use httplite::signals::{self, Reloads};
+use httplite::tls::Tls;
+use httplite::upgrade::{self, Upgrader};
 use site::access_log::{AccessLog, LogSink, WhenFull};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
@@ -24,6 +27,8 @@ use site::stats::Stats;
 
 /// Exit code for bad usage (flags, unusable --root or --bind), as clap uses.
 const EXIT_USAGE: u8 = 2;
+/// Listen backlog (capped by `net.core.somaxconn`).
+const BACKLOG: i32 = 4096;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -54,10 +59,21 @@ fn run(cli: Cli) -> Result<()> {
     // SAFETY: installing SIG_IGN for SIGPIPE is async-signal-safe and has no
     // handler code to be unsound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    // Before any thread starts: SIGHUP goes to the reload thread alone.
-    if cli.tls_cert.is_some() {
-        reload::block_sighup().context("cannot block SIGHUP")?;
-    }
+    // Before any thread starts: SIGTERM, SIGINT, SIGHUP and SIGUSR2 go to
+    // the signal thread alone.
+    signals::block().context("cannot block signals")?;
+    // Inherited sockets and the upgrade's pipe are taken (and their
+    // variables removed) before any thread starts, too.
+    let ready_fd = upgrade::take_ready_fd();
+    let workers = cli
+        .workers
+        .map_or_else(dispatch::default_workers, usize::from);
+    let copies = match cli.dispatch {
+        DispatchMode::Acceptor => 1,
+        DispatchMode::Reuseport => workers,
+    };
+    let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
+    let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
     if cli.trace && !reactor::trace::enable(cli.trace_rate) {
         anyhow::bail!(
@@ -94,9 +110,6 @@ fn run(cli: Cli) -> Result<()> {
         }
         None => (None, None),
     };
-    let workers = cli
-        .workers
-        .map_or_else(dispatch::default_workers, usize::from);
     let stats = Arc::new(Stats::new(workers));
     if let Some(counters) = sink.as_ref().map(LogSink::counters) {
         stats.add_extra(Box::new(move |s: &mut String| counters.stats_members(s)));
@@ -147,7 +160,6 @@ fn run(cli: Cli) -> Result<()> {
             let tls = Arc::new(tls);
             let counters = tls.stats.clone();
             stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));
-            reload::on_sighup(tls.clone()).context("cannot start the SIGHUP thread")?;
             Some(tls)
         }
         _ => None,
@@ -161,10 +173,20 @@ fn run(cli: Cli) -> Result<()> {
         },
         max_connections: cli.max_connections,
         pin_workers: cli.pin_workers,
-        backlog: 4096,
-        handle_signals: true,
+        backlog: BACKLOG,
+        // Our signal thread takes them (see `signals`).
+        handle_signals: false,
         signal_grace: cli.shutdown_timeout,
-        ..dispatch::Config::new(cli.bind)
+        // Not used: the listeners are made above.
+        ..dispatch::Config::new(([127, 0, 0, 1], 0).into())
+    };
+    let handover = (opened.listeners.iter())
+        .map(dispatch::Listener::try_clone)
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("cannot keep copies of the listening sockets")?;
+    let reloads = Reloads {
+        log: sink.clone(),
+        tls: tls.clone(),
     };
     let runtime = cli.runtime;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
@@ -203,14 +225,30 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     };
-    let server = dispatch::Server::start(dconfig, worker_main)
-        .with_context(|| format!("--bind {}: cannot listen", cli.bind))?;
+    let server = dispatch::Server::start_with(dconfig, opened.listeners, worker_main)
+        .context("cannot start the workers")?;
     let _ = dispatch_stats.set(server.stats().clone());
+    let lifecycle = Lifecycle::new(
+        stats.clone(),
+        server.shutdown_handle(),
+        cli.shutdown_timeout,
+        cli.drain_delay,
+        handover,
+        cli.quiet,
+    );
+    signals::start(lifecycle.clone(), reloads.clone(), upgrader.clone())
+        .context("cannot start the signal thread")?;
     if !cli.quiet {
+        let urls: Vec<String> = (server.listen_addrs().iter())
+            .map(|a| httplite::listen::url(a, tls.is_some()))
+            .collect();
         println!(
-            "httplite listening on {}://{} (workers: {workers}, runtime: {}, dispatch: {}{})",
-            if tls.is_some() { "https" } else { "http" },
-            server.local_addr(),
+            "httplite listening on {}{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            urls.join(", "),
+            opened
+                .inherited
+                .map(|how| format!(" [inherited: {how}]"))
+                .unwrap_or_default(),
             cli.runtime,
             cli.dispatch,
             app.root
@@ -226,15 +264,18 @@ fn run(cli: Cli) -> Result<()> {
                 workers,
                 dispatch: server.stats().clone(),
                 jobs,
-                shutdown: server.shutdown_handle(),
+                lifecycle: lifecycle.clone(),
                 grace: cli.shutdown_timeout,
                 started: std::time::Instant::now(),
-                tls: tls.clone(),
+                reloads,
+                upgrader,
             })
             .context("--console: cannot read stdin")?,
         ),
         false => None,
     };
+    // Only now serving: an old process waiting on an upgrade may drain.
+    upgrade::notify_ready(ready_fd);
     server.join().context("server stopped with an error")?;
     drop(console); // stdin back to blocking mode
     // The workers' logs are flushed into the writer's queue; let it write

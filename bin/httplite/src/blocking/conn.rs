@@ -39,6 +39,9 @@ const MIN_READ: usize = 1024;
 const BUF_SIZE: usize = 4096;
 /// How long a closing connection waits for the client's FIN.
 const LINGER: Duration = Duration::from_secs(1);
+/// At shutdown, how long a connection looks for a request that has
+/// already arrived (a check, not a wait: the shortest deadline there is).
+const ALREADY_THERE: Duration = Duration::from_millis(1);
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
 
@@ -196,25 +199,65 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
     }
 
+    /// A new connection's first request is on its way: the first
+    /// [`driver::FIRST_REQUEST_GRACE`] after the accept is waited for
+    /// outside the idle set, so that a shutdown meanwhile does not close
+    /// over it. True if bytes arrived within it.
+    fn first_request_arrived(&mut self) -> Res<bool> {
+        let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
+            return Ok(false);
+        };
+        let grace = driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout);
+        let grace = Deadline::Since(accepted, grace);
+        match self.io.wait_readable(grace) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(e) => Err(Stop::Io(e)),
+        }
+    }
+
     /// Reads more bytes into `rbuf`. Between requests the wait is bounded by
     /// the idle timeout (the header timeout before the first request), and
     /// shutdown ends it; within a head, by the header timeout.
     fn fill(&mut self) -> Res {
         if self.rbuf.is_empty() && self.decoder.is_idle() {
-            let (timeout, kind) = if self.served == 0 {
-                (self.ctx.config.header_timeout, TimeoutKind::Header)
-            } else {
-                (self.ctx.config.idle_timeout, TimeoutKind::Idle)
+            let (timeout, kind) = match (self.served, self.head_started) {
+                // Counted from the accept (the first-request wait above
+                // used part of it).
+                (0, Some(accepted)) => (
+                    Deadline::Since(accepted, self.ctx.config.header_timeout),
+                    TimeoutKind::Header,
+                ),
+                (0, None) => (
+                    Deadline::After(self.ctx.config.header_timeout),
+                    TimeoutKind::Header,
+                ),
+                _ => (
+                    Deadline::After(self.ctx.config.idle_timeout),
+                    TimeoutKind::Idle,
+                ),
             };
-            if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
-                return Err(Stop::Done); // shutting down
+            if !self.first_request_arrived()? {
+                if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
+                    // Shutting down. A request that has already arrived is
+                    // served, with `Connection: close`: closing over it
+                    // would reset the connection.
+                    if self
+                        .io
+                        .wait_readable(Deadline::After(ALREADY_THERE))
+                        .is_err()
+                    {
+                        return Err(Stop::Done);
+                    }
+                } else {
+                    // An idle connection holds no buffer (see `BufferPool`).
+                    self.pool.put(&mut self.rbuf, &mut self.wbuf);
+                    let waited = self.io.wait_readable(timeout);
+                    self.ctx.idle.leave(&self.idle);
+                    self.pool.get(&mut self.rbuf, &mut self.wbuf);
+                    waited.map_err(timed(kind))?;
+                }
             }
-            // An idle connection holds no buffer (see `BufferPool`).
-            self.pool.put(&mut self.rbuf, &mut self.wbuf);
-            let waited = self.io.wait_readable(Deadline::After(timeout));
-            self.ctx.idle.leave(&self.idle);
-            self.pool.get(&mut self.rbuf, &mut self.wbuf);
-            waited.map_err(timed(kind))?;
             self.head_started = Some(self.io.now());
         }
         let (deadline, kind) = match self.head_started {

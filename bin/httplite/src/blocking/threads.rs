@@ -293,7 +293,8 @@ fn spawn_connection(
 ) -> io::Result<()> {
     let stream = TcpStream::from(fd);
     stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
+    // Fails on a Unix socket, which has no Nagle to turn off.
+    let _ = stream.set_nodelay(true);
     ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
     {
         let mut count = live.count.lock().unwrap_or_else(|e| e.into_inner());
