@@ -11,6 +11,7 @@ mod pki;
 
 mod accept_storm;
 mod access_log;
+mod access_log_format;
 mod basics;
 mod conformance;
 mod console;

@@ -143,6 +143,12 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub access_log: Option<PathBuf>,
 
+    /// The access log's lines: Common Log Format; Apache's combined
+    /// format plus the request time (µs) and the worker id; or JSON lines
+    /// with every field.
+    #[arg(long, value_enum, default_value_t = LogFormat::Clf, requires = "access_log")]
+    pub access_log_format: LogFormat,
+
     /// When the access log's destination falls behind: drop lines (counted
     /// in the stats and reported on stderr) or block (the workers wait).
     #[arg(long, value_enum, default_value_t = LogFull::Drop, requires = "access_log")]
@@ -276,6 +282,17 @@ pub enum PoolPriority {
     Low,
     /// As the loops (no change).
     Normal,
+}
+
+/// `--access-log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Common Log Format.
+    Clf,
+    /// Combined, plus request time (µs) and worker id.
+    Combined,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `--access-log-full`.

@@ -37,7 +37,8 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// `handover`: copies of the listeners (see [`Lifecycle::handover`]).
+    /// `handover`: copies of the listeners, for an upgrade to pass on (see
+    /// [`Lifecycle::take_handover`]).
     pub fn new(
         stats: Arc<Stats>,
         shutdown: ShutdownHandle,

@@ -12,13 +12,13 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{Context as _, Result};
 use clap::Parser;
 
-use httplite::cli::{Cli, DispatchMode, LogFull, PoolPriority, RuntimeKind};
+use httplite::cli::{Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind};
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::signals::{self, Reloads};
 use httplite::tls::Tls;
 use httplite::upgrade::{self, Upgrader};
-use site::access_log::{AccessLog, LogSink, WhenFull};
+use site::access_log::{AccessLog, Format, LogSink, WhenFull};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
@@ -189,6 +189,7 @@ fn run(cli: Cli) -> Result<()> {
         tls: tls.clone(),
     };
     let runtime = cli.runtime;
+    let log_format = cli.access_log_format;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
     let worker_main = {
         let tls = tls.clone();
@@ -197,7 +198,12 @@ fn run(cli: Cli) -> Result<()> {
         let stats = stats.clone();
         move |port: dispatch::WorkerPort| {
             let id = port.id();
-            let log = sink.clone().map(AccessLog::new);
+            let format = match log_format {
+                LogFormat::Clf => Format::Common,
+                LogFormat::Combined => Format::Combined,
+                LogFormat::Json => Format::Json,
+            };
+            let log = (sink.clone()).map(|s| AccessLog::with_format(s, format, id));
             let blocking_ctx = |access_log| httplite::blocking::conn::Ctx {
                 app: app.clone(),
                 config: config.clone(),

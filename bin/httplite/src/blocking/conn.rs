@@ -94,6 +94,8 @@ struct Conn<'a, I: BlockingIo> {
     wbuf: BytesMut,
     /// When the first byte of the request being read arrived.
     head_started: Option<Instant>,
+    /// When the request in hand began (for the access log's request time).
+    request_started: Instant,
     served: u64,
 }
 
@@ -109,6 +111,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
         rbuf,
         wbuf,
         head_started: Some(io.now()),
+        request_started: io.now(),
         served: 0,
         ctx,
         io,
@@ -149,7 +152,8 @@ impl<I: BlockingIo> Conn<'_, I> {
             loop {
                 let keep = match self.decoder.decode(&mut self.rbuf) {
                     Ok(Some(Message::Head(req))) => {
-                        self.head_started = None;
+                        let started = self.head_started.take().unwrap_or_else(|| self.io.now());
+                        self.request_started = started;
                         self.served += 1;
                         let shutting_down = self.ctx.idle.is_shutting_down();
                         let Conn { ctx, io, wbuf, .. } = self;
@@ -159,7 +163,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                             wbuf,
                             req,
                             shutting_down,
-                            |req, out| log(ctx, &*io, req, out),
+                            |req, out| log(ctx, &*io, req, out, started),
                         );
                         match handled {
                             Handled::Done(keep) => keep,
@@ -384,7 +388,13 @@ impl<I: BlockingIo> Conn<'_, I> {
                     Event::Echoed { encoder, sent }
                 }
                 Step::Done(outcome) => {
-                    log(self.ctx, &self.io, plan.request(), outcome);
+                    log(
+                        self.ctx,
+                        &self.io,
+                        plan.request(),
+                        outcome,
+                        self.request_started,
+                    );
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),
@@ -550,23 +560,29 @@ fn new_buffers() -> (BytesMut, BytesMut) {
 /// Writes the access-log line, if logging is on. Inlined: with logging
 /// and tracing off (the common case) it is two tests.
 #[inline(always)]
-fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
+fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome, started: Instant) {
     driver::trace_outcome(io.fd(), req, out);
     if let Some(log) = &ctx.access_log {
-        access_log(log, io, req, out);
+        access_log(log, io, req, out, started);
     }
 }
 
 #[inline(never)]
-fn access_log<I: BlockingIo>(log: &AccessLog, io: &I, req: &Request, out: Outcome) {
-    log.log(&Entry {
-        peer: io.peer_addr(),
-        method: req.method().as_str(),
-        target: req.target(),
-        version: req.version().as_str(),
-        status: out.status.code(),
-        bytes: out.bytes,
-    });
+fn access_log<I: BlockingIo>(
+    log: &AccessLog,
+    io: &I,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+) {
+    let (status, bytes) = (out.status.code(), out.bytes);
+    log.log(&Entry::new(
+        io.peer_addr(),
+        req,
+        status,
+        bytes,
+        Some(started),
+    ));
 }
 
 #[cfg(test)]

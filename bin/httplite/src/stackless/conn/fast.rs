@@ -151,6 +151,7 @@ impl<S: Transport> Conn<S> {
             stream,
             active,
             head_started,
+            request_started,
             served,
             ..
         } = self;
@@ -158,7 +159,8 @@ impl<S: Transport> Conn<S> {
         loop {
             match io.decoder.decode(&mut io.rbuf) {
                 Ok(Some(Message::Head(req))) => {
-                    *head_started = None;
+                    let started = head_started.take().unwrap_or_else(|| ctx.reactor.now());
+                    *request_started = started;
                     *served += 1;
                     let handled = respond::handle(
                         &ctx.app,
@@ -166,7 +168,7 @@ impl<S: Transport> Conn<S> {
                         &mut io.wbuf,
                         req,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, req, out),
+                        |req, out| log(ctx, stream, req, out, started),
                     );
                     match handled {
                         Handled::Done(true) => {}
