@@ -52,8 +52,8 @@ commands:
   reopen   reopen the access log file, after logrotate moved it (SIGHUP too)
   upgrade  start a new copy of the binary on the same sockets, then drain
            (as SIGUSR2)
-  quit     graceful shutdown (as SIGTERM: drain delay, finish in-flight
-           requests, then exit)
+  quit     graceful shutdown (as SIGTERM: the drain delay, then in-flight
+           work finishes and the server exits)
   help     this text
 ";
 
