@@ -19,6 +19,7 @@ pub mod lazy_timer;
 pub mod lifecycle;
 pub mod listen;
 pub mod probes;
+pub mod proxy_protocol;
 pub mod signals;
 pub mod stackless;
 pub mod tls;
