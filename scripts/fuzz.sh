@@ -8,7 +8,8 @@
 #   scripts/fuzz.sh --time 600           # 10 minutes each
 #   scripts/fuzz.sh --target connection  # one target
 #
-# Targets: http1_head, http1_body, connection, tls_connection (see fuzz/fuzz_targets/*.rs).
+# Targets: http1_head, http1_body, connection, tls_connection, proxy_protocol (see
+# fuzz/fuzz_targets/*.rs).
 # The committed seeds in fuzz/corpus/<target>/ are only read; what the
 # fuzzer learns goes to fuzz/target/corpus/<target>/ (kept between runs,
 # git-ignored), and crashing inputs to fuzz/artifacts/<target>/.
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(http1_head http1_body connection tls_connection)
+    TARGETS=(http1_head http1_body connection tls_connection proxy_protocol)
 fi
 case "$TIME" in
     ''|*[!0-9]*) echo "--time takes whole seconds" >&2; exit 2 ;;

@@ -62,7 +62,7 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
         stdin.write_all(b"frobnicate\n").unwrap();
         wait_for_output(
             &server,
-            "unknown command \"frobnicate\": try stats, workers, jobs, reload, quit or help",
+            "unknown command \"frobnicate\": try stats, workers, jobs, reload, reopen, upgrade, quit or help",
         );
         // `reload` is for the TLS certificate (tests/server/tls.rs).
         stdin.write_all(b"reload\n").unwrap();

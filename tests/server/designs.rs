@@ -56,6 +56,8 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         &["--access-log", "-"],
         &["--pool-threads", "2"],
         &["--tls-cert", "a.pem", "--tls-key", "k.pem"],
+        &["--drain-delay", "1s"],
+        &["--socket-mode", "600"],
     ];
     for extra in cases {
         let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
@@ -70,6 +72,25 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         );
         assert!(
             stderr.contains("--runtime fork does not take") && stderr.contains(extra[0]),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn fork_takes_one_tcp_listener() {
+    for binds in [
+        &["--bind", "127.0.0.1:0", "--bind", "[::1]:0"][..],
+        &["--bind", "unix:/tmp/httplite-fork-refused.sock"][..],
+    ] {
+        let mut args = vec!["--runtime", "fork"];
+        args.extend_from_slice(binds);
+        let out = run_binary(&args, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--runtime fork takes one TCP --bind"),
             "{args:?}: {stderr}"
         );
     }

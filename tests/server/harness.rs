@@ -25,6 +25,11 @@ pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"
 /// The runtimes that serve TLS (`fork` refuses `--tls-cert`: its
 /// certificate reload is a thread, and the parent may run none).
 pub const TLS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
+/// The runtimes with the operator's features that a fork parent refuses
+/// (the access log, `--drain-delay` and health, several listeners, the
+/// binary upgrade): every one but fork, whose refusals `designs.rs` and
+/// `drain.rs` assert.
+pub const OPS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
 
 /// The runtimes this run covers: [`RUNTIMES`], or [`TLS_RUNTIMES`] when
 /// the suite runs over TLS (`HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
@@ -205,7 +210,28 @@ impl Server {
         Server::spawn(runtime, args, false, false)
     }
 
+    /// Like [`Server::start`], with `setup` given the command before it
+    /// runs (stdio is set after it): to pass fds, or to run the binary
+    /// through a wrapper ([`rebuild_command`]).
+    pub fn start_with(
+        runtime: &str,
+        args: &[&str],
+        setup: impl FnOnce(Command) -> Command,
+    ) -> Server {
+        Server::spawn_with(runtime, args, true, false, setup)
+    }
+
     fn spawn(runtime: &str, args: &[&str], test_endpoints: bool, stdin: bool) -> Server {
+        Server::spawn_with(runtime, args, test_endpoints, stdin, |c| c)
+    }
+
+    fn spawn_with(
+        runtime: &str,
+        args: &[&str],
+        test_endpoints: bool,
+        stdin: bool,
+        setup: impl FnOnce(Command) -> Command,
+    ) -> Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
         cmd.args(["--bind", "127.0.0.1:0", "--runtime", runtime]);
@@ -234,15 +260,16 @@ impl Server {
         if !args.contains(&"--pool-priority") && !is_fork(runtime) {
             cmd.args(["--pool-priority", "normal"]);
         }
-        cmd.env("RUST_BACKTRACE", "0")
-            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.env("RUST_BACKTRACE", "0");
         if test_endpoints {
             cmd.env("HTTPLITE_TEST_ENDPOINTS", "1");
         } else {
             cmd.env_remove("HTTPLITE_TEST_ENDPOINTS");
         }
+        let mut cmd = setup(cmd);
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("cannot start the httplite binary");
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
@@ -406,6 +433,12 @@ impl Server {
         }
     }
 
+    /// The exit status if the process has exited, without waiting for its
+    /// output pipes (which a process it started may still hold open).
+    pub fn has_exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// SIGTERM, then waits (bounded) for the exit status; panics if the
     /// process does not exit in time.
     pub fn terminate(&mut self) -> ExitStatus {
@@ -453,6 +486,26 @@ impl Drop for Server {
     }
 }
 
+/// A new command running `program` with `prefix` then `cmd`'s arguments,
+/// and `cmd`'s environment changes: a copy of the binary, or the binary
+/// through `sh -c SCRIPT` (then `prefix` ends with the binary, `$0`).
+pub fn rebuild_command(
+    cmd: &Command,
+    program: &std::ffi::OsStr,
+    prefix: &[&std::ffi::OsStr],
+) -> Command {
+    let mut new = Command::new(program);
+    new.args(prefix);
+    new.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => new.env(k, v),
+            None => new.env_remove(k),
+        };
+    }
+    new
+}
+
 /// `httplite listening on http://127.0.0.1:PORT (...)` → the address, and
 /// whether the scheme is `https`.
 fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
@@ -461,7 +514,7 @@ fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
         Some(rest) => (true, rest),
         None => (false, rest.strip_prefix("http://")?),
     };
-    let addr = rest.split([' ', '\n']).next()?;
+    let addr = rest.split([' ', ',', '\n']).next()?;
     Some((addr.parse().ok()?, https))
 }
 

@@ -16,14 +16,19 @@ use site::header_rules::HeaderRule;
 #[derive(Debug, Parser)]
 #[command(name = "httplite", version, about, long_about)]
 pub struct Cli {
-    /// Address to listen on.
-    #[arg(
-        long,
-        short = 'b',
-        default_value = "127.0.0.1:8080",
-        value_name = "ADDR"
-    )]
-    pub bind: SocketAddr,
+    /// Address to listen on; repeatable. IPv4 (`0.0.0.0:8080`), IPv6
+    /// (`[::]:8080`, IPv6 only, so that both can be bound), or a Unix
+    /// socket (`unix:/run/httplite.sock`; a stale socket file is removed
+    /// if nothing listens on it). With socket activation (systemd's
+    /// LISTEN_FDS) the sockets are inherited and must match the --bind
+    /// given, if any [default: 127.0.0.1:8080].
+    #[arg(long, short = 'b', value_name = "ADDR", value_parser = BindAddr::parse)]
+    pub bind: Vec<BindAddr>,
+
+    /// Permissions of the Unix socket files this process creates, in
+    /// octal (e.g. 660) [default: what the umask leaves].
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub socket_mode: Option<u32>,
 
     /// Worker threads, each with its own event loop [default: number of CPUs].
     #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -136,9 +141,23 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// Lame-duck period on SIGINT/SIGTERM: for this long the server keeps
+    /// accepting and serving while /_httplite/health answers 503, so that
+    /// a balancer's health check takes it out before it stops accepting;
+    /// then the graceful shutdown starts. A second signal ends the period
+    /// early.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+
     /// Write an access log in Common Log Format to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub access_log: Option<PathBuf>,
+
+    /// The access log's lines: Common Log Format; Apache's combined
+    /// format plus the request time (µs) and the worker id; or JSON lines
+    /// with every field.
+    #[arg(long, value_enum, default_value_t = LogFormat::Clf, requires = "access_log")]
+    pub access_log_format: LogFormat,
 
     /// When the access log's destination falls behind: drop lines (counted
     /// in the stats and reported on stderr) or block (the workers wait).
@@ -192,7 +211,7 @@ pub struct Cli {
     pub redirect_http: bool,
 
     /// Read operator commands from stdin (stats, workers, jobs, reload,
-    /// quit, help).
+    /// reopen, upgrade, quit, help).
     #[arg(long)]
     pub console: bool,
 
@@ -210,6 +229,48 @@ pub struct Cli {
     /// reported (0: no limit).
     #[arg(long, value_name = "LINES", default_value_t = 200)]
     pub trace_rate: u32,
+}
+
+/// One `--bind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindAddr {
+    /// `127.0.0.1:8080`, `[::]:8080`.
+    Tcp(SocketAddr),
+    /// `unix:/run/httplite.sock`.
+    Unix(PathBuf),
+}
+
+impl BindAddr {
+    /// Parses `ADDR:PORT`, `[V6]:PORT` or `unix:PATH`.
+    pub fn parse(s: &str) -> Result<BindAddr, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a path, e.g. unix:/run/httplite.sock".into());
+            }
+            return Ok(BindAddr::Unix(PathBuf::from(path)));
+        }
+        s.parse().map(BindAddr::Tcp).map_err(|_| {
+            format!("{s:?} is not an address (try 127.0.0.1:8080, [::]:8080 or unix:/path)")
+        })
+    }
+}
+
+impl std::fmt::Display for BindAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BindAddr::Tcp(a) => write!(f, "{a}"),
+            BindAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// An octal file mode, e.g. `660` or `0o660`.
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.trim_start_matches("0o");
+    u32::from_str_radix(digits, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode (e.g. 660)"))
 }
 
 /// `--dispatch`.
@@ -231,6 +292,17 @@ pub enum PoolPriority {
     Low,
     /// As the loops (no change).
     Normal,
+}
+
+/// `--access-log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Common Log Format.
+    Clf,
+    /// Combined, plus request time (µs) and worker id.
+    Combined,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `--access-log-full`.

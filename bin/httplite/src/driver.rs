@@ -11,6 +11,13 @@ use http1::Request;
 use site::respond::Outcome;
 use site::stats::WorkerStats;
 
+/// At shutdown, how long after its accept a connection that has not sent
+/// its first request yet may still send it: a client accepted just before
+/// (or, in an upgrade, at) the shutdown has its request on the way, and
+/// closing over it would fail that request. Connections older than this,
+/// and idle keep-alive ones, close at once.
+pub const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The `http` trace line of one answered request.
 #[inline]
 pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {

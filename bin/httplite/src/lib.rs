@@ -17,9 +17,14 @@ pub mod date_clock;
 pub mod driver;
 pub mod fork;
 pub mod lazy_timer;
+pub mod lifecycle;
+pub mod listen;
 pub mod probes;
+pub mod proxy_protocol;
+pub mod signals;
 pub mod stackless;
 pub mod tls;
+pub mod upgrade;
 
 /// The site's modules under their old paths, for the fuzz targets and
 /// examples written against them (re-exports only: nothing here imports

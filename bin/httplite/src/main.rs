@@ -13,10 +13,13 @@ use anyhow::{Context as _, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-use httplite::cli::{Cli, DispatchMode, LogFull, PoolPriority, RuntimeKind};
+use httplite::cli::{BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind};
 use httplite::config::Config;
-use httplite::tls::{Tls, reload};
-use site::access_log::{AccessLog, LogSink, WhenFull};
+use httplite::lifecycle::Lifecycle;
+use httplite::signals::{self, Reloads};
+use httplite::tls::Tls;
+use httplite::upgrade::{self, Upgrader};
+use site::access_log::{AccessLog, Format, LogSink, WhenFull};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
@@ -25,6 +28,8 @@ use site::stats::Stats;
 
 /// Exit code for bad usage (flags, unusable --root or --bind), as clap uses.
 const EXIT_USAGE: u8 = 2;
+/// Listen backlog (capped by `net.core.somaxconn`).
+const BACKLOG: i32 = 4096;
 
 fn main() -> ExitCode {
     let parsed = Cli::command()
@@ -64,6 +69,13 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Ok(());
     }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    if let [_, _, ..] | [BindAddr::Unix(_)] = cli.bind.as_slice() {
+        return Err(
+            "--runtime fork takes one TCP --bind: its parent accepts on one \
+                    socket (see docs/threadpool-and-fork.md)"
+                .to_string(),
+        );
+    }
     match httplite::fork::incompatible_flag(given) {
         Some((id, why)) => Err(format!(
             "--runtime fork does not take --{}: {why} (see docs/threadpool-and-fork.md)",
@@ -79,10 +91,26 @@ fn run(cli: Cli) -> Result<()> {
     // SAFETY: installing SIG_IGN for SIGPIPE is async-signal-safe and has no
     // handler code to be unsound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    // Before any thread starts: SIGHUP goes to the reload thread alone.
-    if cli.tls_cert.is_some() {
-        reload::block_sighup().context("cannot block SIGHUP")?;
+    // Fork's parent is one thread that takes its signals through its own
+    // signalfd and binds its one listener itself: none of what follows.
+    if cli.runtime == RuntimeKind::Fork {
+        return run_fork(&cli, static_root(&cli)?);
     }
+    // Before any thread starts: SIGTERM, SIGINT, SIGHUP and SIGUSR2 go to
+    // the signal thread alone.
+    signals::block().context("cannot block signals")?;
+    // Inherited sockets and the upgrade's pipe are taken (and their
+    // variables removed) before any thread starts, too.
+    let ready_fd = upgrade::take_ready_fd();
+    let workers = cli
+        .workers
+        .map_or_else(dispatch::default_workers, usize::from);
+    let copies = match cli.dispatch {
+        DispatchMode::Acceptor => 1,
+        DispatchMode::Reuseport => workers,
+    };
+    let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
+    let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
     if cli.trace && !reactor::trace::enable(cli.trace_rate) {
         anyhow::bail!(
@@ -92,9 +120,6 @@ fn run(cli: Cli) -> Result<()> {
     }
 
     let root = static_root(&cli)?;
-    if cli.runtime == RuntimeKind::Fork {
-        return run_fork(&cli, root);
-    }
     let (sink, log_writer) = match &cli.access_log {
         Some(path) => {
             let when_full = match cli.access_log_full {
@@ -107,9 +132,6 @@ fn run(cli: Cli) -> Result<()> {
         }
         None => (None, None),
     };
-    let workers = cli
-        .workers
-        .map_or_else(dispatch::default_workers, usize::from);
     let stats = Arc::new(Stats::new(workers));
     if let Some(counters) = sink.as_ref().map(LogSink::counters) {
         stats.add_extra(Box::new(move |s: &mut String| counters.stats_members(s)));
@@ -160,7 +182,6 @@ fn run(cli: Cli) -> Result<()> {
             let tls = Arc::new(tls);
             let counters = tls.stats.clone();
             stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));
-            reload::on_sighup(tls.clone()).context("cannot start the SIGHUP thread")?;
             Some(tls)
         }
         _ => None,
@@ -174,16 +195,27 @@ fn run(cli: Cli) -> Result<()> {
         },
         max_connections: cli.max_connections,
         pin_workers: cli.pin_workers,
-        backlog: 4096,
-        handle_signals: true,
+        backlog: BACKLOG,
+        // Our signal thread takes them (see `signals`).
+        handle_signals: false,
         signal_grace: cli.shutdown_timeout,
-        ..dispatch::Config::new(cli.bind)
+        // Not used: the listeners are made above.
+        ..dispatch::Config::new(([127, 0, 0, 1], 0).into())
+    };
+    let handover = (opened.listeners.iter())
+        .map(dispatch::Listener::try_clone)
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("cannot keep copies of the listening sockets")?;
+    let reloads = Reloads {
+        log: sink.clone(),
+        tls: tls.clone(),
     };
     let runtime = cli.runtime;
     let threadpool = httplite::blocking::threadpool::ThreadPool::new(
         cli.threadpool_size.map_or(4 * cpus, usize::from),
         cli.threadpool_queue,
     );
+    let log_format = cli.access_log_format;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
     let worker_main = {
         let tls = tls.clone();
@@ -192,7 +224,12 @@ fn run(cli: Cli) -> Result<()> {
         let stats = stats.clone();
         move |port: dispatch::WorkerPort| {
             let id = port.id();
-            let log = sink.clone().map(AccessLog::new);
+            let format = match log_format {
+                LogFormat::Clf => Format::Common,
+                LogFormat::Combined => Format::Combined,
+                LogFormat::Json => Format::Json,
+            };
+            let log = (sink.clone()).map(|s| AccessLog::with_format(s, format, id));
             let blocking_ctx = |access_log| httplite::blocking::conn::Ctx {
                 app: app.clone(),
                 config: config.clone(),
@@ -224,14 +261,30 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     };
-    let server = dispatch::Server::start(dconfig, worker_main)
-        .with_context(|| format!("--bind {}: cannot listen", cli.bind))?;
+    let server = dispatch::Server::start_with(dconfig, opened.listeners, worker_main)
+        .context("cannot start the workers")?;
     let _ = dispatch_stats.set(server.stats().clone());
+    let lifecycle = Lifecycle::new(
+        stats.clone(),
+        server.shutdown_handle(),
+        cli.shutdown_timeout,
+        cli.drain_delay,
+        handover,
+        cli.quiet,
+    );
+    signals::start(lifecycle.clone(), reloads.clone(), upgrader.clone())
+        .context("cannot start the signal thread")?;
     if !cli.quiet {
+        let urls: Vec<String> = (server.listen_addrs().iter())
+            .map(|a| httplite::listen::url(a, tls.is_some()))
+            .collect();
         println!(
-            "httplite listening on {}://{} (workers: {workers}, runtime: {}, dispatch: {}{})",
-            if tls.is_some() { "https" } else { "http" },
-            server.local_addr(),
+            "httplite listening on {}{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            urls.join(", "),
+            opened
+                .inherited
+                .map(|how| format!(" [inherited: {how}]"))
+                .unwrap_or_default(),
             cli.runtime,
             cli.dispatch,
             app.root
@@ -247,15 +300,18 @@ fn run(cli: Cli) -> Result<()> {
                 workers,
                 dispatch: server.stats().clone(),
                 jobs,
-                shutdown: server.shutdown_handle(),
+                lifecycle: lifecycle.clone(),
                 grace: cli.shutdown_timeout,
                 started: std::time::Instant::now(),
-                tls: tls.clone(),
+                reloads,
+                upgrader,
             })
             .context("--console: cannot read stdin")?,
         ),
         false => None,
     };
+    // Only now serving: an old process waiting on an upgrade may drain.
+    upgrade::notify_ready(ready_fd);
     server.join().context("server stopped with an error")?;
     drop(console); // stdin back to blocking mode
     // The workers' logs are flushed into the writer's queue; let it write
@@ -328,12 +384,17 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         idle: httplite::blocking::IdleSet::default(),
         tls: None,
     };
+    // One TCP address at most (check_runtime_flags).
+    let bind = match cli.bind.first() {
+        Some(BindAddr::Tcp(addr)) => *addr,
+        _ => ([127, 0, 0, 1], 8080).into(),
+    };
     let parent = httplite::fork::Parent::bind(httplite::fork::Settings {
-        bind: cli.bind,
+        bind,
         max_connections: cli.max_connections,
         grace: cli.shutdown_timeout,
     })
-    .with_context(|| format!("--bind {}: cannot listen", cli.bind))?;
+    .with_context(|| format!("--bind {bind}: cannot listen"))?;
     if !cli.quiet {
         println!(
             "httplite listening on http://{} (processes: one per connection, runtime: fork{})",

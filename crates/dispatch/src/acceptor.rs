@@ -1,8 +1,8 @@
-//! The acceptor thread: one listener, N handoff pipes, round-robin.
+//! The acceptor thread: the listeners, N handoff pipes, round-robin.
 //!
 //! ```text
 //!   epoll (acceptor's own)
-//!     ├─ listener      EPOLLIN  → accept4 until EAGAIN, batch per worker
+//!     ├─ listener i    EPOLLIN  → accept4 until EAGAIN, batch per worker
 //!     ├─ doorbell      EPOLLIN  → shutdown, a close under max, a worker exit
 //!     ├─ signal fd     EPOLLIN  → SIGINT/SIGTERM (if enabled)
 //!     └─ pipe i (wr)   EPOLLOUT → room again in a full pipe: retry held fds
@@ -32,7 +32,8 @@ use crate::shared::Shared;
 use crate::signals::SignalGuard;
 use crate::sys;
 
-const LISTENER: u64 = 0;
+/// Listener `i` has token `LISTENER_BASE + i`.
+const LISTENER_BASE: u64 = 1 << 32;
 const CONTROL: u64 = 1;
 const SIGNAL: u64 = 2;
 const PIPE_BASE: u64 = 3;
@@ -54,9 +55,10 @@ pub(crate) struct Acceptor {
     shared: Arc<Shared>,
     ep: Epoll,
     events: Events,
-    listener: Option<OwnedFd>,
-    /// An edge came and `accept` has not said `EAGAIN` since.
-    listener_ready: bool,
+    /// Every listening socket; empty once closed.
+    listeners: Vec<OwnedFd>,
+    /// Per listener: an edge came and `accept` has not said `EAGAIN` since.
+    listener_ready: Vec<bool>,
     reserve: Option<OwnedFd>,
     backoff: Backoff,
     pipes: Vec<Sender>,
@@ -81,7 +83,7 @@ pub(crate) struct Acceptor {
 /// What [`Acceptor::new`] needs.
 #[derive(Debug)]
 pub(crate) struct Parts {
-    pub(crate) listener: Option<OwnedFd>,
+    pub(crate) listeners: Vec<OwnedFd>,
     pub(crate) pipes: Vec<Sender>,
     pub(crate) readers: Vec<Arc<OwnedFd>>,
     pub(crate) limit: Option<u64>,
@@ -92,8 +94,8 @@ pub(crate) struct Parts {
 impl Acceptor {
     pub(crate) fn new(shared: Arc<Shared>, parts: Parts) -> io::Result<Acceptor> {
         let ep = Epoll::new()?;
-        if let Some(l) = &parts.listener {
-            ep.add(l.as_raw_fd(), IN_EDGE, LISTENER)?;
+        for (i, l) in parts.listeners.iter().enumerate() {
+            ep.add(l.as_raw_fd(), IN_EDGE, LISTENER_BASE + i as u64)?;
         }
         ep.add(shared.control.fd(), IN_EDGE, CONTROL)?;
         if let Some(s) = &parts.signals {
@@ -103,16 +105,16 @@ impl Acceptor {
             ep.add(p.fd(), OUT_EDGE, PIPE_BASE + i as u64)?;
         }
         let n = parts.pipes.len();
-        let reserve = match parts.listener {
-            Some(_) => Some(sys::open_reserve()?),
-            None => None,
+        let reserve = match parts.listeners.is_empty() {
+            false => Some(sys::open_reserve()?),
+            true => None,
         };
         Ok(Acceptor {
             shared,
             ep,
             events: Events::with_capacity(64),
-            listener: parts.listener,
-            listener_ready: true,
+            listener_ready: vec![true; parts.listeners.len()],
+            listeners: parts.listeners,
             reserve,
             backoff: Backoff::default(),
             pipes: parts.pipes,
@@ -162,7 +164,11 @@ impl Acceptor {
             let mut signalled = false;
             for ev in self.events.iter() {
                 match ev.token {
-                    LISTENER => self.listener_ready = true,
+                    t if t >= LISTENER_BASE => {
+                        if let Some(r) = self.listener_ready.get_mut((t - LISTENER_BASE) as usize) {
+                            *r = true;
+                        }
+                    }
                     CONTROL => self.shared.control.drain(),
                     SIGNAL => signalled = true,
                     // A pipe has room again: the held fds are retried above.
@@ -181,8 +187,7 @@ impl Acceptor {
     }
 
     fn can_accept(&mut self) -> bool {
-        self.listener.is_some()
-            && self.listener_ready
+        self.listener_ready.iter().any(|&r| r)
             && self.held.is_empty()
             && self.backoff.remaining().is_none()
     }
@@ -191,7 +196,7 @@ impl Acceptor {
     /// [`ROUND`] connections; returns `true` in the last case (more may be
     /// waiting). The cap keeps a flood from starving shutdown and signals.
     fn accept_round(&mut self) -> bool {
-        let Some(listener) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
+        let Some(mut current) = self.listener_ready.iter().position(|&r| r) else {
             return false;
         };
         let stats = &self.shared.stats.clone();
@@ -215,6 +220,7 @@ impl Acceptor {
                     break;
                 }
             }
+            let listener = self.listeners[current].as_raw_fd();
             match accept::step(listener, &mut self.reserve) {
                 Step::Conn(fd) => {
                     self.backoff.reset();
@@ -230,8 +236,11 @@ impl Acceptor {
                     }
                 }
                 Step::Empty => {
-                    self.listener_ready = false;
-                    break;
+                    self.listener_ready[current] = false;
+                    match self.listener_ready.iter().position(|&r| r) {
+                        Some(next) => current = next,
+                        None => break,
+                    }
                 }
                 Step::Retry => {
                     stats.accept_errors.fetch_add(1, Relaxed);
@@ -385,9 +394,10 @@ impl Acceptor {
 
     /// Stops listening: a client that connects now is refused at connect.
     fn close_listener(&mut self) {
-        if let Some(l) = self.listener.take() {
+        for l in self.listeners.drain(..) {
             let _ = self.ep.delete(l.as_raw_fd());
         }
+        self.listener_ready.clear();
     }
 
     /// Closes an accepted connection nobody can serve.
@@ -439,8 +449,12 @@ impl Acceptor {
             self.reap_dead_workers();
             self.flush_held();
             let mut more = false;
-            if self.held.is_empty() && self.listener.is_some() {
-                self.listener_ready = true;
+            if self.shared.shutdown.is_handover() {
+                // The successor accepts what is queued.
+                self.close_listener();
+            }
+            if self.held.is_empty() && !self.listeners.is_empty() {
+                self.listener_ready.fill(true);
                 more = rounds < FINAL_ROUNDS && self.can_accept() && self.accept_round();
                 rounds += 1;
                 // The queue is empty (or the limit or the bound is reached),
@@ -451,7 +465,7 @@ impl Acceptor {
                 }
             }
             let now = Instant::now();
-            if (self.held.is_empty() && self.listener.is_none()) || now >= deadline {
+            if (self.held.is_empty() && self.listeners.is_empty()) || now >= deadline {
                 break;
             }
             if more {

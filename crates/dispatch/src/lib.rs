@@ -147,6 +147,7 @@
 //! | `acceptor.rs` | the acceptor loop: accept, deal, hold, pause |
 //! | `handoff.rs` | the pipe protocol: fds as 4-byte records, batches of 32 |
 //! | `worker.rs` | [`WorkerPort`], [`Batch`], [`Closer`] |
+//! | `listen.rs` | [`Listener`]: TCP (v4, v6), Unix, inherited sockets |
 //! | `reuseport.rs` | `SO_REUSEPORT` listeners and their port |
 //! | `accept.rs` | one `accept4`, the reserve-fd trick, back-off |
 //! | `wake.rs` | the doorbell that wakes a paused acceptor |
@@ -161,6 +162,7 @@ mod accept;
 mod acceptor;
 mod config;
 mod handoff;
+mod listen;
 mod reuseport;
 mod server;
 mod shared;
@@ -172,6 +174,7 @@ mod wake;
 mod worker;
 
 pub use config::{Config, Mode, default_workers};
+pub use listen::{Endpoint, ListenAddr, Listener, listen_addr, set_cloexec};
 pub use server::Server;
 pub use shutdown::ShutdownHandle;
 pub use stats::{AcceptorSnapshot, AcceptorStats, Stats, WorkerSnapshot, WorkerStats};

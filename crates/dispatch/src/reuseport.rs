@@ -11,13 +11,11 @@
 //! runs directly, so nesting costs no syscall.
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use reactor::epoll::Epoll;
-use reactor::sys::ListenOptions;
 
 use crate::accept::{self, Backoff, Step};
 use crate::handoff::BATCH;
@@ -29,31 +27,20 @@ use crate::worker::Batch;
 
 const IN_EDGE: u32 = (libc::EPOLLIN | libc::EPOLLET) as u32;
 
-/// Binds `n` listeners to one address. With port 0 the first one picks the
-/// port and the others join it.
-pub(crate) fn bind_group(
-    addr: SocketAddr,
-    n: usize,
-    backlog: i32,
-) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
-    let opts = ListenOptions {
-        backlog,
-        reuse_port: true,
-    };
-    let first = reactor::sys::tcp_listener(addr, opts)?;
-    let bound = reactor::sys::local_addr(first.as_raw_fd())?;
-    let mut all = vec![first];
-    for _ in 1..n {
-        all.push(reactor::sys::tcp_listener(bound, opts)?);
-    }
-    Ok((all, bound))
-}
+/// Batches accepted at shutdown from what is already queued, before the
+/// listeners close.
+const FINAL_ROUNDS: usize = 8;
 
 /// The worker side of reuseport mode (inside a [`WorkerPort`](crate::WorkerPort)).
 #[derive(Debug)]
 pub(crate) struct ListenerSource {
     ep: Epoll,
-    listener: Option<OwnedFd>,
+    /// Every socket this worker accepts from (its own reuseport socket of
+    /// each address, and any socket it shares with the other workers);
+    /// empty once closed at shutdown.
+    listeners: Vec<Arc<OwnedFd>>,
+    /// Accept rounds taken since shutdown began (see `poll`).
+    final_rounds: usize,
     room: Arc<Wake>,
     timer: OwnedFd,
     reserve: Option<OwnedFd>,
@@ -70,18 +57,21 @@ pub(crate) struct ListenerSource {
 
 impl ListenerSource {
     pub(crate) fn new(
-        listener: OwnedFd,
+        listeners: Vec<Arc<OwnedFd>>,
         room: Arc<Wake>,
         limit: Option<u64>,
     ) -> io::Result<ListenerSource> {
         let ep = Epoll::new()?;
         let timer = sys::timerfd()?;
-        ep.add(listener.as_raw_fd(), IN_EDGE, 0)?;
+        for l in &listeners {
+            ep.add(l.as_raw_fd(), IN_EDGE, 0)?;
+        }
         ep.add(room.fd(), IN_EDGE, 1)?;
         ep.add(timer.as_raw_fd(), IN_EDGE, 2)?;
         Ok(ListenerSource {
             ep,
-            listener: Some(listener),
+            listeners,
+            final_rounds: 0,
             room,
             timer,
             reserve: sys::open_reserve().ok(),
@@ -104,8 +94,29 @@ impl ListenerSource {
         shared: &Shared,
         id: usize,
     ) -> io::Result<Batch> {
-        if self.listener.is_none() || shared.shutdown.is_requested() {
+        if shared.shutdown.is_requested() {
+            // What is already in the accept queue has finished its
+            // handshake and may have sent a request: take it (a few
+            // batches at most) before closing, as the acceptor does.
+            // (Not when handing over: the successor accepts it.)
+            if !self.listeners.is_empty()
+                && self.final_rounds < FINAL_ROUNDS
+                && !shared.shutdown.is_handover()
+            {
+                self.final_rounds += 1;
+                self.drained = false;
+                self.backing_off = false;
+                let n = self.accept_batch(out, shared, id)?;
+                if n > 0 {
+                    return Ok(Batch::Fds(n));
+                }
+            }
             self.close_listener();
+            return Ok(Batch::Shutdown {
+                deadline: shared.shutdown.deadline(),
+            });
+        }
+        if self.listeners.is_empty() {
             return Ok(Batch::Shutdown {
                 deadline: shared.shutdown.deadline(),
             });
@@ -125,18 +136,34 @@ impl ListenerSource {
             self.backing_off = false;
             let _ = sys::eventfd_drain(self.timer.as_raw_fd());
         }
+        let n = self.accept_batch(out, shared, id)?;
+        if n == 0 {
+            return Ok(Batch::WouldBlock);
+        }
+        Ok(Batch::Fds(n))
+    }
+
+    /// Accepts up to one batch from the listeners in turn; sets `drained`
+    /// when every one said `EAGAIN`.
+    fn accept_batch(
+        &mut self,
+        out: &mut Vec<OwnedFd>,
+        shared: &Shared,
+        id: usize,
+    ) -> io::Result<usize> {
         let stats = &shared.stats.workers()[id];
-        let listener = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
         let start = out.len();
         let mut budget = self.room_left(stats);
-        let mut empty = false;
-        while out.len() - start < BATCH {
+        let mut empty = 0;
+        let mut next = 0;
+        while out.len() - start < BATCH && empty < self.listeners.len() {
             if budget == 0 {
                 budget = self.pause(stats);
                 if budget == 0 {
                     break;
                 }
             }
+            let listener = self.listeners[next % self.listeners.len()].as_raw_fd();
             match accept::step(listener, &mut self.reserve) {
                 Step::Conn(fd) => {
                     self.backoff.reset();
@@ -145,8 +172,10 @@ impl ListenerSource {
                     budget -= 1;
                 }
                 Step::Empty => {
-                    empty = true;
-                    break;
+                    // This one is empty: the next listener's turn.
+                    empty += 1;
+                    next += 1;
+                    continue;
                 }
                 Step::Retry => {
                     stats.accept_errors.fetch_add(1, Relaxed);
@@ -167,12 +196,13 @@ impl ListenerSource {
             }
         }
         let n = out.len() - start;
-        if n == 0 {
-            return Ok(Batch::WouldBlock);
+        if n > 0 {
+            stats.batches.fetch_add(1, Relaxed);
         }
-        stats.batches.fetch_add(1, Relaxed);
-        self.drained = empty;
-        Ok(Batch::Fds(n))
+        // Only a batch that is returned may carry "drained" to the next
+        // call; an empty one already answers WouldBlock.
+        self.drained = n > 0 && empty >= self.listeners.len();
+        Ok(n)
     }
 
     /// Connections this worker may still take before its share is used up.
@@ -217,7 +247,7 @@ impl ListenerSource {
     /// Closes the listener (once): the kernel drops it from the reuseport
     /// group, so new connections go to the workers still listening.
     fn close_listener(&mut self) {
-        if let Some(l) = self.listener.take() {
+        for l in self.listeners.drain(..) {
             let _ = self.ep.delete(l.as_raw_fd());
         }
     }

@@ -8,12 +8,11 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use reactor::sys::ListenOptions;
-
 use crate::acceptor::{Acceptor, Parts};
 use crate::config::{Config, Mode};
 use crate::handoff;
-use crate::reuseport::{self, ListenerSource};
+use crate::listen::{Endpoint, ListenAddr, Listener};
+use crate::reuseport::ListenerSource;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownHandle;
 use crate::signals;
@@ -30,6 +29,7 @@ use crate::worker::{PipeSource, Source, WorkerPort};
 pub struct Server {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
+    listen_addrs: Vec<ListenAddr>,
     control: Option<JoinHandle<io::Result<()>>>,
     workers: Vec<JoinHandle<()>>,
     /// Every handoff pipe's read end, drained after the threads joined.
@@ -49,7 +49,46 @@ impl Server {
         F: Fn(WorkerPort) + Send + Sync + 'static,
     {
         config.validate()?;
+        let copies = match config.mode {
+            Mode::Acceptor => 1,
+            Mode::ReusePort => config.worker_count(),
+        };
+        let listener = Listener::bind(&Endpoint::Tcp(config.addr), copies, config.backlog)?;
+        Server::start_with(config, vec![listener], worker_main)
+    }
+
+    /// Like [`start`](Server::start), on listeners made beforehand (any
+    /// number, TCP or Unix, bound by [`Listener::bind`] or inherited through
+    /// [`Listener::from_fds`]); `config.addr` is not used. In acceptor mode
+    /// the acceptor watches every socket of every listener. In reuseport
+    /// mode a listener with one socket per worker gives each worker its
+    /// own; one with a single socket (a Unix socket, an inherited one) is
+    /// watched by every worker; any other count is spread so that every
+    /// socket has a worker.
+    pub fn start_with<F>(
+        config: Config,
+        listeners: Vec<Listener>,
+        worker_main: F,
+    ) -> io::Result<Server>
+    where
+        F: Fn(WorkerPort) + Send + Sync + 'static,
+    {
+        config.validate()?;
+        if listeners.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no address to listen on",
+            ));
+        }
         let n = config.worker_count();
+        let listen_addrs: Vec<ListenAddr> = listeners.iter().map(|l| l.addr().clone()).collect();
+        let local_addr = listen_addrs
+            .iter()
+            .find_map(|a| match a {
+                ListenAddr::Tcp(a) => Some(*a),
+                ListenAddr::Unix(_) => None,
+            })
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         let guard = match config.handle_signals {
             true => Some(signals::install()?),
             false => None,
@@ -60,22 +99,16 @@ impl Server {
         let mut sources = Vec::with_capacity(n);
         let mut readers = Vec::new();
         let mut parts = Parts {
-            listener: None,
+            listeners: Vec::new(),
             pipes: Vec::new(),
             readers: Vec::new(),
             limit,
             signals: guard,
             signal_grace: config.signal_grace,
         };
-        let local_addr = match config.mode {
+        match config.mode {
             Mode::Acceptor => {
-                let opts = ListenOptions {
-                    backlog: config.backlog,
-                    reuse_port: false,
-                };
-                let listener = reactor::sys::tcp_listener(config.addr, opts)?;
-                let addr = reactor::sys::local_addr(listener.as_raw_fd())?;
-                parts.listener = Some(listener);
+                parts.listeners = listeners.into_iter().flat_map(Listener::into_fds).collect();
                 for _ in 0..n {
                     let (tx, rx) = handoff::channel(config.pipe_size)?;
                     let rx = Arc::new(rx);
@@ -84,17 +117,14 @@ impl Server {
                     sources.push(Source::Pipe(PipeSource::new(rx)));
                 }
                 parts.readers = readers.clone();
-                addr
             }
             Mode::ReusePort => {
-                let (listeners, addr) = reuseport::bind_group(config.addr, n, config.backlog)?;
-                for (i, l) in listeners.into_iter().enumerate() {
+                for (i, fds) in spread(listeners, n).into_iter().enumerate() {
                     let room = shared.rooms[i].clone();
-                    sources.push(Source::Listener(ListenerSource::new(l, room, limit)?));
+                    sources.push(Source::Listener(ListenerSource::new(fds, room, limit)?));
                 }
-                addr
             }
-        };
+        }
         let acceptor = match config.mode {
             Mode::Acceptor => Some(Acceptor::new(shared.clone(), parts)?),
             Mode::ReusePort if parts.signals.is_some() => {
@@ -106,6 +136,7 @@ impl Server {
         let mut server = Server {
             shared: shared.clone(),
             local_addr,
+            listen_addrs,
             control: None,
             workers: Vec::with_capacity(n),
             readers,
@@ -145,9 +176,15 @@ impl Server {
         Ok(server)
     }
 
-    /// The bound address (with the real port when the config said 0).
+    /// The bound address (with the real port when the config said 0): the
+    /// first TCP listener's, or `0.0.0.0:0` if all are Unix sockets.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Every listener's address, in the order given.
+    pub fn listen_addrs(&self) -> &[ListenAddr] {
+        &self.listen_addrs
     }
 
     /// Number of worker threads.
@@ -214,6 +251,28 @@ impl Drop for Server {
             let _ = self.join_threads();
         }
     }
+}
+
+/// Which sockets each of `n` workers watches in reuseport mode: worker `i`
+/// takes socket `j` of a listener when `j % n == i`, and when a listener
+/// has fewer sockets than workers, worker `i` also watches socket
+/// `i % len`, so every socket has a worker and every worker has each
+/// listener.
+fn spread(listeners: Vec<Listener>, n: usize) -> Vec<Vec<Arc<OwnedFd>>> {
+    let mut per_worker: Vec<Vec<Arc<OwnedFd>>> = (0..n).map(|_| Vec::new()).collect();
+    for l in listeners {
+        let fds: Vec<Arc<OwnedFd>> = l.into_fds().into_iter().map(Arc::new).collect();
+        let len = fds.len();
+        for (j, fd) in fds.iter().enumerate() {
+            per_worker[j % n].push(fd.clone());
+        }
+        if len < n {
+            for (i, mine) in per_worker.iter_mut().enumerate().skip(len) {
+                mine.push(fds[i % len].clone());
+            }
+        }
+    }
+    per_worker
 }
 
 /// Marks the worker gone however `worker_main` ends, panics included.

@@ -33,6 +33,8 @@ use crate::shared::Shared;
 #[derive(Debug, Default)]
 pub(crate) struct ShutdownState {
     requested: AtomicBool,
+    /// A successor accepts on the same sockets (see `hand_over`).
+    handover: AtomicBool,
     deadline: OnceLock<Instant>,
 }
 
@@ -46,6 +48,15 @@ impl ShutdownState {
             .unwrap_or(now + Duration::from_secs(86_400 * 365));
         self.deadline.get_or_init(|| deadline);
         !self.requested.swap(true, SeqCst)
+    }
+
+    pub(crate) fn set_handover(&self) {
+        self.handover.store(true, SeqCst);
+    }
+
+    /// Whether queued connections are left to a successor.
+    pub(crate) fn is_handover(&self) -> bool {
+        self.handover.load(SeqCst)
     }
 
     pub(crate) fn is_requested(&self) -> bool {
@@ -71,6 +82,16 @@ impl ShutdownHandle {
     /// within `grace`. Returns at once; [`Server::join`](crate::Server::join)
     /// waits. Calling it again is harmless: the first deadline stays.
     pub fn shutdown(&self, grace: Duration) {
+        self.shared.request_shutdown(grace);
+    }
+
+    /// Shutdown for a successor that holds the same listening sockets (a
+    /// binary upgrade): as [`shutdown`](ShutdownHandle::shutdown), except
+    /// that nothing more is accepted, not even what is already in the
+    /// kernel's accept queue: the sockets stay open in the successor,
+    /// which accepts it, so nothing is reset.
+    pub fn hand_over(&self, grace: Duration) {
+        self.shared.shutdown.set_handover();
         self.shared.request_shutdown(grace);
     }
 

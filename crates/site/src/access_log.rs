@@ -1,4 +1,5 @@
-//! Access log in Common Log Format, buffered per worker.
+//! Access log, buffered per worker: Common Log Format by default, or
+//! combined or JSON lines (see `format.rs`).
 //!
 //! `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET /a.gif HTTP/1.1" 200 2326`
 //!
@@ -7,13 +8,14 @@
 //! ([`LogSink`]; see `writer.rs`), so the queue is touched per batch, not
 //! per request, and no event loop ever writes to the log's destination.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod format;
 mod writer;
 
+pub use format::Format;
 pub use writer::{LogCounters, LogSink, LogWriter, WhenFull};
 
 /// One worker's buffered log.
@@ -24,6 +26,9 @@ pub struct AccessLog {
     /// run on many threads; elsewhere it is never contended. With the
     /// buffer, the second its first line was written.
     buf: Mutex<(Vec<u8>, u64)>,
+    format: Format,
+    /// The worker this log belongs to (in the combined and JSON lines).
+    worker: usize,
 }
 
 /// Flush when a worker's buffer reaches this size.
@@ -44,14 +49,52 @@ pub struct Entry<'a> {
     pub status: u16,
     /// Body bytes sent.
     pub bytes: u64,
+    /// The `Referer` header, if any.
+    pub referer: Option<&'a str>,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<&'a str>,
+    /// The request time in microseconds, if measured (see `format.rs`).
+    pub micros: Option<u64>,
+}
+
+impl<'a> Entry<'a> {
+    /// The line of `req`, answered with `status` and `bytes` of body, from
+    /// `peer`, started at `started` (the request time is measured now).
+    pub fn new(
+        peer: Option<SocketAddr>,
+        req: &'a http1::Request,
+        status: u16,
+        bytes: u64,
+        started: Option<std::time::Instant>,
+    ) -> Entry<'a> {
+        let header = |name| req.header(name).and_then(|v| std::str::from_utf8(v).ok());
+        Entry {
+            peer,
+            method: req.method().as_str(),
+            target: req.target(),
+            version: req.version().as_str(),
+            status,
+            bytes,
+            referer: header("referer"),
+            user_agent: header("user-agent"),
+            micros: started.map(|t| t.elapsed().as_micros().min(u64::MAX as u128) as u64),
+        }
+    }
 }
 
 impl AccessLog {
-    /// A worker's log writing to `sink`.
+    /// A worker's log writing to `sink` in Common Log Format.
     pub fn new(sink: LogSink) -> AccessLog {
+        AccessLog::with_format(sink, Format::Common, 0)
+    }
+
+    /// Worker `worker`'s log writing to `sink` in `format`.
+    pub fn with_format(sink: LogSink, format: Format, worker: usize) -> AccessLog {
         AccessLog {
             sink,
             buf: Mutex::new((Vec::with_capacity(FLUSH_AT + 512), 0)),
+            format,
+            worker,
         }
     }
 
@@ -63,23 +106,7 @@ impl AccessLog {
         if buf.is_empty() {
             *since = now;
         }
-        let host = e.peer.map(|p| p.ip().to_string());
-        let bytes = if e.bytes == 0 {
-            "-".to_string()
-        } else {
-            e.bytes.to_string()
-        };
-        let _ = writeln!(
-            buf,
-            "{} - - [{}] \"{} {} {}\" {} {}",
-            host.as_deref().unwrap_or("-"),
-            clf_time(now),
-            sanitize(e.method),
-            sanitize(e.target),
-            e.version,
-            e.status,
-            bytes
-        );
+        format::write_line(buf, self.format, e, now, self.worker);
         // Full, or holding lines from an earlier second: hand it over (a
         // driver without a timer still gets its lines out while it serves).
         if buf.len() >= FLUSH_AT || *since != now {
@@ -103,13 +130,6 @@ impl Drop for AccessLog {
     fn drop(&mut self) {
         self.flush();
     }
-}
-
-/// Quotes and control bytes would let a client forge log lines.
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if c == '"' || c.is_control() { '?' } else { c })
-        .collect()
 }
 
 fn unix_now() -> u64 {
@@ -154,6 +174,9 @@ mod tests {
             version: "HTTP/1.1",
             status: 200,
             bytes: 13,
+            referer: None,
+            user_agent: None,
+            micros: None,
         });
         drop(log);
         assert!(

@@ -254,6 +254,26 @@ pub fn complete(
             headers,
             body,
         } => {
+            // `Connection: close` among the headers is a request to close
+            // after this answer: the encoder writes the header itself.
+            let closing = headers
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case("connection") && v == "close");
+            let to = ReplyTo {
+                keep_alive: to.keep_alive && !closing,
+                ..to
+            };
+            let kept: Vec<(&'static str, String)>;
+            let headers = match closing {
+                false => headers,
+                true => {
+                    kept = (headers.iter())
+                        .filter(|(n, _)| !n.eq_ignore_ascii_case("connection"))
+                        .cloned()
+                        .collect();
+                    &kept
+                }
+            };
             let keep = respond_owned(wbuf, stats, to, *status, *content_type, headers, body);
             Some(Outcome {
                 status: *status,

@@ -186,6 +186,7 @@ impl App {
                     body: b"400 Bad Request: use /_httplite/sleep?ms=N\n".to_vec(),
                 },
             },
+            "health" if get_or_head => self.health(),
             "echo" if matches!(req.method(), Method::Post | Method::Put) => Action::Echo,
             jobs if jobs.starts_with("jobs")
                 && matches!(jobs.as_bytes().get(4), None | Some(b'/')) =>
@@ -193,7 +194,7 @@ impl App {
                 crate::jobs::http::route(&self.jobs, &jobs[4..], req)
             }
             "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
-            "plaintext" | "json" | "stats" | "sleep" => Action::not_allowed(READ_ONLY),
+            "plaintext" | "json" | "stats" | "sleep" | "health" => Action::not_allowed(READ_ONLY),
             "echo" => Action::not_allowed(ECHO_METHODS),
             _ => Action::error(Status::NOT_FOUND),
         }
@@ -201,6 +202,26 @@ impl App {
 }
 
 impl App {
+    /// `/_httplite/health`: 200 while serving; 503 with `Connection: close`
+    /// once draining (see [`Stats::set_draining`]), so that a balancer's
+    /// health check takes this instance out before it stops accepting.
+    fn health(&self) -> Action {
+        let (status, body) = match self.stats.is_draining() {
+            false => (Status::OK, &b"ok\n"[..]),
+            true => (Status::SERVICE_UNAVAILABLE, &b"draining\n"[..]),
+        };
+        let mut headers = vec![("Cache-Control", "no-store".to_string())];
+        if self.stats.is_draining() {
+            headers.push(("Connection", "close".to_string()));
+        }
+        Action::Owned {
+            status,
+            content_type: Some(TEXT),
+            headers,
+            body: body.to_vec(),
+        }
+    }
+
     /// The `/_httplite/stats` document: the server's counters plus the
     /// blocking pool's and the jobs'.
     pub fn stats_json(&self) -> String {

@@ -186,6 +186,8 @@ pub struct Stats {
     /// Server-wide members the layers around the site add (TLS handshakes,
     /// the access log's writer), at start-up; see [`Stats::add_extra`].
     extra: Mutex<Vec<ExtraStats>>,
+    /// Draining: `/_httplite/health` answers 503 (see [`Stats::set_draining`]).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// Appends server-wide members to the stats document (see
@@ -209,6 +211,7 @@ impl Stats {
             started: Instant::now(),
             workers: (0..n).map(|_| Arc::default()).collect(),
             extra: Mutex::new(Vec::new()),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -229,7 +232,21 @@ impl Stats {
                 })
                 .collect(),
             extra: Mutex::new(Vec::new()),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Marks the server as draining (a lame-duck period before shutdown,
+    /// or an upgrade handing over): from now on `/_httplite/health`
+    /// answers 503 and the stats say `"state":"draining"`.
+    pub fn set_draining(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`set_draining`](Stats::set_draining) was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Adds server-wide members to the document: `f` appends them, each
@@ -259,7 +276,12 @@ impl Stats {
         let open: u64 = self.workers.iter().map(|w| w.open()).sum();
         let _ = write!(
             s,
-            "{{\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},\"sleeping\":{},",
+            "{{\"state\":\"{}\",\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},\"sleeping\":{},",
+            if self.is_draining() {
+                "draining"
+            } else {
+                "serving"
+            },
             self.started.elapsed().as_secs_f64(),
             self.total(|w| &w.connections),
             self.total(|w| &w.requests),

@@ -39,6 +39,9 @@ const MIN_READ: usize = 1024;
 const BUF_SIZE: usize = 4096;
 /// How long a closing connection waits for the client's FIN.
 const LINGER: Duration = Duration::from_secs(1);
+/// At shutdown, how long a connection looks for a request that has
+/// already arrived (a check, not a wait: the shortest deadline there is).
+const ALREADY_THERE: Duration = Duration::from_millis(1);
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
 
@@ -91,6 +94,8 @@ struct Conn<'a, I: BlockingIo> {
     wbuf: BytesMut,
     /// When the first byte of the request being read arrived.
     head_started: Option<Instant>,
+    /// When the request in hand began (for the access log's request time).
+    request_started: Instant,
     served: u64,
 }
 
@@ -106,6 +111,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
         rbuf,
         wbuf,
         head_started: Some(io.now()),
+        request_started: io.now(),
         served: 0,
         ctx,
         io,
@@ -146,7 +152,8 @@ impl<I: BlockingIo> Conn<'_, I> {
             loop {
                 let keep = match self.decoder.decode(&mut self.rbuf) {
                     Ok(Some(Message::Head(req))) => {
-                        self.head_started = None;
+                        let started = self.head_started.take().unwrap_or_else(|| self.io.now());
+                        self.request_started = started;
                         self.served += 1;
                         let shutting_down = self.ctx.idle.is_shutting_down();
                         let Conn { ctx, io, wbuf, .. } = self;
@@ -156,7 +163,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                             wbuf,
                             req,
                             shutting_down,
-                            |req, out| log(ctx, &*io, req, out),
+                            |req, out| log(ctx, &*io, req, out, started),
                         );
                         match handled {
                             Handled::Done(keep) => keep,
@@ -196,25 +203,65 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
     }
 
+    /// A new connection's first request is on its way: the first
+    /// [`driver::FIRST_REQUEST_GRACE`] after the accept is waited for
+    /// outside the idle set, so that a shutdown meanwhile does not close
+    /// over it. True if bytes arrived within it.
+    fn first_request_arrived(&mut self) -> Res<bool> {
+        let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
+            return Ok(false);
+        };
+        let grace = driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout);
+        let grace = Deadline::Since(accepted, grace);
+        match self.io.wait_readable(grace) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(e) => Err(Stop::Io(e)),
+        }
+    }
+
     /// Reads more bytes into `rbuf`. Between requests the wait is bounded by
     /// the idle timeout (the header timeout before the first request), and
     /// shutdown ends it; within a head, by the header timeout.
     fn fill(&mut self) -> Res {
         if self.rbuf.is_empty() && self.decoder.is_idle() {
-            let (timeout, kind) = if self.served == 0 {
-                (self.ctx.config.header_timeout, TimeoutKind::Header)
-            } else {
-                (self.ctx.config.idle_timeout, TimeoutKind::Idle)
+            let (timeout, kind) = match (self.served, self.head_started) {
+                // Counted from the accept (the first-request wait above
+                // used part of it).
+                (0, Some(accepted)) => (
+                    Deadline::Since(accepted, self.ctx.config.header_timeout),
+                    TimeoutKind::Header,
+                ),
+                (0, None) => (
+                    Deadline::After(self.ctx.config.header_timeout),
+                    TimeoutKind::Header,
+                ),
+                _ => (
+                    Deadline::After(self.ctx.config.idle_timeout),
+                    TimeoutKind::Idle,
+                ),
             };
-            if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
-                return Err(Stop::Done); // shutting down
+            if !self.first_request_arrived()? {
+                if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
+                    // Shutting down. A request that has already arrived is
+                    // served, with `Connection: close`: closing over it
+                    // would reset the connection.
+                    if self
+                        .io
+                        .wait_readable(Deadline::After(ALREADY_THERE))
+                        .is_err()
+                    {
+                        return Err(Stop::Done);
+                    }
+                } else {
+                    // An idle connection holds no buffer (see `BufferPool`).
+                    self.pool.put(&mut self.rbuf, &mut self.wbuf);
+                    let waited = self.io.wait_readable(timeout);
+                    self.ctx.idle.leave(&self.idle);
+                    self.pool.get(&mut self.rbuf, &mut self.wbuf);
+                    waited.map_err(timed(kind))?;
+                }
             }
-            // An idle connection holds no buffer (see `BufferPool`).
-            self.pool.put(&mut self.rbuf, &mut self.wbuf);
-            let waited = self.io.wait_readable(Deadline::After(timeout));
-            self.ctx.idle.leave(&self.idle);
-            self.pool.get(&mut self.rbuf, &mut self.wbuf);
-            waited.map_err(timed(kind))?;
             self.head_started = Some(self.io.now());
         }
         let (deadline, kind) = match self.head_started {
@@ -341,7 +388,13 @@ impl<I: BlockingIo> Conn<'_, I> {
                     Event::Echoed { encoder, sent }
                 }
                 Step::Done(outcome) => {
-                    log(self.ctx, &self.io, plan.request(), outcome);
+                    log(
+                        self.ctx,
+                        &self.io,
+                        plan.request(),
+                        outcome,
+                        self.request_started,
+                    );
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),
@@ -507,23 +560,29 @@ fn new_buffers() -> (BytesMut, BytesMut) {
 /// Writes the access-log line, if logging is on. Inlined: with logging
 /// and tracing off (the common case) it is two tests.
 #[inline(always)]
-fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome) {
+fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome, started: Instant) {
     driver::trace_outcome(io.fd(), req, out);
     if let Some(log) = &ctx.access_log {
-        access_log(log, io, req, out);
+        access_log(log, io, req, out, started);
     }
 }
 
 #[inline(never)]
-fn access_log<I: BlockingIo>(log: &AccessLog, io: &I, req: &Request, out: Outcome) {
-    log.log(&Entry {
-        peer: io.peer_addr(),
-        method: req.method().as_str(),
-        target: req.target(),
-        version: req.version().as_str(),
-        status: out.status.code(),
-        bytes: out.bytes,
-    });
+fn access_log<I: BlockingIo>(
+    log: &AccessLog,
+    io: &I,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+) {
+    let (status, bytes) = (out.status.code(), out.bytes);
+    log.log(&Entry::new(
+        io.peer_addr(),
+        req,
+        status,
+        bytes,
+        Some(started),
+    ));
 }
 
 #[cfg(test)]

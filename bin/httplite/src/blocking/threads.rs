@@ -96,7 +96,8 @@ fn spawn_connection(
 ) -> io::Result<()> {
     let stream = TcpStream::from(fd);
     stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
+    // Fails on a Unix socket, which has no Nagle to turn off.
+    let _ = stream.set_nodelay(true);
     ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
     live.enter();
     let (thread_ctx, thread_live, closer) = (ctx.clone(), live.clone(), port.closer());

@@ -19,14 +19,16 @@ pub struct ConsoleCtx {
     pub dispatch: Arc<dispatch::Stats>,
     /// The jobs (and through them, the blocking pool).
     pub jobs: Jobs,
-    /// Starts the same graceful shutdown as SIGTERM.
-    pub shutdown: dispatch::ShutdownHandle,
+    /// Draining and shutdown, as on SIGTERM (`quit`).
+    pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
     /// `--shutdown-timeout`.
     pub grace: Duration,
     /// When the server started.
     pub started: Instant,
-    /// TLS, for `reload` (`None`: the server is cleartext).
-    pub tls: Option<Arc<crate::tls::Tls>>,
+    /// The access log and TLS, for `reopen` and `reload` (as SIGHUP).
+    pub reloads: crate::signals::Reloads,
+    /// For `upgrade` (as SIGUSR2).
+    pub upgrader: Arc<crate::upgrade::Upgrader>,
 }
 
 /// What a command asks of the console loop.
@@ -34,8 +36,8 @@ pub struct ConsoleCtx {
 pub enum Reply {
     /// Print this and read on.
     Text(String),
-    /// Print this, start the graceful shutdown ([`ConsoleCtx::shutdown`])
-    /// and stop reading. Printing comes first: once shutdown starts, the
+    /// Print this, start draining ([`ConsoleCtx::lifecycle`]) and stop
+    /// reading. Printing comes first: once shutdown starts, the
     /// process may exit at any moment.
     Quit(String),
 }
@@ -46,8 +48,12 @@ commands:
   stats    server counters: connections, requests, responses, errors, pool
   workers  per worker: open connections, connections, requests, handoff queue
   jobs     background jobs: counts by state, and the most recent ones
-  reload   read the TLS certificate and key files again (as SIGHUP)
-  quit     graceful shutdown (as SIGTERM: finish in-flight requests, then exit)
+  reload   read the TLS certificate and key files again (SIGHUP does it too)
+  reopen   reopen the access log file, after logrotate moved it (SIGHUP too)
+  upgrade  start a new copy of the binary on the same sockets, then drain
+           (as SIGUSR2)
+  quit     graceful shutdown (as SIGTERM: the drain delay, then in-flight
+           work finishes and the server exits)
   help     this text
 ";
 
@@ -59,10 +65,9 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         "stats" => Reply::Text(stats_table(ctx)),
         "workers" => Reply::Text(workers_table(ctx)),
         "jobs" => Reply::Text(jobs_table(ctx)),
-        "reload" => Reply::Text(match &ctx.tls {
-            Some(tls) => format!("{}\n", tls.reload()),
-            None => "reload: nothing to reload (no --tls-cert)\n".to_string(),
-        }),
+        "reload" => Reply::Text(format!("{}\n", ctx.reloads.reload_tls())),
+        "reopen" => Reply::Text(format!("{}\n", ctx.reloads.reopen_log())),
+        "upgrade" => Reply::Text(format!("{}\n", ctx.upgrader.run(&ctx.lifecycle))),
         "quit" | "exit" => Reply::Quit(format!(
             "shutting down: in-flight requests get up to {:?}\n",
             ctx.grace
@@ -70,7 +75,8 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         other => {
             let word: String = other.chars().take(40).collect();
             Reply::Text(format!(
-                "unknown command {word:?}: try stats, workers, jobs, reload, quit or help\n"
+                "unknown command {word:?}: try stats, workers, jobs, reload, reopen, \
+                 upgrade, quit or help\n"
             ))
         }
     }

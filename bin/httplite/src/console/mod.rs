@@ -136,7 +136,7 @@ fn answer(ctx: &ConsoleCtx, line: &str) -> bool {
         }
         Reply::Quit(t) => {
             say(&t);
-            ctx.shutdown.shutdown(ctx.grace);
+            ctx.lifecycle.drain();
             true
         }
     }

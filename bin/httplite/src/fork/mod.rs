@@ -75,6 +75,15 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("stack_size", "that is --runtime stackful's"),
+    (
+        "access_log_format",
+        "there is no access log (its writer is a thread)",
+    ),
+    ("socket_mode", "it listens on one TCP socket"),
+    (
+        "drain_delay",
+        "the parent has no health endpoint to drain (SIGTERM stops it at once)",
+    ),
 ];
 
 /// The first flag of `given` (clap ids of the flags on the command line)

@@ -117,6 +117,8 @@ struct Conn<S> {
     timer: Timer,
     /// When the first byte of the request being read arrived.
     head_started: Option<Instant>,
+    /// When the request in hand began (for the access log's request time).
+    request_started: Instant,
     /// Requests answered on this connection.
     served: u64,
     /// The last read came back short, so the socket was empty then: the
@@ -146,6 +148,7 @@ pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S) -> Connection<S> {
             active: None,
             timer,
             head_started: Some(now),
+            request_started: now,
             served: 0,
             drained: false,
             ctx,
@@ -296,33 +299,35 @@ impl<S: Transport> Conn<S> {
             ctx,
             active,
             stream,
+            request_started,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.is_set();
+        let started = *request_started;
         respond::handle(
             &ctx.app,
             &ctx.stats,
             wbuf,
             req,
             shutting_down,
-            |req, out| log(ctx, stream, req, out),
+            |req, out| log(ctx, stream, req, out, started),
         )
     }
 }
 
 /// Writes the access-log line, if logging is on.
 #[inline]
-fn log<S: Transport>(ctx: &WorkerCtx, stream: &S, req: &Request, out: Outcome) {
+fn log<S: Transport>(ctx: &WorkerCtx, stream: &S, req: &Request, out: Outcome, started: Instant) {
     driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
     if let Some(log) = &ctx.access_log {
-        log.log(&Entry {
-            peer: stream.peer_addr().ok(),
-            method: req.method().as_str(),
-            target: req.target(),
-            version: req.version().as_str(),
-            status: out.status.code(),
-            bytes: out.bytes,
-        });
+        let peer = stream.peer_addr().ok();
+        log.log(&Entry::new(
+            peer,
+            req,
+            out.status.code(),
+            out.bytes,
+            Some(started),
+        ));
     }
 }

@@ -26,7 +26,6 @@
 
 pub mod certs;
 pub mod plain;
-pub mod reload;
 pub mod session;
 pub mod stats;
 

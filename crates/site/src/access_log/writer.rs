@@ -12,15 +12,20 @@
 //! pipe or socket it writes at most `PIPE_BUF` bytes at a time (a pipe that
 //! polls writable takes that much without blocking), so a stalled reader
 //! leaves it free to report.
+//!
+//! Log rotation: `LogSink::reopen` (SIGHUP, the console's `reopen`) opens
+//! the path again, in the caller's thread, and hands the new file to the
+//! writer, which switches to it before its next batch; the old file is
+//! closed then. A failed open changes nothing and is reported to the caller.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Batches waiting for the writer at most (each up to the per-worker
@@ -49,6 +54,10 @@ pub struct LogSink {
     tx: SyncSender<Batch>,
     when_full: WhenFull,
     counters: Arc<Counters>,
+    /// A file opened again for the writer to switch to.
+    next_file: Arc<Mutex<Option<File>>>,
+    /// The file's path (`None`: stdout or a file given open).
+    path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for LogSink {
@@ -82,12 +91,32 @@ struct Counters {
 impl LogSink {
     /// Opens `path` for appending (stdout for `-`) and starts the writer.
     pub fn open(path: &Path, when_full: WhenFull) -> io::Result<(LogSink, LogWriter)> {
-        let out = if path == Path::new("-") {
-            File::from(io::stdout().as_fd().try_clone_to_owned()?)
+        let (out, path) = if path == Path::new("-") {
+            (File::from(io::stdout().as_fd().try_clone_to_owned()?), None)
         } else {
-            OpenOptions::new().create(true).append(true).open(path)?
+            (open_append(path)?, Some(path.to_path_buf()))
         };
-        LogSink::start(out, when_full)
+        let (mut sink, writer) = LogSink::start(out, when_full)?;
+        sink.path = path;
+        Ok((sink, writer))
+    }
+
+    /// Opens the log's path again (after logrotate renamed the file) and
+    /// has the writer switch to the new file before its next batch. Stdout
+    /// is left as it is. An error (the directory is gone, no permission)
+    /// leaves the writer on the old file.
+    pub fn reopen(&self) -> io::Result<String> {
+        let Some(path) = &self.path else {
+            return Ok("access log: on stdout, nothing to reopen".to_string());
+        };
+        let file = open_append(path)?;
+        *self.next_file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+        // Wake the writer (an empty batch); a full queue wakes it anyway.
+        let _ = self.tx.try_send(Batch {
+            bytes: Vec::new(),
+            lines: 0,
+        });
+        Ok(format!("access log: reopened {}", path.display()))
     }
 
     /// Starts the writer thread on an open destination.
@@ -95,17 +124,20 @@ impl LogSink {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let (done_tx, done) = std::sync::mpsc::channel();
         let counters = Arc::new(Counters::default());
-        let c = counters.clone();
+        let next_file = Arc::new(Mutex::new(None));
+        let (c, next) = (counters.clone(), next_file.clone());
         std::thread::Builder::new()
             .name("httplite-log".into())
             .spawn(move || {
-                Writer::new(out, c).run(&rx);
+                Writer::new(out, c, next).run(&rx);
                 let _ = done_tx.send(());
             })?;
         let sink = LogSink {
             tx,
             when_full,
             counters,
+            next_file,
+            path: None,
         };
         Ok((sink, LogWriter { done }))
     }
@@ -166,9 +198,14 @@ impl LogWriter {
     }
 }
 
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
 /// The writer thread's state.
 struct Writer {
     out: File,
+    next_file: Arc<Mutex<Option<File>>>,
     /// A pipe, FIFO or socket: written `PIPE_CHUNK` bytes at a time.
     stream: bool,
     counters: Arc<Counters>,
@@ -178,14 +215,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(out: File, counters: Arc<Counters>) -> Writer {
-        let stream = out.metadata().is_ok_and(|m| {
-            let t = m.file_type();
-            t.is_fifo() || t.is_socket()
-        });
+    fn new(out: File, counters: Arc<Counters>, next_file: Arc<Mutex<Option<File>>>) -> Writer {
         Writer {
+            stream: is_stream(&out),
             out,
-            stream,
+            next_file,
             counters,
             last_report: None,
             reported: 0,
@@ -195,7 +229,10 @@ impl Writer {
 
     fn run(&mut self, rx: &Receiver<Batch>) {
         loop {
-            match rx.recv_timeout(Duration::from_secs(1)) {
+            let got = rx.recv_timeout(Duration::from_secs(1));
+            self.switch_file();
+            match got {
+                Ok(batch) if batch.bytes.is_empty() => {}
                 Ok(batch) => match self.write_all(&batch.bytes) {
                     Ok(()) => {
                         self.counters.written.fetch_add(batch.lines, Relaxed);
@@ -211,6 +248,19 @@ impl Writer {
             self.report(false);
         }
         self.report(true);
+    }
+
+    /// Switches to a reopened file, if one is waiting.
+    fn switch_file(&mut self) {
+        let next = self
+            .next_file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(file) = next {
+            self.stream = is_stream(&file);
+            self.out = file;
+        }
     }
 
     /// Writes `buf`, waiting for a stalled destination a second at a time
@@ -280,4 +330,12 @@ impl Writer {
         self.reported = dropped;
         self.last_report = Some(Instant::now());
     }
+}
+
+/// A pipe, FIFO or socket (written `PIPE_CHUNK` bytes at a time).
+fn is_stream(out: &File) -> bool {
+    out.metadata().is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket()
+    })
 }

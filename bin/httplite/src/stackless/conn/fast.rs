@@ -39,6 +39,22 @@ enum Flushed {
 }
 
 impl<S: Transport> Conn<S> {
+    /// At shutdown: whether this connection has yet to send its first
+    /// request and was accepted less than [`driver::FIRST_REQUEST_GRACE`]
+    /// ago; if so, its timer is set to wake it when that ends.
+    fn in_first_request_grace(&mut self) -> bool {
+        let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
+            return false;
+        };
+        let until = accepted + driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout);
+        if self.ctx.reactor.now() >= until {
+            return false;
+        }
+        self.timer
+            .arm(&self.ctx.reactor, until, TimeoutKind::Header);
+        true
+    }
+
     /// Waits for the next request, answers it and everything else
     /// buffered, and writes the answers, for as long as nothing has to wait
     /// mid-request.
@@ -52,7 +68,7 @@ impl<S: Transport> Conn<S> {
         loop {
             // Idle between requests, holding no buffers.
             if !std::mem::take(&mut read_first) && self.stream.poll_readable(cx).is_pending() {
-                if self.ctx.shutdown.is_set() {
+                if self.ctx.shutdown.is_set() && !self.in_first_request_grace() {
                     return Poll::Ready(Exit::Stop(Stop::Shutdown));
                 }
                 if self.timer.poll_expired(&self.ctx.reactor, cx) {
@@ -135,6 +151,7 @@ impl<S: Transport> Conn<S> {
             stream,
             active,
             head_started,
+            request_started,
             served,
             ..
         } = self;
@@ -142,7 +159,8 @@ impl<S: Transport> Conn<S> {
         loop {
             match io.decoder.decode(&mut io.rbuf) {
                 Ok(Some(Message::Head(req))) => {
-                    *head_started = None;
+                    let started = head_started.take().unwrap_or_else(|| ctx.reactor.now());
+                    *request_started = started;
                     *served += 1;
                     let handled = respond::handle(
                         &ctx.app,
@@ -150,7 +168,7 @@ impl<S: Transport> Conn<S> {
                         &mut io.wbuf,
                         req,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, req, out),
+                        |req, out| log(ctx, stream, req, out, started),
                     );
                     match handled {
                         Handled::Done(true) => {}

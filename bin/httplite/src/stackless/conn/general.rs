@@ -56,7 +56,8 @@ impl<S: Transport> Conn<S> {
                         let io = self.io();
                         let step = match io.decoder.decode(&mut io.rbuf) {
                             Ok(Some(Message::Head(req))) => {
-                                self.head_started = None;
+                                self.request_started = (self.head_started.take())
+                                    .unwrap_or_else(|| self.ctx.reactor.now());
                                 self.handle(req)
                             }
                             // Bodies are consumed by the handlers.
@@ -313,7 +314,8 @@ impl<S: Transport> Conn<S> {
                     Event::Echoed { encoder, sent }
                 }
                 Step::Done(outcome) => {
-                    log(&self.ctx, &self.stream, plan.request(), outcome);
+                    let started = self.request_started;
+                    log(&self.ctx, &self.stream, plan.request(), outcome, started);
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),

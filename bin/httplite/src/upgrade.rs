@@ -1,0 +1,268 @@
+//! Binary upgrade without refusing a connection (SIGUSR2, or the console's
+//! `upgrade`), as nginx does it:
+//!
+//! 1. start a new copy of the executable, with the same arguments, passing
+//!    it this process's listening sockets (copies of the same kernel
+//!    sockets: `HTTPLITE_LISTEN_FDS`, see [`crate::listen`]) and the write
+//!    end of a pipe (`HTTPLITE_READY_FD`);
+//! 2. the new process binds nothing, takes the sockets, starts its workers
+//!    and writes `READY` into the pipe ([`notify_ready`]);
+//! 3. this process then stops accepting and drains as on SIGTERM (without
+//!    the drain delay: the sockets stay open in the new process, which is
+//!    accepting already, so a client that connects meanwhile waits in the
+//!    kernel's queue and is accepted by one of the two, never refused).
+//!
+//! If the new process fails (it exits, or says nothing for
+//! [`READY_TIMEOUT`]), it is killed if still running, this process keeps
+//! serving with its sockets, and one line on stderr says why.
+
+use std::ffi::OsString;
+use std::io::Read as _;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use dispatch::Listener;
+
+use crate::lifecycle::Lifecycle;
+use crate::listen::UPGRADE_FDS_VAR;
+
+/// The pipe the new process reports on.
+pub const READY_FD_VAR: &str = "HTTPLITE_READY_FD";
+/// How long the new process may take to report ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to start the next copy of ourselves.
+#[derive(Debug)]
+pub struct Upgrader {
+    exe: PathBuf,
+    args: Vec<OsString>,
+    /// With `--console`, the new process must not read our stdin too.
+    stdin_null: bool,
+    busy: AtomicBool,
+}
+
+impl Upgrader {
+    /// Records the executable and arguments now: after the file is
+    /// replaced, `/proc/self/exe` says "(deleted)".
+    pub fn new(stdin_null: bool) -> std::io::Result<Upgrader> {
+        let mut exe = std::env::current_exe()?;
+        if let Some(s) = exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+            exe = PathBuf::from(s);
+        }
+        Ok(Upgrader {
+            exe,
+            args: std::env::args_os().skip(1).collect(),
+            stdin_null,
+            busy: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs an upgrade in its own thread (it waits up to
+    /// [`READY_TIMEOUT`]); the outcome goes to stderr.
+    pub fn start(self: &Arc<Self>, lifecycle: &Arc<Lifecycle>) {
+        let (me, lc) = (self.clone(), lifecycle.clone());
+        let spawned = std::thread::Builder::new()
+            .name("httplite-upgrade".into())
+            .spawn(move || eprintln!("httplite: {}", me.run(&lc)));
+        if let Err(e) = spawned {
+            eprintln!("httplite: upgrade failed: no thread for it ({e}); still serving");
+        }
+    }
+
+    /// One upgrade, start to end; returns the line to report.
+    pub fn run(&self, lifecycle: &Lifecycle) -> String {
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return "upgrade: one is already under way".to_string();
+        }
+        let outcome = self.attempt(lifecycle);
+        self.busy.store(false, Ordering::SeqCst);
+        outcome
+    }
+
+    fn attempt(&self, lifecycle: &Lifecycle) -> String {
+        if lifecycle.is_draining() {
+            return "upgrade: not while draining".to_string();
+        }
+        let Some(listeners) = lifecycle.take_handover() else {
+            return "upgrade: not while stopping".to_string();
+        };
+        match self.spawn_and_wait(&listeners) {
+            Ok(pid) => {
+                drop(listeners);
+                lifecycle.hand_over();
+                format!(
+                    "upgrade: new process {pid} is ready; process {} stops accepting and drains",
+                    std::process::id()
+                )
+            }
+            Err(why) => {
+                lifecycle.return_handover(listeners);
+                format!("upgrade failed: {why}; still serving")
+            }
+        }
+    }
+
+    fn spawn_and_wait(&self, listeners: &[Listener]) -> Result<u32, String> {
+        let (ready_rd, ready_wr) = pipe().map_err(|e| format!("no pipe: {e}"))?;
+        let groups: Vec<Vec<RawFd>> = listeners
+            .iter()
+            .map(|l| l.fds().iter().map(AsRawFd::as_raw_fd).collect())
+            .collect();
+        let spec = groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("+")
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut passed: Vec<RawFd> = groups.concat();
+        passed.push(ready_wr.as_raw_fd());
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(&self.args)
+            .env(UPGRADE_FDS_VAR, spec)
+            .env(READY_FD_VAR, ready_wr.as_raw_fd().to_string())
+            .env_remove("LISTEN_PID")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_FDNAMES");
+        if self.stdin_null {
+            cmd.stdin(Stdio::null());
+        }
+        // SAFETY: the closure runs in the child between fork and exec, and
+        // only calls fcntl(2), which is async-signal-safe, on fds that are
+        // open in the parent (borrowed for the whole spawn) and so in the
+        // child; it allocates nothing (`passed` was built beforehand).
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &passed {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags == -1
+                        || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == -1
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            })
+        };
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        drop(ready_wr);
+        let pid = child.id();
+        let mut ready = std::fs::File::from(ready_rd);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut said = Vec::new();
+        let why = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break format!("new process {pid} did not report ready within {READY_TIMEOUT:?}");
+            }
+            match wait_readable(ready.as_raw_fd(), left.min(Duration::from_millis(200))) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let mut buf = [0u8; 64];
+                    match ready.read(&mut buf) {
+                        Ok(0) => {
+                            break format!(
+                                "new process {pid} closed its ready pipe without reporting ready{}",
+                                exit_of(&mut child)
+                            );
+                        }
+                        Ok(n) => {
+                            said.extend_from_slice(&buf[..n]);
+                            if said.starts_with(b"READY") {
+                                return Ok(pid);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => break format!("reading the ready pipe: {e}"),
+                    }
+                }
+                Err(e) => break format!("waiting for the ready pipe: {e}"),
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                break format!("new process {pid} exited ({status})");
+            }
+        };
+        // Never leave a half-started copy behind.
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        Err(why)
+    }
+}
+
+/// In the new process: tells the old one we are serving (once; a no-op
+/// when not started by an upgrade).
+pub fn notify_ready(fd: Option<OwnedFd>) {
+    if let Some(fd) = fd {
+        let mut f = std::fs::File::from(fd);
+        let _ = std::io::Write::write_all(&mut f, b"READY\n");
+    }
+}
+
+/// The ready pipe's fd from the environment (removed from it), taken at
+/// start-up.
+pub fn take_ready_fd() -> Option<OwnedFd> {
+    let v = std::env::var(READY_FD_VAR).ok();
+    // SAFETY: called from `main` before any other thread exists.
+    unsafe { std::env::remove_var(READY_FD_VAR) };
+    let fd: RawFd = v?.parse().ok().filter(|&fd| fd > 2)?;
+    // SAFETY: F_GETFD takes no argument and touches no memory.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return None;
+    }
+    // Not to be passed on to anything we start.
+    let _ = dispatch::set_cloexec(fd, true);
+    // SAFETY: the fd is open and was passed to this process alone, by the
+    // process that upgraded; it is taken once, before anything else runs.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn exit_of(child: &mut std::process::Child) -> String {
+    std::thread::sleep(Duration::from_millis(100));
+    match child.try_wait() {
+        Ok(Some(status)) => format!(" ({status})"),
+        _ => String::new(),
+    }
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a writable array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded: both fds are new and ours alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn wait_readable(fd: RawFd, within: Duration) -> std::io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = within.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+    match unsafe { libc::poll(&mut pfd, 1, ms) } {
+        -1 => {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}

@@ -1,0 +1,262 @@
+//! Binary upgrade on SIGUSR2: under a bounded load of new connections and
+//! keep-alive requests, no connection is refused and no request fails
+//! across the hand-over; and an upgrade whose new process fails leaves the
+//! old one serving.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use super::harness::*;
+
+/// Most requests one load thread sends (the loop is bounded even if the
+/// stop flag never comes).
+const MAX_PER_THREAD: u64 = 50_000;
+/// Threads opening a new connection per request.
+const CONNECTORS: usize = 3;
+
+#[derive(Debug, Default)]
+struct Counts {
+    ok: AtomicU64,
+    refused: AtomicU64,
+    connect_errors: AtomicU64,
+    failed: AtomicU64,
+    /// Keep-alive requests that found their connection closed before any
+    /// answer (the server closed it idle) and were sent again on a new
+    /// one, as HTTP clients do for idempotent requests.
+    retried: AtomicU64,
+    /// What the first failures were.
+    why: std::sync::Mutex<Vec<String>>,
+}
+
+impl Counts {
+    fn fail(&self, why: String) {
+        self.failed.fetch_add(1, Relaxed);
+        let mut w = self.why.lock().unwrap();
+        if w.len() < 5 {
+            w.push(why);
+        }
+    }
+}
+
+/// One `GET /_httplite/plaintext` on a new connection, with `Connection:
+/// close`; checks the whole answer.
+fn one_request(addr: SocketAddr, c: &Counts) {
+    let mut s = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+        Ok(s) => s,
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+            c.refused.fetch_add(1, Relaxed);
+            return;
+        }
+        Err(_) => {
+            c.connect_errors.fetch_add(1, Relaxed);
+            return;
+        }
+    };
+    let _ = s.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = s.set_write_timeout(Some(IO_TIMEOUT));
+    let mut answer = Vec::new();
+    let sent = s.write_all(&get_close("/_httplite/plaintext"));
+    let read = sent.and_then(|_| s.read_to_end(&mut answer));
+    let text = String::from_utf8_lossy(&answer);
+    if read.is_ok() && text.starts_with("HTTP/1.1 200 OK") && text.ends_with("Hello, World!") {
+        c.ok.fetch_add(1, Relaxed);
+    } else {
+        c.fail(format!("new connection: {read:?} {text:?}"));
+    }
+}
+
+/// Keep-alive requests on one connection, reconnecting when the server
+/// closes it.
+fn keepalive_loop(addr: SocketAddr, c: &Counts, stop: &AtomicBool) {
+    let mut client: Option<Client> = None;
+    for _ in 0..MAX_PER_THREAD {
+        if stop.load(Relaxed) {
+            return;
+        }
+        let mut retried = false;
+        loop {
+            let conn = match client.as_mut() {
+                Some(conn) => conn,
+                None => match Client::try_connect(addr) {
+                    Ok(conn) => client.insert(conn),
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                        c.refused.fetch_add(1, Relaxed);
+                        break;
+                    }
+                    Err(_) => {
+                        c.connect_errors.fetch_add(1, Relaxed);
+                        break;
+                    }
+                },
+            };
+            let sent = conn.try_send(&get_req("/_httplite/plaintext"));
+            match sent.and_then(|_| conn.try_read_response(false)) {
+                Ok(r) if r.status == 200 => {
+                    c.ok.fetch_add(1, Relaxed);
+                    if r.says_close() {
+                        client = None;
+                    }
+                    break;
+                }
+                Ok(r) => {
+                    c.fail(format!("keep-alive: status {}", r.status));
+                    client = None;
+                    break;
+                }
+                // Closed before any answer: the request was not taken.
+                Err(_) if !retried && conn.buffered().is_empty() => {
+                    c.retried.fetch_add(1, Relaxed);
+                    retried = true;
+                    client = None;
+                }
+                Err(e) => {
+                    c.fail(format!("keep-alive: {e} after {:?}", conn.buffered()));
+                    client = None;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The PID in `upgrade: new process PID is ready`.
+fn new_pid(stderr: &str) -> Option<i32> {
+    let rest = stderr.split("upgrade: new process ").nth(1)?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// Stops a process that is not our child (the old server started it):
+/// SIGTERM, then waits until it is gone (or a zombie).
+fn stop_pid(pid: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions; `pid` was
+    // reported by the server we started, as the process it started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let gone = wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_or(true, |s| s.contains("State:\tZ"))
+    });
+    if !gone {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the upgraded process {pid} did not stop on SIGTERM");
+    }
+}
+
+#[test]
+fn upgrade_under_load_refuses_no_connection() {
+    let _heavy = heavy_lock();
+    for rt in OPS_RUNTIMES {
+        for mode in ["acceptor", "reuseport"] {
+            let mut server = Server::start(rt, &["--dispatch", mode]);
+            let addr = server.addr();
+            let counts = Arc::new(Counts::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut threads = Vec::new();
+            for _ in 0..CONNECTORS {
+                let (c, stop) = (counts.clone(), stop.clone());
+                threads.push(std::thread::spawn(move || {
+                    for _ in 0..MAX_PER_THREAD {
+                        if stop.load(Relaxed) {
+                            break;
+                        }
+                        one_request(addr, &c);
+                    }
+                }));
+            }
+            let (c, s) = (counts.clone(), stop.clone());
+            threads.push(std::thread::spawn(move || keepalive_loop(addr, &c, &s)));
+
+            std::thread::sleep(Duration::from_millis(300));
+            let before = counts.ok.load(Relaxed);
+            server.signal(libc::SIGUSR2);
+            let ready = wait_until(Duration::from_secs(20), Duration::from_millis(10), || {
+                new_pid(&server.stderr()).is_some() || server.stderr().contains("upgrade failed")
+            });
+            let pid = new_pid(&server.stderr());
+            assert!(ready && pid.is_some(), "[{rt} {mode}] {}", server.stderr());
+            let pid = pid.unwrap();
+            let old_gone = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+                server.has_exited().is_some()
+            });
+            assert!(old_gone, "[{rt} {mode}] the old process did not exit");
+            let at_exit = counts.ok.load(Relaxed);
+            // The new process alone now.
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Relaxed);
+            for t in threads {
+                t.join().unwrap();
+            }
+            let after = counts.ok.load(Relaxed) - at_exit;
+            stop_pid(pid);
+            let status = server.wait_exit(Duration::from_secs(5)).unwrap();
+            let c = &*counts;
+            eprintln!(
+                "[{rt} {mode}] upgrade under load: {} ok ({before} before SIGUSR2, {after} after \
+                 the old process exited), {} refused, {} other connect errors, {} failed, {} \
+                 keep-alive retries",
+                c.ok.load(Relaxed),
+                c.refused.load(Relaxed),
+                c.connect_errors.load(Relaxed),
+                c.failed.load(Relaxed),
+                c.retried.load(Relaxed)
+            );
+            assert_eq!(status.code(), Some(0), "[{rt} {mode}] {}", server.stderr());
+            assert_eq!(
+                c.refused.load(Relaxed),
+                0,
+                "[{rt} {mode}] refused connections"
+            );
+            assert_eq!(c.connect_errors.load(Relaxed), 0, "[{rt} {mode}]");
+            assert_eq!(
+                c.failed.load(Relaxed),
+                0,
+                "[{rt} {mode}] failed requests: {:?}",
+                c.why.lock().unwrap()
+            );
+            assert!(before > 0 && after > 0, "[{rt} {mode}] no load on one side");
+        }
+    }
+}
+
+#[test]
+fn a_failed_upgrade_keeps_the_old_process_serving() {
+    for rt in OPS_RUNTIMES {
+        let dir = TempDir::new("upgrade-fails");
+        let exe = dir.path().join("httplite");
+        std::fs::copy(env!("CARGO_BIN_EXE_httplite"), &exe).unwrap();
+        let mut server =
+            Server::start_with(rt, &[], |cmd| rebuild_command(&cmd, exe.as_os_str(), &[]));
+        // The "new build" is broken.
+        let broken = dir.write(
+            "broken",
+            b"#!/bin/sh\necho 'httplite: error: a broken build' >&2\nexit 3\n",
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&broken, &exe).unwrap();
+
+        server.signal(libc::SIGUSR2);
+        let failed = wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+            server.stderr().contains("upgrade failed")
+        });
+        let err = server.stderr();
+        assert!(failed, "[{rt}] {err}");
+        assert!(
+            err.contains("a broken build"),
+            "[{rt}] the new process's own words: {err}"
+        );
+        assert!(err.contains("exit status: 3"), "[{rt}] {err}");
+        assert!(err.contains("still serving"), "[{rt}] {err}");
+        // Still serving, on the same sockets, new connections included.
+        for _ in 0..3 {
+            assert_eq!(server.get("/_httplite/health").status, 200, "[{rt}]");
+        }
+        // And a later SIGTERM still stops it cleanly (nothing left held).
+        let t = Instant::now();
+        assert!(server.terminate().success(), "[{rt}]");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}
