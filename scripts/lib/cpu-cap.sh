@@ -25,10 +25,10 @@
 # Both cgroup versions: v2 with the cpu controller enabled (cpu.max, cpu.stat
 # usage_usec), or v1 (cpu.cfs_quota_us and cpuacct.usage, the layout of these
 # machines: the cpu controller sits on v1, the unified tree has none).
-# The period is 10 ms: with 100 ms the server runs 50 ms and sleeps 50 ms at a
+# The period is 10 ms (CAP_PERIOD_US overrides it): with 100 ms the server runs 50 ms and sleeps 50 ms at a
 # 50 % cap, and the run holds fewer periods to average.
 
-CAP_PERIOD_US=10000
+CAP_PERIOD_US=${CAP_PERIOD_US:-10000}
 CAP_CREATED=()
 
 cap_mode() {
