@@ -80,7 +80,9 @@ mkdir -p "$OUT"
 # A report never mixes runs: what this run skips is left out, not kept from the last.
 rm -f "$OUT"/*.svg "$OUT"/first-byte.md "$OUT"/memory.csv "$OUT"/instructions.csv "$OUT"/micro-rss.txt "$OUT"/micro-criterion.log
 TMP=$(mktemp -d)
-trap 'cap_remove_all; rm -rf "$TMP"' EXIT
+# A server still running when the script ends (Ctrl-C, an error) is stopped
+# before its cgroup is removed: rmdir fails while a process is inside.
+trap '[ -n "${MPID:-}" ] && stop_server; cap_remove_all; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"
 head -c 1048576 /dev/urandom > "$TMP/www/file.bin"
 # nginx's worker drops to an unprivileged user when started as root.
@@ -179,6 +181,7 @@ stop_server() {
     kill -KILL "$MPID" 2>/dev/null || true
     wait "$MPID" 2>/dev/null || true
     cap_remove "$CG"
+    MPID=""
 }
 
 CSV="$OUT/results.csv"
@@ -191,7 +194,7 @@ run_one() { # round config-line workload-line
     path=$(path_for "$kind" "$pk")
     [ -z "$path" ] && return 0
     [ "$capped" = 1 ] && cap=$CAP
-    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$cap,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; cap_remove "$CG"; return 0; }
+    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$cap,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; stop_server; return 0; }
     cap_set "$CG" "$cap"
     local args=(-t1 -c"$conns" -d"$DURATION" --timeout 5s)
     case "$mode" in

@@ -78,12 +78,14 @@ cap_spawn() { # NAME CMD... ; the shell joins the cgroup, then becomes CMD (same
     local dirs
     dirs=$(cap_dirs "$1")
     shift
-    sh -c 'for d in $0; do echo $$ > "$d/cgroup.procs"; done; exec "$@"' "$dirs" "$@" &
+    # A failed join must not start the server outside the cgroup (its CPU
+    # would read 0 and the cap not apply): exit 97 instead.
+    sh -c 'for d in $0; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@"' "$dirs" "$@" &
 }
 
 cap_usage_ns() {
     case "$(cap_mode)" in
-        v2) awk '/^usage_usec/ { print $2 * 1000 }' "/sys/fs/cgroup/$1/cpu.stat" ;;
+        v2) awk '/^usage_usec/ { printf "%.0f\n", $2 * 1000 }' "/sys/fs/cgroup/$1/cpu.stat" ;;
         v1) cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" ;;
     esac
 }

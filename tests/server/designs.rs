@@ -78,6 +78,16 @@ fn fork_refuses_incompatible_flags_in_one_line() {
 }
 
 #[test]
+fn fork_parent_ignores_sighup_and_sigusr2() {
+    // Their default action ends a process; logrotate sends SIGHUP.
+    let server = Server::start("fork", &[]);
+    server.signal(libc::SIGHUP);
+    server.signal(libc::SIGUSR2);
+    std::thread::sleep(Duration::from_millis(200));
+    let _c = served(&server);
+}
+
+#[test]
 fn fork_takes_one_tcp_listener() {
     for binds in [
         &["--bind", "127.0.0.1:0", "--bind", "[::1]:0"][..],

@@ -38,14 +38,20 @@ pub fn runtimes() -> &'static [&'static str] {
     static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     CHOSEN.get_or_init(|| {
         let all = if tls_mode() { TLS_RUNTIMES } else { RUNTIMES };
-        match std::env::var("HTTPLITE_TEST_RUNTIMES") {
+        let chosen: Vec<&'static str> = match std::env::var("HTTPLITE_TEST_RUNTIMES") {
             Ok(list) => all
                 .iter()
                 .copied()
                 .filter(|rt| list.split(',').any(|x| x.trim() == *rt))
                 .collect(),
             Err(_) => all.to_vec(),
-        }
+        };
+        // A misspelt filter would otherwise turn every test into a pass.
+        assert!(
+            !chosen.is_empty(),
+            "HTTPLITE_TEST_RUNTIMES selects no runtime of {all:?}"
+        );
+        chosen
     })
 }
 

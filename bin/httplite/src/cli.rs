@@ -49,7 +49,10 @@ pub struct Cli {
 
     /// Connections that may wait for a thread of --runtime threadpool;
     /// beyond it a new connection is answered 503 and closed unread.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    /// At least 1: with no room, every connection would be refused even
+    /// with threads idle.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub threadpool_queue: usize,
 
     /// Stack size of each coroutine with --runtime stackful (a guard page

@@ -69,6 +69,19 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Ok(());
     }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    // Sockets handed over by systemd or by an upgrade: the fork parent
+    // binds its own one and would leave them queueing connections forever.
+    let activated = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    if activated || std::env::var_os("HTTPLITE_LISTEN_FDS").is_some() {
+        return Err(
+            "--runtime fork does not take inherited sockets (socket activation, \
+                    an upgrade): it binds its one --bind itself (see docs/threadpool-and-fork.md)"
+                .to_string(),
+        );
+    }
     if let [_, _, ..] | [BindAddr::Unix(_)] = cli.bind.as_slice() {
         return Err(
             "--runtime fork takes one TCP --bind: its parent accepts on one \
@@ -358,6 +371,15 @@ fn static_root(cli: &Cli) -> Result<Option<StaticRoot>> {
 /// `--runtime fork`: one thread, a child process per connection (see
 /// `httplite::fork`). No dispatch, no pool threads, no log writer.
 fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
+    // SIGHUP (log reopen, certificate reload) and SIGUSR2 (upgrade) have
+    // nothing to act on here, and their default action ends the process:
+    // a logrotate's `kill -HUP` must not stop the server. Children inherit
+    // the SIG_IGN, which is as right for them.
+    // SAFETY: SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+    }
     let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
     let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
     // Closed before any task: no pool thread ever starts, and jobs are

@@ -36,15 +36,16 @@ extern "C" fn on_stop(_signal: libc::c_int) {
 /// Serves `conn` and exits the process: status 0, or 101 if the
 /// connection code panicked outside a handler (the parent counts it as a
 /// crash). `close` are the parent's fds the child must not keep (the
-/// listening socket, the signalfd).
-pub(super) fn run(conn: OwnedFd, close: &[RawFd], ctx: &Ctx) -> ! {
+/// listening socket, the signalfd); `parent` is the parent's pid, taken
+/// before the fork.
+pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx) -> ! {
     for &fd in close {
         // SAFETY: these fds were the parent's and are this process's copies;
         // the parent's `OwnedFd`s for them are never dropped in the child
         // (it leaves through `_exit`), so no one closes them twice.
         unsafe { libc::close(fd) };
     }
-    let code = match setup_signals() {
+    let code = match setup_signals(parent) {
         Ok(()) => {
             let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let stream = TcpStream::from(conn);
@@ -70,7 +71,7 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], ctx: &Ctx) -> ! {
 
 /// Handlers for SIGINT and SIGTERM (kept blocked: see the module doc),
 /// and SIGCHLD unblocked again (the parent blocks it for its signalfd).
-fn setup_signals() -> io::Result<()> {
+fn setup_signals(parent: libc::pid_t) -> io::Result<()> {
     // SAFETY: an all-zero sigaction is valid (no flags, empty mask); the
     // handler and mask are set below.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -85,8 +86,10 @@ fn setup_signals() -> io::Result<()> {
     // if it had asked; checked afterwards in case it died just before.
     // SAFETY: PR_SET_PDEATHSIG takes a signal number; no memory is passed.
     reactor::syscall!(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) })?;
+    // Compared with the parent's own pid, not with 1: in a container the
+    // parent may be pid 1 itself, and every child would start stopping.
     // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } == 1 {
+    if unsafe { libc::getppid() } != parent {
         STOP.store(true, Ordering::Relaxed);
     }
     let set = sigset(&[libc::SIGCHLD]);

@@ -330,6 +330,8 @@ impl Parent {
     fn spawn(&mut self, conn: OwnedFd, listener: RawFd, ctx: &Ctx) {
         let page = self.page;
         page.counters.connections.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: this process has one thread (see the module doc), so the
         // child is a complete copy with no lock held by a vanished thread.
         match unsafe { libc::fork() } {
@@ -337,7 +339,7 @@ impl Parent {
                 page.fork_failed.fetch_add(1, Ordering::Relaxed);
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
             }
-            0 => child::run(conn, &[listener, self.signals.as_raw_fd()], ctx),
+            0 => child::run(conn, &[listener, self.signals.as_raw_fd()], parent, ctx),
             pid => {
                 self.children.insert(pid);
                 let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
