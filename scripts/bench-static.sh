@@ -360,7 +360,7 @@ for r in csv.DictReader(open(path), delimiter="\t"):
     reqs, dur_s, nbytes = int(r["requests"]), int(r["duration_us"]) / 1e6, int(r["bytes"])
     cpu_us = int(r["cpu_ns"]) / 1e3
     runs[(r["server"], r["cell"])].append({
-        "rps": reqs / dur_s, "cpu_req": cpu_us / reqs, "rps_core": reqs / (cpu_us / 1e6),
+        "cpu_req": cpu_us / reqs, "rps_core": reqs / (cpu_us / 1e6),
         "mbs": nbytes / 1e6 / dur_s, "cpu_mb": cpu_us / (nbytes / 1e6)})
 cells = [  # name, label, main metric, lower is better, goal ratio, secondary
     ("1k", "1 KiB, 256 connections: server CPU µs/request (requests/s per core)", "cpu_req", True, 0.9, "rps_core"),
@@ -373,7 +373,7 @@ def med(s, c, k):
     v = [x[k] for x in runs.get((s, c), [])]
     return statistics.median(v) if v else None
 def fmt(k, x):
-    if k in ("rps", "rps_core"):
+    if k == "rps_core":
         return f"{x / 1000:,.0f}k" if x >= 10000 else f"{x:,.0f}"
     if k == "mbs":
         return f"{x:,.0f}"

@@ -80,10 +80,6 @@ def errors(cfg, wl):
     return e
 
 
-def cores(cfg):
-    return 2 if meta[cfg]["workers"] == "2" else 1
-
-
 def wrk_util(cfg, wl):
     u = [float(r["wrk_cpu_s"]) / float(r["wrk_wall_s"]) for r in runs.get((cfg, wl), [])
          if float(r["wrk_wall_s"] or 0) > 0]
