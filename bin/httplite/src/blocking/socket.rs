@@ -24,6 +24,22 @@ pub struct Blocking {
     write_timeout: Option<Duration>,
 }
 
+/// Sets a socket timeout to what is left of `deadline` through `set`,
+/// unless `cached` (the last one set) is within 50 ms of it: one
+/// setsockopt per change that matters, not one per read or write.
+fn refresh_timeout(
+    cached: &mut Option<Duration>,
+    deadline: Deadline,
+    set: impl FnOnce(Duration) -> io::Result<()>,
+) -> io::Result<()> {
+    let t = remaining(deadline)?;
+    if cached.is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50)) {
+        set(t)?;
+        *cached = Some(t);
+    }
+    Ok(())
+}
+
 /// The socket timeout a deadline becomes: at least 1 ms (zero would mean
 /// "no timeout"), in whole milliseconds so that repeated calls with the
 /// same deadline usually need no new `setsockopt`. A relative deadline
@@ -60,15 +76,9 @@ impl Blocking {
     }
 
     fn set_read_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
-        let t = remaining(deadline)?;
-        if self
-            .read_timeout
-            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
-        {
-            self.stream.set_read_timeout(Some(t))?;
-            self.read_timeout = Some(t);
-        }
-        Ok(())
+        refresh_timeout(&mut self.read_timeout, deadline, |t| {
+            self.stream.set_read_timeout(Some(t))
+        })
     }
 
     /// Waits with poll(2) until one of `events` (or an error or hang-up)
@@ -93,15 +103,9 @@ impl Blocking {
     }
 
     fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
-        let t = remaining(deadline)?;
-        if self
-            .write_timeout
-            .is_none_or(|old| old.abs_diff(t) > Duration::from_millis(50))
-        {
-            self.stream.set_write_timeout(Some(t))?;
-            self.write_timeout = Some(t);
-        }
-        Ok(())
+        refresh_timeout(&mut self.write_timeout, deadline, |t| {
+            self.stream.set_write_timeout(Some(t))
+        })
     }
 
     /// Runs a file-sending `op` on the socket in non-blocking mode, waiting
