@@ -252,6 +252,7 @@ impl RawCoroutine {
     /// # Safety
     /// The coroutine must be live (not finished), and not be one of the
     /// contexts currently on this thread's chain of resumers.
+    #[inline]
     pub(crate) unsafe fn resume(&mut self) {
         // SAFETY: the caller's contract.
         unsafe { resume_ctl(self.ctl) }
@@ -305,6 +306,7 @@ impl fmt::Debug for RawCoroutine {
 ///
 /// # Safety
 /// As [`RawCoroutine::resume`]; `ctl` must point at a live control block.
+#[inline]
 pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
     // SAFETY: the caller's contract: the block is live.
     let c = unsafe { ctl.as_ref() };
@@ -317,6 +319,7 @@ pub(crate) unsafe fn resume_ctl(ctl: NonNull<Control>) {
 }
 
 /// Whether `ctl` is the coroutine whose stack this thread is on.
+#[inline]
 pub(crate) fn is_running(ctl: &Control) -> bool {
     ptr::eq(RUNNING.with(|r| r.get()), ctl)
 }

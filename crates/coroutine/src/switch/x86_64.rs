@@ -101,13 +101,38 @@
 //! a penalty that shrinks when more work separates the two sides fits both
 //! causes above, but that machine was not available to re-measure on.
 //!
-//! **What is left** (3.37 ns against 2.18 ns, 1.54×; the goal is 1.2×) is
-//! spread thin: taking out all the remaining bookkeeping at once (the
-//! finished check in `Coroutine::resume`, the generator's thread-local
-//! check, `RUNNING`'s stores, the own-stack assertion and both cancellation
-//! checks in `Yielder::suspend`) measured 2.33 ns in a short run, though no
-//! single one of them moved the figure alone. Each is there for safety, so
-//! closing the gap means making them cheaper together, not dropping them.
+//! **What is left** (3.39 ns against 2.18 ns, 1.55×, on an AMD EPYC of
+//! family 25 model 17; the goal is 1.2×) was looked for again in issue
+//! #21's second pass, in a loop outside criterion (20 million round trips,
+//! median of 7, pinned), which reproduces the ratio (3.82 ns against
+//! 2.73 ns with the workspace's `lto = "fat"` profile). What that found:
+//!
+//! - **Without cross-crate inlining it was 3.4× corosensei** (9.4 ns
+//!   against 2.73 ns): a crate that uses this one with Cargo's default
+//!   release profile (no LTO) called `resume_ctl` and, on the coroutine's
+//!   side, `is_running` out of line, because neither was generic or
+//!   `#[inline]`. Marked `#[inline]` they measure 5.46 ns (2.0×); with LTO
+//!   nothing changed (3.82 ns), since LTO had inlined them already.
+//!   corosensei is 2.73 ns either way: its whole path is generic.
+//! - **A store costs about a cycle of the round trip.** corosensei's loop
+//!   with k extra volatile stores per round trip measured 2.73, 3.00,
+//!   3.27 and 3.81 ns for k = 0, 1, 2, 4: about 0.27 ns, one cycle at this
+//!   clock, per store, and the same whether or not the value is loaded
+//!   back after the switch. A round trip makes about ten stores (pushes,
+//!   return addresses, the saved stack pointers), so stores are one
+//!   limit.
+//! - **But counting stores does not predict ours.** Removing both of
+//!   `RUNNING`'s stores from the generator's round trip (a version that
+//!   leaves it in place when the resumer is the thread's own stack and
+//!   checks the stack pointer instead; tried, not kept) took the
+//!   loop's stores from 14 to 12 and its time from 3.85 ns to 3.82 ns;
+//!   reordering the same checks moved it to 4.08 ns. Code layout alone
+//!   moves it as much: one generic `resume` marked `#[inline(never)]`
+//!   measured 4.92 ns where the same code inlined measured 2.73 ns. This
+//!   machine is a VM with no performance counters (`perf` has only
+//!   `cpu-clock`), so which front-end or memory-ordering limit charges
+//!   for the rest could not be named; the measurements above are where
+//!   the next attempt should start, on a machine with counters.
 //!
 //! ## The frames
 //!
