@@ -263,6 +263,9 @@ pub fn complete_since(name: &str, start: Instant, args: fmt::Arguments<'_>) {
             from,
             format_args!(",\"dur\":{}{}", Micros(ns - from), Args(args)),
         );
+        // The next event (another request of a pipelined batch) comes
+        // after this one's end.
+        t.last_ns = ns;
     });
 }
 
