@@ -51,7 +51,10 @@ impl Timeline {
     }
 
     fn tid_of(&self, name: &str) -> Option<u64> {
-        self.threads.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
+        self.threads
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(t, _)| *t)
     }
 
     /// The slice whose flow of `id` has an event of phase `ph`.
@@ -80,8 +83,12 @@ fn check(events: &[Value], complete: bool) -> Timeline {
     let mut open: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut waiting: HashMap<u64, Vec<(u64, f64)>> = HashMap::new();
     for (i, ev) in events.iter().enumerate() {
-        let ph = ev["ph"].as_str().unwrap_or_else(|| panic!("event {i} has no ph: {ev}"));
-        let tid = ev["tid"].as_u64().unwrap_or_else(|| panic!("event {i} has no tid: {ev}"));
+        let ph = ev["ph"]
+            .as_str()
+            .unwrap_or_else(|| panic!("event {i} has no ph: {ev}"));
+        let tid = ev["tid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("event {i} has no tid: {ev}"));
         assert!(ev["pid"].is_u64(), "event {i} has no pid: {ev}");
         if ph == "M" {
             match ev["name"].as_str() {
@@ -94,7 +101,9 @@ fn check(events: &[Value], complete: bool) -> Timeline {
             }
             continue;
         }
-        let ts = ev["ts"].as_f64().unwrap_or_else(|| panic!("event {i} has no ts: {ev}"));
+        let ts = ev["ts"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("event {i} has no ts: {ev}"));
         let prev = last.insert(tid, ts).unwrap_or(0.0);
         assert!(
             ts + EPS >= prev,
@@ -189,7 +198,10 @@ fn check(events: &[Value], complete: bool) -> Timeline {
     for (tid, ids) in &waiting {
         // A flow end on a thread whose next slice never came: only a
         // cut file may have one.
-        assert!(!complete || ids.is_empty(), "tid {tid}: flow ends bound to no slice: {ids:?}");
+        assert!(
+            !complete || ids.is_empty(),
+            "tid {tid}: flow ends bound to no slice: {ids:?}"
+        );
     }
     // Every flow starts once, in a slice, before its steps and its end
     // (the threads' chunks interleave in the file: compare times, not
@@ -208,8 +220,15 @@ fn check(events: &[Value], complete: bool) -> Timeline {
     // Every slice that ended lies within its thread's time and has a
     // thread name.
     for s in &t.slices {
-        assert!(t.threads.contains_key(&s.tid), "no thread_name for tid {}", s.tid);
-        assert!(s.end.is_nan() || s.end + EPS >= s.ts, "slice ends before it begins: {s:?}");
+        assert!(
+            t.threads.contains_key(&s.tid),
+            "no thread_name for tid {}",
+            s.tid
+        );
+        assert!(
+            s.end.is_nan() || s.end + EPS >= s.ts,
+            "slice ends before it begins: {s:?}"
+        );
     }
     t
 }
@@ -281,15 +300,17 @@ fn check_request(t: &Timeline, rt: &str, path: &str) -> usize {
         .slices
         .iter()
         .enumerate()
-        .filter(|(_, s)| {
+        .rev()
+        .find(|(_, s)| {
             s.name == "handoff"
                 && s.ts <= req.ts
                 && (s.args["fds"].as_array()).is_some_and(|f| f.iter().any(|x| x == fd))
         })
-        .last()
         .unwrap_or_else(|| panic!("[{rt}] no handoff of fd {fd}"));
     assert_eq!(t.thread(handoff.1.tid), "acceptor", "[{rt}]");
-    let worker = handoff.1.args["worker"].as_str().expect("the handoff's worker");
+    let worker = handoff.1.args["worker"]
+        .as_str()
+        .expect("the handoff's worker");
     assert_eq!(
         t.thread(req.tid),
         worker,
@@ -304,9 +325,19 @@ fn check_request(t: &Timeline, rt: &str, path: &str) -> usize {
     let first = t
         .flow_slice(id, "f")
         .unwrap_or_else(|| panic!("[{rt}] the handoff's flow {id} ends nowhere"));
-    assert_eq!(first.tid, req.tid, "[{rt}] the handoff's flow ends on another thread");
-    let expect = if rt == "stackless" { "poll task=" } else { "resume co=" };
-    assert!(first.name.starts_with(expect), "[{rt}] flow ends in {first:?}");
+    assert_eq!(
+        first.tid, req.tid,
+        "[{rt}] the handoff's flow ends on another thread"
+    );
+    let expect = if rt == "stackless" {
+        "poll task="
+    } else {
+        "resume co="
+    };
+    assert!(
+        first.name.starts_with(expect),
+        "[{rt}] flow ends in {first:?}"
+    );
     let step = t.flow_slice(id, "t").expect("a step in the handoff loop");
     assert_eq!(step.tid, req.tid, "[{rt}] {step:?}");
     ri
@@ -329,11 +360,20 @@ fn timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint() {
         drop(c);
         server.signal(sig);
         let status = server.wait_exit(Duration::from_secs(15));
-        assert_eq!(status.and_then(|s| s.code()), Some(0), "[{rt}] {}", server.stderr());
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "[{rt}] {}",
+            server.stderr()
+        );
 
         let t = read_closed(&file);
         for name in ["acceptor", "w0", "w1"] {
-            assert!(t.tid_of(name).is_some(), "[{rt}] no {name} track: {:?}", t.threads);
+            assert!(
+                t.tid_of(name).is_some(),
+                "[{rt}] no {name} track: {:?}",
+                t.threads
+            );
         }
         let ri = check_request(&t, rt, "/_httplite/plaintext");
         let req = &t.slices[ri];
@@ -358,14 +398,20 @@ fn timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint() {
             matches!((s, f), (Some(s), Some(f))
                 if f.slice == poll.0 && t.slices[s.slice].name == "epoll_wait" && s.tid == req.tid)
         });
-        assert!(woke, "[{rt}] no wake arrow from epoll_wait into {:?}", poll.1);
+        assert!(
+            woke,
+            "[{rt}] no wake arrow from epoll_wait into {:?}",
+            poll.1
+        );
         // The sleep went through the timer heap.
         assert!(
             t.instants.iter().any(|(_, n, _)| n == "timer"),
             "[{rt}] no timer instant"
         );
         assert!(
-            t.slices.iter().any(|s| s.name == "epoll_wait" && s.args["n"].is_u64()),
+            t.slices
+                .iter()
+                .any(|s| s.name == "epoll_wait" && s.args["n"].is_u64()),
             "[{rt}] epoll_wait slices carry their events"
         );
         let meta = t.meta.as_ref().unwrap();
@@ -384,9 +430,18 @@ fn timeline_is_closed_by_console_quit() {
     assert_eq!(server.get("/_httplite/plaintext").status, 200);
     stdin.write_all(b"quit\n").unwrap();
     let status = server.wait_exit(Duration::from_secs(15));
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", server.stderr());
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        server.stderr()
+    );
     let t = read_closed(&file);
-    assert!(t.slices.iter().any(|s| s.name == "GET /_httplite/plaintext"));
+    assert!(
+        t.slices
+            .iter()
+            .any(|s| s.name == "GET /_httplite/plaintext")
+    );
 }
 
 #[test]
@@ -407,7 +462,11 @@ fn timeline_rate_limit_keeps_slices_whole_and_counts_the_drops() {
     let dropped = meta["dropped_events"].as_u64().unwrap();
     assert!(dropped > 100, "{meta}");
     assert_eq!(meta["rate_per_thread"], 5, "{meta}");
-    let on_w = t.slices.iter().filter(|s| t.thread(s.tid).starts_with('w')).count();
+    let on_w = t
+        .slices
+        .iter()
+        .filter(|s| t.thread(s.tid).starts_with('w'))
+        .count();
     assert!(on_w < 60, "{on_w} worker slices written at 5 a second");
 }
 
@@ -432,7 +491,10 @@ fn timeline_cut_by_a_crash_reads_with_the_lenient_rule() {
     let events = lenient(&text);
     let t = check(&events, false);
     assert_eq!(
-        t.slices.iter().filter(|s| s.name == "GET /_httplite/plaintext").count(),
+        t.slices
+            .iter()
+            .filter(|s| s.name == "GET /_httplite/plaintext")
+            .count(),
         5
     );
     // Cut anywhere, even mid-event (a partial write): the rule still reads
@@ -469,9 +531,13 @@ fn timeline_on_threads_and_threadpool_has_request_slices() {
         // The handoff's arrow ends at the request, on the thread that
         // served it (no slice is open there: it binds to the next one).
         let ends_here = t.flows.values().any(|evs| {
-            evs.iter().any(|e| e.ph == "f" && std::ptr::eq(&t.slices[e.slice], req))
+            evs.iter()
+                .any(|e| e.ph == "f" && std::ptr::eq(&t.slices[e.slice], req))
         });
-        assert!(ends_here, "[{rt}] no handoff arrow into the request on {thread}");
+        assert!(
+            ends_here,
+            "[{rt}] no handoff arrow into the request on {thread}"
+        );
     }
 }
 

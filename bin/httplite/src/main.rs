@@ -366,10 +366,8 @@ fn start_trace(cli: &Cli) -> Result<()> {
             reactor::trace::enable_chrome(path, rate)
                 .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
         }
-        (_, Some(path)) if reactor::trace::COMPILED => {
-            reactor::trace::enable_text_file(path, rate)
-                .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
-        }
+        (_, Some(path)) if reactor::trace::COMPILED => reactor::trace::enable_text_file(path, rate)
+            .with_context(|| format!("--trace-file {}: cannot create", path.display()))?,
         _ => reactor::trace::enable(rate),
     };
     if !compiled {

@@ -134,7 +134,12 @@ impl Track {
     pub(super) fn close_open(&mut self, ns: u64) {
         while let Some(slice) = self.open.pop() {
             if slice.is_some() {
-                self.write('E', None, ns, format_args!(",\"args\":{{\"unfinished\":true}}"));
+                self.write(
+                    'E',
+                    None,
+                    ns,
+                    format_args!(",\"args\":{{\"unfinished\":true}}"),
+                );
             }
         }
     }
@@ -235,7 +240,12 @@ pub fn instant(name: &str, args: fmt::Arguments<'_>) {
         if !t.inside_admitted() {
             t.dropped += 1;
         } else if admit(t, ns) {
-            t.write('i', Some(name), ns, format_args!(",\"s\":\"t\"{}", Args(args)));
+            t.write(
+                'i',
+                Some(name),
+                ns,
+                format_args!(",\"s\":\"t\"{}", Args(args)),
+            );
         }
     });
 }
@@ -280,7 +290,12 @@ pub fn flow_start(id: u64) -> bool {
     let mut written = false;
     with_track(|t, ns| {
         if matches!(t.open.last(), Some(Some(_))) {
-            t.write('s', Some("flow"), ns, format_args!(",\"cat\":\"flow\",\"id\":{id}"));
+            t.write(
+                's',
+                Some("flow"),
+                ns,
+                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
+            );
             written = true;
         }
     });
@@ -295,7 +310,12 @@ pub fn flow_step(id: u64) {
     }
     with_track(|t, ns| {
         if matches!(t.open.last(), Some(Some(_))) {
-            t.write('t', Some("flow"), ns, format_args!(",\"cat\":\"flow\",\"id\":{id}"));
+            t.write(
+                't',
+                Some("flow"),
+                ns,
+                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
+            );
         }
     });
 }
@@ -315,7 +335,12 @@ pub fn flow_end(id: u64) {
             format_args!(",\"cat\":\"flow\",\"id\":{id},\"bp\":\"e\""),
         ),
         Some(None) => t.dropped += 1,
-        None => t.write('f', Some("flow"), ns, format_args!(",\"cat\":\"flow\",\"id\":{id}")),
+        None => t.write(
+            'f',
+            Some("flow"),
+            ns,
+            format_args!(",\"cat\":\"flow\",\"id\":{id}"),
+        ),
     });
 }
 
@@ -332,9 +357,19 @@ pub fn wake(key: u64, args: fmt::Arguments<'_>) {
         if !admit(t, ns) {
             return;
         }
-        t.write('i', Some("wake"), ns, format_args!(",\"s\":\"t\"{}", Args(args)));
+        t.write(
+            'i',
+            Some("wake"),
+            ns,
+            format_args!(",\"s\":\"t\"{}", Args(args)),
+        );
         if matches!(t.open.last(), Some(Some(_))) {
-            t.write('s', Some("flow"), ns, format_args!(",\"cat\":\"flow\",\"id\":{id}"));
+            t.write(
+                's',
+                Some("flow"),
+                ns,
+                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
+            );
             t.wake_flows.insert(key, id);
         }
     });
@@ -444,7 +479,10 @@ mod tests {
     #[test]
     fn empty_args_write_nothing() {
         assert_eq!(Args(format_args!("")).to_string(), "");
-        assert_eq!(Args(format_args!("\"a\":1")).to_string(), ",\"args\":{\"a\":1}");
+        assert_eq!(
+            Args(format_args!("\"a\":1")).to_string(),
+            ",\"args\":{\"a\":1}"
+        );
     }
 
     #[test]
@@ -469,6 +507,10 @@ mod tests {
         // A clock read that went backwards is written at the last time.
         assert!(text.contains("\"ph\":\"E\",\"ts\":0.010"), "{text}");
         t.close_open(20);
-        assert!(String::from_utf8(t.bytes).unwrap().contains("\"unfinished\":true"));
+        assert!(
+            String::from_utf8(t.bytes)
+                .unwrap()
+                .contains("\"unfinished\":true")
+        );
     }
 }
