@@ -11,7 +11,7 @@
 //!
 //! Events are appended to a buffer of the thread's own (one uncontended
 //! lock per event, never a lock shared by the workers); a full buffer goes
-//! to the writer thread ([`super::sink`]) as one chunk, and the writer
+//! to the writer thread (`trace/sink.rs`) as one chunk, and the writer
 //! also collects every buffer a few times a second. The file is the JSON
 //! Array Format, one event per line, each line ending in `,`: the writer
 //! never writes half an event, and [`super::finish`] closes the array.

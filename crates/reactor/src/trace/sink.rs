@@ -153,7 +153,7 @@ fn write_loop(mut file: File) {
     }
 }
 
-/// What [`finish`] wrote.
+/// What [`super::finish`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
     /// Events left out: by the rate limit, or because the writer fell
