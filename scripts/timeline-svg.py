@@ -335,7 +335,7 @@ def render(tr, story, title):
     if st["serve"]:
         s = st["serve"]
         note(n, req["ts"], wtid, 1,
-             f"the poll that wake caused reads, parses and answers "
+             f"the {s['name'].split()[0]} that wake caused reads, parses and answers "
              f"{req['name']} → {req['args'].get('status')} "
              f"({req['args'].get('body_bytes')} B body) and writes it: request slice "
              f"{us(req['end'] - req['ts'])} inside a {us(s['end'] - s['ts'])} "
