@@ -112,6 +112,14 @@ filtered_step "cargo test -p reactor --features trace --lib trace" 15 \
     cargo test -p reactor --features trace --lib trace
 filtered_step "cargo test -p httplite --features trace --test server observability" 20 \
     cargo test -p httplite --features trace --test server observability
+# The docs' timeline pictures (docs/timeline.md) are drawn by this script:
+# it must still read the committed captures.
+step "scripts/timeline-svg.py on docs/img's captures" 2 bash -c '
+    out=$(mktemp -d); trap "rm -rf $out" EXIT
+    for rt in stackless stackful; do
+        python3 scripts/timeline-svg.py "docs/img/timeline-$rt.json" "$out/$rt.svg"
+        grep -q "answers GET /_httplite/plaintext" "$out/$rt.svg"
+    done'
 
 # Memory errors and definite leaks in the runtime crates' own test suites
 # under valgrind memcheck (reactor, executor, coroutine, dispatch, pool,

@@ -27,6 +27,7 @@ mod limits;
 mod listen;
 mod load;
 mod observability;
+mod observability_timeline;
 mod pipelining;
 mod precompressed;
 mod shutdown;

@@ -228,10 +228,30 @@ pub struct Cli {
     #[arg(long)]
     pub trace: bool,
 
-    /// Most trace lines per second per thread; the rest are counted and
-    /// reported (0: no limit).
+    /// Most trace lines (or timeline events) per second per thread; the
+    /// rest are counted and reported (0: no limit).
     #[arg(long, value_name = "LINES", default_value_t = 200)]
     pub trace_rate: u32,
+
+    /// What the trace writes: `text` lines, or a `chrome` timeline (Chrome
+    /// Trace Event JSON for ui.perfetto.dev, needs --trace-file). Implies
+    /// --trace.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub trace_format: Option<TraceFormat>,
+
+    /// Write the trace to FILE (created or truncated) instead of stderr.
+    /// Implies --trace.
+    #[arg(long, value_name = "FILE")]
+    pub trace_file: Option<PathBuf>,
+}
+
+/// `--trace-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormat {
+    /// One line per event-loop step (stderr, or --trace-file).
+    Text,
+    /// A timeline in Chrome Trace Event JSON (--trace-file).
+    Chrome,
 }
 
 /// One `--bind`.

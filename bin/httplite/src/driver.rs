@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::RawFd;
+use std::time::Instant;
 
 use bytes::BytesMut;
 use http1::Request;
@@ -18,9 +19,15 @@ use site::stats::WorkerStats;
 /// and idle keep-alive ones, close at once.
 pub const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The `http` trace line of one answered request.
+/// The `http` trace line of one answered request; on a timeline, a slice
+/// from `started` (the request's first bytes, or this poll's start if
+/// later) with the method, path and status as arguments.
 #[inline]
-pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
+pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome, started: Instant) {
+    if reactor::trace::chrome::on() {
+        trace_request(fd, req, out, started);
+        return;
+    }
     reactor::trace!(
         "http",
         "fd={fd} {} {} {} -> {} body={}B{}",
@@ -31,6 +38,36 @@ pub fn trace_outcome(fd: RawFd, req: &Request, out: Outcome) {
         out.bytes,
         if out.keep_alive { "" } else { " close" }
     );
+}
+
+#[cold]
+fn trace_request(fd: RawFd, req: &Request, out: Outcome, started: Instant) {
+    use reactor::trace::chrome::{self, Json};
+    let method = req.method().as_str();
+    let target = req.target();
+    let path = target.split('?').next().unwrap_or(target);
+    chrome::complete_since(
+        &format!("{method} {path}"),
+        started,
+        format_args!(
+            "\"fd\":{fd},\"method\":{},\"path\":{},\"status\":{},\"body_bytes\":{},\"keep_alive\":{}",
+            Json(method),
+            Json(target),
+            out.status.code(),
+            out.bytes,
+            out.keep_alive
+        ),
+    );
+}
+
+/// A connection's first poll (or its thread's first step): on a timeline,
+/// the end of the flow arrow that its handoff started.
+#[inline]
+pub fn trace_arrival(fd: RawFd) {
+    if reactor::trace::chrome::on() {
+        let chrome_flow = reactor::trace::chrome::take_fd_flow(fd);
+        reactor::trace::chrome::flow_end(chrome_flow);
+    }
 }
 
 /// Encodes the answer to a protocol error (see

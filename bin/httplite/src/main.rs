@@ -13,7 +13,9 @@ use anyhow::{Context as _, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-use httplite::cli::{BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind};
+use httplite::cli::{
+    BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind, TraceFormat,
+};
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::signals::{self, Reloads};
@@ -54,7 +56,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match run(cli) {
+    let result = run(cli);
+    // Whatever ended the run (a signal, `quit`, an error), a timeline is
+    // closed: the file is valid JSON once this returns.
+    if let Some(summary) = reactor::trace::finish()
+        && !summary.complete
+    {
+        eprintln!("httplite: the trace file could not be completed");
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("httplite: error: {e:#}");
@@ -65,8 +75,19 @@ fn main() -> ExitCode {
 
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
+    let chrome = cli.trace_format == Some(TraceFormat::Chrome);
+    if chrome && cli.trace_file.is_none() {
+        return Err("--trace-format chrome needs --trace-file FILE".to_string());
+    }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
+    }
+    if chrome {
+        return Err(
+            "--runtime fork does not take --trace-format chrome: each connection is \
+             its own process, and the timeline's writer is a thread (use text)"
+                .to_string(),
+        );
     }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     // Sockets handed over by systemd or by an upgrade: the fork parent
@@ -125,12 +146,7 @@ fn run(cli: Cli) -> Result<()> {
     let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
     let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
-    if cli.trace && !reactor::trace::enable(cli.trace_rate) {
-        anyhow::bail!(
-            "--trace: this build has no tracing compiled in; rebuild with \
-             `cargo run --release -p httplite --features trace -- --trace`"
-        );
-    }
+    start_trace(&cli)?;
 
     let root = static_root(&cli)?;
     let (sink, log_writer) = match &cli.access_log {
@@ -334,6 +350,31 @@ fn run(cli: Cli) -> Result<()> {
     }
     if !cli.quiet {
         println!("httplite: shut down cleanly");
+    }
+    Ok(())
+}
+
+/// `--trace`, `--trace-format`, `--trace-file` (each of the last two
+/// implies the first).
+fn start_trace(cli: &Cli) -> Result<()> {
+    if !cli.trace && cli.trace_format.is_none() && cli.trace_file.is_none() {
+        return Ok(());
+    }
+    let rate = cli.trace_rate;
+    let compiled = match (cli.trace_format, &cli.trace_file) {
+        (Some(TraceFormat::Chrome), Some(path)) if reactor::trace::COMPILED => {
+            reactor::trace::enable_chrome(path, rate)
+                .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
+        }
+        (_, Some(path)) if reactor::trace::COMPILED => reactor::trace::enable_text_file(path, rate)
+            .with_context(|| format!("--trace-file {}: cannot create", path.display()))?,
+        _ => reactor::trace::enable(rate),
+    };
+    if !compiled {
+        anyhow::bail!(
+            "--trace: this build has no tracing compiled in; rebuild with \
+             `cargo run --release -p httplite --features trace -- --trace`"
+        );
     }
     Ok(())
 }

@@ -123,6 +123,10 @@ impl Header {
             // on this thread with that core alive.
             let core = unsafe { &*core };
             if Arc::ptr_eq(&core.shared, &self.shared) {
+                if trace::chrome::on() {
+                    let id = self.id;
+                    trace::chrome::wake(id, format_args!("\"co\":{id},\"from\":\"local\""));
+                }
                 core.push_local(self.key);
                 return;
             }
@@ -357,7 +361,12 @@ impl Core {
         };
         self.counters().resumes.bump();
         let traced = id.map(|id| {
-            trace::emit("switch", format_args!("sched -> co={id}"));
+            if trace::chrome::on() {
+                trace::chrome::begin(&format!("resume co={id}"), format_args!("\"co\":{id}"));
+                trace::chrome::woken_poll(id);
+            } else {
+                trace::emit("switch", format_args!("sched -> co={id}"));
+            }
             (id, std::time::Instant::now())
         });
         let prev = wait::set_current(frame.as_ptr());
@@ -371,8 +380,12 @@ impl Core {
         let finished = unsafe { ctl.as_ref() }.state() == State::Finished;
         if let Some((id, start)) = traced {
             let how = if finished { "finished" } else { "parked" };
-            let ran = trace::Short(start.elapsed());
-            trace::emit("switch", format_args!("co={id} -> sched {how} ran={ran}"));
+            if trace::chrome::on() {
+                trace::chrome::end(format_args!("\"result\":\"{how}\""));
+            } else {
+                let ran = trace::Short(start.elapsed());
+                trace::emit("switch", format_args!("co={id} -> sched {how} ran={ran}"));
+            }
         }
         if finished {
             self.retire(key);

@@ -368,15 +368,24 @@ impl Acceptor {
     fn send(&mut self, w: usize, fds: &mut Vec<OwnedFd>) -> bool {
         let stats = &self.shared.stats.workers()[w];
         // Traced before the write, so that the line precedes the worker's.
-        reactor::trace!(
-            "handoff",
-            "fds={:?} -> w{w}",
-            fds.iter()
-                .take(BATCH)
-                .map(|f| f.as_raw_fd())
-                .collect::<Vec<_>>()
-        );
-        match self.pipes[w].send(fds, &stats.handed_off) {
+        let chrome = reactor::trace::chrome::on();
+        if chrome {
+            trace_handoff(w, fds);
+        } else {
+            reactor::trace!(
+                "handoff",
+                "fds={:?} -> w{w}",
+                fds.iter()
+                    .take(BATCH)
+                    .map(|f| f.as_raw_fd())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let sent = self.pipes[w].send(fds, &stats.handed_off);
+        if chrome {
+            reactor::trace::chrome::end(format_args!(""));
+        }
+        match sent {
             Ok(_) => true,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 reactor::trace!("handoff", "pipe to w{w} full: holding the fds");
@@ -495,5 +504,27 @@ impl Acceptor {
             let _ = self.ep.delete(s.fd());
         }
         self.signals = None;
+    }
+}
+
+/// A timeline's `handoff` slice (closed by the caller after the write):
+/// which fds go to which worker, each the start of a flow arrow that the
+/// worker's handoff loop and the connection's first poll continue.
+#[cold]
+fn trace_handoff(w: usize, fds: &[OwnedFd]) {
+    use reactor::trace::chrome;
+    use std::fmt::Write as _;
+    let batch = &fds[..fds.len().min(BATCH)];
+    let mut list = String::new();
+    for (i, f) in batch.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(list, "{sep}{}", f.as_raw_fd());
+    }
+    chrome::begin(
+        "handoff",
+        format_args!("\"fds\":[{list}],\"worker\":\"w{w}\""),
+    );
+    for f in batch {
+        chrome::flow_start(chrome::handoff_flow(f.as_raw_fd()));
     }
 }

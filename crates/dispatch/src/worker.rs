@@ -218,14 +218,18 @@ impl PipeSource {
         match handoff::recv(self.rd.as_raw_fd(), out)? {
             Recv::Fds { n, drained } => {
                 shared.stats.workers()[id].batches.fetch_add(1, Relaxed);
-                reactor::trace!(
-                    "handoff",
-                    "received fds={:?}",
-                    out[out.len() - n..]
-                        .iter()
-                        .map(|f| f.as_raw_fd())
-                        .collect::<Vec<_>>()
-                );
+                if reactor::trace::chrome::on() {
+                    trace_received(&out[out.len() - n..]);
+                } else {
+                    reactor::trace!(
+                        "handoff",
+                        "received fds={:?}",
+                        out[out.len() - n..]
+                            .iter()
+                            .map(|f| f.as_raw_fd())
+                            .collect::<Vec<_>>()
+                    );
+                }
                 self.drained = drained;
                 Ok(Batch::Fds(n))
             }
@@ -237,5 +241,22 @@ impl PipeSource {
                 })
             }
         }
+    }
+}
+
+/// A timeline's `handoff received` instant, each fd's flow arrow passing
+/// through the handoff loop's poll on its way to the connection.
+#[cold]
+fn trace_received(fds: &[OwnedFd]) {
+    use reactor::trace::chrome;
+    use std::fmt::Write as _;
+    let mut list = String::new();
+    for (i, f) in fds.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(list, "{sep}{}", f.as_raw_fd());
+    }
+    chrome::instant("handoff received", format_args!("\"fds\":[{list}]"));
+    for f in fds {
+        chrome::flow_step(chrome::fd_flow(f.as_raw_fd()));
     }
 }

@@ -197,7 +197,12 @@ pub(crate) fn schedule(task: TaskRef) {
         // thread, and it points at the core that `block_on` keeps alive.
         let core = unsafe { &*local };
         if Arc::ptr_eq(&core.shared, &task.header().shared) {
-            reactor::trace!("wake", "task={} local", task.header().id);
+            if trace::chrome::on() {
+                let id = task.header().id;
+                trace::chrome::wake(id, format_args!("\"task\":{id},\"from\":\"local\""));
+            } else {
+                reactor::trace!("wake", "task={} local", task.header().id);
+            }
             core.push_local(task);
             return;
         }
@@ -284,6 +289,10 @@ impl Core {
             polled += 1;
             let index = task.header().owned_index.get();
             let traced = trace::active().then(|| (task.header().id, std::time::Instant::now()));
+            if let Some((id, _)) = traced.filter(|_| trace::chrome::on()) {
+                trace::chrome::begin(&format!("poll task={id}"), format_args!("\"task\":{id}"));
+                trace::chrome::woken_poll(id);
+            }
             let (outcome, requeue) = task.run();
             if let Some((id, start)) = traced {
                 trace_poll(id, outcome, start.elapsed());
@@ -361,6 +370,10 @@ fn trace_poll(id: u64, outcome: RunOutcome, took: Duration) {
         RunOutcome::Complete => "Ready",
         RunOutcome::Panicked => "Panicked",
     };
+    if trace::chrome::on() {
+        trace::chrome::end(format_args!("\"result\":\"{what}\""));
+        return;
+    }
     trace::emit(
         "poll",
         format_args!("task={id} {what} {}", trace::Short(took)),
@@ -459,6 +472,10 @@ impl Builder {
     }
 }
 
+/// The key of `block_on`'s own future for a timeline's wake arrows (task
+/// ids count up from 0 and never reach it).
+const BLOCK_ON_KEY: u64 = u64::MAX;
+
 /// The waker of `block_on`'s own future: a flag, plus an eventfd write when
 /// the wake comes from another thread.
 struct MainWaker {
@@ -472,7 +489,11 @@ impl Wake for MainWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        reactor::trace!("wake", "block_on");
+        if trace::chrome::on() && std::thread::current().id() == self.owner {
+            trace::chrome::wake(BLOCK_ON_KEY, format_args!("\"task\":\"block_on\""));
+        } else {
+            reactor::trace!("wake", "block_on");
+        }
         if !self.woken.swap(true, Ordering::AcqRel) && std::thread::current().id() != self.owner {
             self.shared.remote_wakes.fetch_add(1, Ordering::Relaxed);
             self.shared.notifier.notify();
@@ -525,11 +546,19 @@ impl Runtime {
             if main.woken.swap(false, Ordering::AcqRel) {
                 since_turn += 1;
                 let start = trace::active().then(std::time::Instant::now);
+                if start.is_some() && trace::chrome::on() {
+                    trace::chrome::begin("poll block_on", format_args!(""));
+                    trace::chrome::woken_poll(BLOCK_ON_KEY);
+                }
                 let poll = future.as_mut().poll(&mut cx);
                 if let Some(start) = start {
                     let what = if poll.is_ready() { "Ready" } else { "Pending" };
-                    let took = trace::Short(start.elapsed());
-                    trace::emit("poll", format_args!("block_on {what} {took}"));
+                    if trace::chrome::on() {
+                        trace::chrome::end(format_args!("\"result\":\"{what}\""));
+                    } else {
+                        let took = trace::Short(start.elapsed());
+                        trace::emit("poll", format_args!("block_on {what} {took}"));
+                    }
                 }
                 if let Poll::Ready(v) = poll {
                     return v;

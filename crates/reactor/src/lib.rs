@@ -71,7 +71,9 @@
 //! `--trace`): every layer then prints one line per step: `epoll` (events,
 //! fds and flags, how long the thread slept), `wake`, `poll`, `spawn`,
 //! `timer`, `handoff`, `switch` (coroutines) and `http`. Without the feature
-//! the trace sites compile to nothing. `examples/trace.rs` in the executor
+//! the trace sites compile to nothing. [`trace::enable_chrome`] writes the
+//! same steps as a timeline for Perfetto instead ([`trace::chrome`]).
+//! `examples/trace.rs` in the executor
 //! crate is the smallest demonstration. The counters behind the server's
 //! stats page ([`ReactorStats`], readable from other threads through a
 //! [`StatsHandle`]) are always on: each is a [`Counter`], a single-writer

@@ -220,14 +220,28 @@ impl Reactor {
         };
 
         let slept_from = trace::active().then(Instant::now);
+        // A timeline's `epoll_wait` slice spans the sleep and the wakes it
+        // causes (the wakes' arrows start inside it); it ends below.
+        let mut chrome_end = None;
+        if slept_from.is_some() && trace::chrome::on() {
+            trace::chrome::begin("epoll_wait", format_args!("\"timeout_ms\":{timeout_ms}"));
+        }
         let mut woken = 0;
         {
             let mut events = inner.events.borrow_mut();
-            let n = inner.epoll.wait_ms(&mut events, timeout_ms)?;
+            let n = match inner.epoll.wait_ms(&mut events, timeout_ms) {
+                Ok(n) => n,
+                Err(e) => {
+                    if slept_from.is_some() && trace::chrome::on() {
+                        trace::chrome::end(format_args!(""));
+                    }
+                    return Err(e);
+                }
+            };
             inner.stats.waits.bump();
             inner.stats.events.add(n as u64);
             if let Some(from) = slept_from {
-                trace_wait(
+                chrome_end = trace_wait(
                     &events,
                     &inner.registry.borrow(),
                     from.elapsed(),
@@ -261,6 +275,9 @@ impl Reactor {
             woken += self.fire_timers(now);
         }
         inner.stats.wakes.add(woken as u64);
+        if let Some(args) = chrome_end {
+            trace::chrome::end(format_args!("{args}"));
+        }
         Ok(woken)
     }
 
@@ -367,8 +384,14 @@ impl fmt::Debug for Reactor {
 }
 
 /// The `epoll` trace line: how many events, for which fds, and how long the
-/// thread slept (the timeout it asked for in brackets).
-fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout_ms: i32) {
+/// thread slept (the timeout it asked for in brackets). On a timeline, the
+/// same as the JSON members for the end of the `epoll_wait` slice, returned.
+fn trace_wait(
+    events: &Events,
+    registry: &Registry,
+    slept: Duration,
+    timeout_ms: i32,
+) -> Option<String> {
     use std::fmt::Write as _;
     let mut fds = String::new();
     for (i, ev) in events.iter().enumerate() {
@@ -391,6 +414,14 @@ fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout_ms:
             },
         }
     }
+    if trace::chrome::on() {
+        return Some(format!(
+            "\"n\":{},\"slept_us\":{:.1},\"fds\":{}",
+            events.len(),
+            slept.as_secs_f64() * 1e6,
+            trace::chrome::Json(&fds)
+        ));
+    }
     let timeout = match u64::try_from(timeout_ms) {
         Err(_) => "none".to_owned(),
         Ok(ms) => Short(Duration::from_millis(ms)).to_string(),
@@ -403,6 +434,7 @@ fn trace_wait(events: &Events, registry: &Registry, slept: Duration, timeout_ms:
             Short(slept)
         ),
     );
+    None
 }
 
 /// Restores the previously current reactor when dropped.

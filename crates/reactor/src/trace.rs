@@ -21,13 +21,26 @@
 //! A loaded server would drown its terminal, so each thread may print at
 //! most [`enable`]'s `lines_per_second`; the excess is counted and reported
 //! in one `suppressed` line when the next second opens.
+//!
+//! The same sites can write a timeline instead ([`enable_chrome`]): Chrome
+//! Trace Event JSON for Perfetto, one track per thread, slices, instants
+//! and flow arrows (see [`chrome`]). A site with more to show than a line
+//! (a poll's start and end, a wake's arrow) asks [`chrome::on`] and records
+//! structured events; every other line becomes an instant event.
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
-use std::io::Write as _;
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+pub mod chrome;
+mod sink;
+
+pub use sink::Summary;
 
 /// Whether tracing was compiled in (the `trace` feature).
 pub const COMPILED: bool = cfg!(feature = "trace");
@@ -35,6 +48,8 @@ pub const COMPILED: bool = cfg!(feature = "trace");
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static RATE: AtomicU32 = AtomicU32::new(0);
 static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// Where text lines go instead of stderr ([`enable_text_file`]).
+static TEXT_FILE: OnceLock<File> = OnceLock::new();
 
 /// Whether trace lines should be produced now. Guard every trace site with
 /// it, including any work done only to build the line.
@@ -56,9 +71,65 @@ pub fn enable(lines_per_second: u32) -> bool {
     true
 }
 
+/// Like [`enable`], with the lines appended to the file at `path`
+/// (created or truncated) instead of stderr. `Ok(false)` if tracing was
+/// not compiled in.
+pub fn enable_text_file(path: &Path, lines_per_second: u32) -> io::Result<bool> {
+    if !COMPILED {
+        return Ok(false);
+    }
+    let file = File::create(path)?;
+    let _ = TEXT_FILE.set(file);
+    Ok(enable(lines_per_second))
+}
+
+/// Turns tracing on as a timeline: Chrome Trace Event JSON written to
+/// `path` (created or truncated) by a writer thread, at most
+/// `events_per_second` events per thread (0: no limit). Call [`finish`]
+/// before the process exits, to close the file. `Ok(false)`, and nothing
+/// done, if tracing was not compiled in.
+pub fn enable_chrome(path: &Path, events_per_second: u32) -> io::Result<bool> {
+    if !COMPILED {
+        return Ok(false);
+    }
+    EPOCH.get_or_init(Instant::now);
+    sink::start(path)?;
+    chrome::set_on(true);
+    Ok(enable(events_per_second))
+}
+
+/// Stops tracing; for a timeline, closes every thread's open slices, writes
+/// the closing metadata event (with the count of dropped events) and `]`,
+/// and waits a bounded time for the writer. `None` unless a timeline was
+/// being written.
+pub fn finish() -> Option<Summary> {
+    disable();
+    let epoch = EPOCH.get()?;
+    let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    sink::finish(RATE.load(Ordering::Relaxed), now)
+}
+
 /// Turns tracing off.
 pub fn disable() {
     ENABLED.store(false, Ordering::Relaxed);
+}
+
+fn epoch() -> Option<Instant> {
+    EPOCH.get().copied()
+}
+
+fn rate() -> u32 {
+    RATE.load(Ordering::Relaxed)
+}
+
+/// This thread's label ([`set_thread_label`]), else its name, else `?`.
+fn thread_label() -> String {
+    let label = LOCAL.try_with(|l| l.borrow().label.clone()).ok().flatten();
+    label.unwrap_or_else(|| {
+        std::thread::current()
+            .name()
+            .map_or_else(|| "?".to_owned(), str::to_owned)
+    })
 }
 
 /// Names this thread in trace lines (`w0`, `acceptor`...). Threads without
@@ -70,6 +141,11 @@ pub fn set_thread_label(label: &str) {
 /// Prints one trace line of kind `what` (a short word such as `epoll`),
 /// subject to this thread's rate limit. Call it only when [`active`].
 pub fn emit(what: &str, details: fmt::Arguments<'_>) {
+    if chrome::on() {
+        let msg = details.to_string();
+        chrome::instant(what, format_args!("\"msg\":{}", chrome::Json(&msg)));
+        return;
+    }
     let Some(epoch) = EPOCH.get() else { return };
     let now = Instant::now();
     let rate = RATE.load(Ordering::Relaxed);
@@ -99,9 +175,17 @@ pub fn emit(what: &str, details: fmt::Arguments<'_>) {
             "{} {label:<6} {what:<8} {details}",
             Seconds(elapsed)
         );
-        // One write per line (stderr is unbuffered): lines from different
-        // threads interleave whole, never mid-line.
-        let _ = std::io::stderr().lock().write_all(l.line.as_bytes());
+        // One write per line (stderr and the file are unbuffered, and the
+        // kernel moves a file's offset atomically per write): lines from
+        // different threads interleave whole, never mid-line.
+        match TEXT_FILE.get() {
+            Some(mut file) => {
+                let _ = file.write_all(l.line.as_bytes());
+            }
+            None => {
+                let _ = std::io::stderr().lock().write_all(l.line.as_bytes());
+            }
+        }
     });
 }
 

@@ -101,6 +101,7 @@ struct Conn<'a, I: BlockingIo> {
 
 /// Serves one connection to the end on the calling thread of control.
 pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+    crate::driver::trace_arrival(io.fd());
     let pool = BufferPool::current();
     let (mut rbuf, mut wbuf) = (BytesMut::new(), BytesMut::new());
     pool.get(&mut rbuf, &mut wbuf);
@@ -561,7 +562,7 @@ fn new_buffers() -> (BytesMut, BytesMut) {
 /// and tracing off (the common case) it is two tests.
 #[inline(always)]
 fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome, started: Instant) {
-    driver::trace_outcome(io.fd(), req, out);
+    driver::trace_outcome(io.fd(), req, out, started);
     if let Some(log) = &ctx.access_log {
         access_log(log, io, req, out, started);
     }

@@ -165,6 +165,11 @@ impl<S: Transport> Future for Connection<S> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `Connection` is `Unpin`: the connection moves between the states.
         let this = self.get_mut();
+        if reactor::trace::chrome::on()
+            && let State::Fast(conn) = &this.state
+        {
+            driver::trace_arrival(std::os::fd::AsRawFd::as_raw_fd(&conn.stream));
+        }
         // Whether the task was woken for this poll, rather than arriving in
         // the fast path from the general one within it.
         let mut woken = true;
@@ -319,7 +324,7 @@ impl<S: Transport> Conn<S> {
 /// Writes the access-log line, if logging is on.
 #[inline]
 fn log<S: Transport>(ctx: &WorkerCtx, stream: &S, req: &Request, out: Outcome, started: Instant) {
-    driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out);
+    driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out, started);
     if let Some(log) = &ctx.access_log {
         let peer = stream.peer_addr().ok();
         log.log(&Entry::new(
