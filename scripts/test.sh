@@ -65,6 +65,12 @@ step "cargo fmt --all --check" 5 cargo fmt --all --check
 # stand on its own), and every relative link in the Markdown resolves.
 step "scripts/check-self-contained.sh" 2 scripts/check-self-contained.sh
 
+# The tour as a book: every page listed in docs/SUMMARY.md, every
+# {{#include}} and its anchor present, every link resolving. Building it
+# needs mdbook, whose install costs more than the 3 minutes CI allows the
+# book (see README), so CI checks the sources; scripts/book.sh builds it.
+step "scripts/book.sh --check" 2 scripts/book.sh --check
+
 # The site never depends on a runtime crate (reactor, executor, coroutine,
 # dispatch): `cargo tree -p site -e normal` must name none of them.
 step "scripts/check-site-deps.sh" 2 scripts/check-site-deps.sh

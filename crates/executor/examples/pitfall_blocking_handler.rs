@@ -109,6 +109,7 @@ async fn serve(stream: TcpStream, handler: Handler) -> io::Result<()> {
             }
         }
         if &req == b"slow" {
+            // ANCHOR: handler
             match handler {
                 // The whole thread sleeps: no other task runs meanwhile.
                 Handler::Inline => std::thread::sleep(BLOCKING_WORK),
@@ -118,6 +119,7 @@ async fn serve(stream: TcpStream, handler: Handler) -> io::Result<()> {
                     .await
                     .map_err(|e| io::Error::other(e.to_string()))?,
             }
+            // ANCHOR_END: handler
         }
         stream.write_all(b"done").await?;
     }

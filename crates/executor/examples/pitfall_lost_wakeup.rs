@@ -52,6 +52,7 @@ trait ReadPolicy {
     fn poll_read(s: &mut Socket, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
 }
 
+// ANCHOR: broken
 /// Broken: forgets readiness before the read has shown the socket empty.
 struct EagerSocket;
 
@@ -74,6 +75,9 @@ impl ReadPolicy for EagerSocket {
     }
 }
 
+// ANCHOR_END: broken
+
+// ANCHOR: fixed
 /// Fixed: readiness is cleared by the `EAGAIN` itself (`poll_io`).
 struct CorrectSocket;
 
@@ -87,6 +91,7 @@ impl ReadPolicy for CorrectSocket {
         })
     }
 }
+// ANCHOR_END: fixed
 
 async fn read_exact<P: ReadPolicy>(s: &mut Socket, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
