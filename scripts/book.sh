@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MDBOOK_VERSION=0.4.52 # pinned so that the book builds the same everywhere
+MDBOOK_VERSION=0.5.4 # pinned so that the book builds the same everywhere
 
 python3 scripts/lib/book_check.py sources
 [ "${1:-}" = "--check" ] && exit 0
@@ -31,5 +31,8 @@ if grep -q "ERROR" target/book-build.log; then
     echo "book.sh: mdbook reported errors (above)" >&2
     exit 1
 fi
+# mdBook renders docs/README.md as index.html but leaves links to
+# README.md as they are: give them their page.
+cp target/book/docs/index.html target/book/docs/README.html
 python3 scripts/lib/book_check.py built target/book/docs
 echo "book.sh: open target/book/docs/index.html"
