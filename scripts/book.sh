@@ -8,7 +8,7 @@
 #                              what scripts/test.sh runs, see README)
 #
 # Code shown in the book is included from the real files with
-# {{#include ../../crates/X/examples/Y.rs:ANCHOR}} (the anchor lines,
+# {{#include}} of an example file and an anchor (the anchor lines,
 # `// ANCHOR: name` and `// ANCHOR_END: name`, are in the example), so it
 # cannot drift from what `cargo run --example` runs.
 set -euo pipefail
