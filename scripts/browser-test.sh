@@ -10,7 +10,7 @@
 # (--root --list-dirs) renders. Saves a screenshot and prints its path.
 #
 # Usage: scripts/browser-test.sh [--short | --all] [--out FILE.png]
-#   --short      stackless only, 3 s of load (scripts/test.sh runs this)
+#   --short      stackless only, 5 s of load (scripts/test.sh runs this)
 #   --all        every runtime, and the polling fallback on each
 #   --out FILE   the screenshot (default target/browser-test/dashboard.png;
 #                the listing's goes beside it as FILE-listing.png)
@@ -21,12 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNTIMES=stackless
-LOAD=5
+LOAD=8
 FALLBACK=""
 OUT=target/browser-test/dashboard.png
 while [ $# -gt 0 ]; do
     case "$1" in
-        --short) RUNTIMES=stackless; LOAD=3; shift ;;
+        --short) RUNTIMES=stackless; LOAD=5; shift ;;
         --all) RUNTIMES=stackless,stackful,threads,threadpool,fork; FALLBACK=--fallback; shift ;;
         --out) OUT=$2; shift 2 ;;
         -h|--help) sed -n '2,19p' "$0"; exit 0 ;;

@@ -149,6 +149,8 @@ class Cdp:
         self.call("Page.navigate", {"url": url})
 
     def wait(self, expr, timeout, what):
+        # The page may not have loaded yet: an error counts as not yet.
+        expr = f"(() => {{ try {{ return !!({expr}); }} catch (e) {{ return false; }} }})()"
         end = time.time() + timeout
         while time.time() < end:
             if self.eval(expr):
@@ -163,6 +165,7 @@ class Cdp:
         )
         time.sleep(1.5)  # a sample or two at the new size
         data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
 
@@ -319,12 +322,15 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
     # Load, and the page's rate beside the server's over the same seconds.
     load = Load(host, port, conns=2, seconds=load_seconds, max_requests=200_000)
     time.sleep(1.5)
-    s0, t0 = stats(host, port), time.time()
+    if shot:  # under load, so that the figures in it are live ones
+        cdp.screenshot(shot)
+        print(f"  [{runtime}] screenshot: {shot}")
+    s0 = stats(host, port)
     page_rates = []
     while time.time() < load.end - 0.5:
         time.sleep(0.5)
         page_rates.append(figures(cdp)["rps"])
-    s1, t1 = stats(host, port), time.time()
+    s1 = stats(host, port)
     sent, took = load.join()
     server_rps = (s1["requests"] - s0["requests"]) / (s1["uptime_seconds"] - s0["uptime_seconds"])
     page_rps = sorted(page_rates)[len(page_rates) // 2] if page_rates else 0
@@ -366,9 +372,6 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
         fail(f"[{runtime}] the workers table shows too few runtime counters: {f['worker_keys']}")
     if runtime != "fork" and not f["pool"]:
         fail(f"[{runtime}] the page shows no blocking pool")
-    if shot:
-        cdp.screenshot(shot)
-        print(f"  [{runtime}] screenshot: {shot}")
 
 
 def check_polling_fallback(cdp, host, port, runtime):

@@ -252,7 +252,11 @@
     const known = ['connections', 'events', 'responses', 'timeouts', 'errors', 'workers'];
     const groups = Object.entries(doc)
       .filter(([k, v]) => v && typeof v === 'object' && !known.includes(k))
-      .map(([k, v]) => group(k, v, 'group-' + k));
+      .map(([k, v]) => {
+        const g = group(k, v, 'group-' + k);
+        g.id = 'group-' + k;
+        return g;
+      });
     $('groups').replaceChildren(...groups);
   }
 
@@ -320,11 +324,14 @@
     }));
   }
 
+  // The top of the y axis: four grid steps of 1, 2 or 5 times a power of
+  // ten (whole numbers for small counts).
   function niceMax(v) {
-    if (v <= 0) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
-    return 10 * p;
+    if (v <= 0) return 4;
+    const raw = v / 4;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (raw <= m * p) return 4 * Math.max(1, m * p);
+    return 40 * p;
   }
 
   document.addEventListener('DOMContentLoaded', startStream);
