@@ -9,9 +9,11 @@
 # when /_httplite/events answers 503), and that a directory listing
 # (--root --list-dirs) renders. Saves a screenshot and prints its path.
 #
-# Usage: scripts/browser-test.sh [--short | --all] [--out FILE.png]
+# Usage: scripts/browser-test.sh [--short | --all] [--load S] [--out FILE.png]
 #   --short      stackless only, 5 s of load (scripts/test.sh runs this)
 #   --all        every runtime, and the polling fallback on each
+#   --load S     seconds of load per runtime (default 8; the screenshot is
+#                taken halfway through, so more seconds draw longer charts)
 #   --out FILE   the screenshot (default target/browser-test/dashboard.png;
 #                the listing's goes beside it as FILE-listing.png)
 #
@@ -29,7 +31,8 @@ while [ $# -gt 0 ]; do
         --short) RUNTIMES=stackless; LOAD=5; shift ;;
         --all) RUNTIMES=stackless,stackful,threads,threadpool,fork; FALLBACK=--fallback; shift ;;
         --out) OUT=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --load) LOAD=$2; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "browser-test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -158,7 +158,7 @@ class Cdp:
             time.sleep(0.2)
         fail(f"{what} (waited {timeout} s)")
 
-    def screenshot(self, path, width=1280, height=1500):
+    def screenshot(self, path, width=1280, height=1150):
         self.call(
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
@@ -260,7 +260,9 @@ class Load:
         self.lock = threading.Lock()
         self.end = time.time() + seconds
         self.max = max_requests
+        self.bad = 0
         self.threads = [threading.Thread(target=self.run, args=(host, port), daemon=True) for _ in range(conns)]
+        self.threads.append(threading.Thread(target=self.run_bad, args=(host, port), daemon=True))
         self.started = time.time()
         for t in self.threads:
             t.start()
@@ -277,6 +279,16 @@ class Load:
             c.request("GET", "/_httplite/nope" if i % 10 == 0 else "/_httplite/plaintext")
             c.getresponse().read()
         c.close()
+
+    def run_bad(self, host, port):
+        """A malformed request every 0.2 s: answered 400 and counted."""
+        while time.time() < self.end:
+            with socket.create_connection((host, port), timeout=10) as c:
+                c.sendall(b"NOT HTTP\r\n\r\n")
+                while c.recv(4096):
+                    pass
+            self.bad += 1
+            time.sleep(0.2)
 
     def join(self):
         for t in self.threads:
@@ -296,6 +308,7 @@ FIGURES = """JSON.stringify({
   requests: +document.getElementById('requests').dataset.value,
   connections: +document.getElementById('connections').dataset.value,
   viewers: +document.getElementById('viewers').dataset.value,
+  errors: +document.getElementById('errors-per-min').dataset.value,
   r2xx: +(document.getElementById('total-responses-2xx') || {dataset: {value: -1}}).dataset.value,
   r4xx: +(document.getElementById('total-responses-4xx') || {dataset: {value: -1}}).dataset.value,
   worker_requests: [...document.querySelectorAll('td[data-key="requests"]')].map(e => +e.dataset.value),
@@ -322,14 +335,17 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
     # Load, and the page's rate beside the server's over the same seconds.
     load = Load(host, port, conns=2, seconds=load_seconds, max_requests=200_000)
     time.sleep(1.5)
-    if shot:  # under load, so that the figures in it are live ones
-        cdp.screenshot(shot)
-        print(f"  [{runtime}] screenshot: {shot}")
     s0 = stats(host, port)
     page_rates = []
+    # The screenshot is taken under load (live figures), halfway through.
+    shot_at = load.started + max(1.5, load_seconds / 2)
     while time.time() < load.end - 0.5:
         time.sleep(0.5)
         page_rates.append(figures(cdp)["rps"])
+        if shot and time.time() >= shot_at:
+            cdp.screenshot(shot)
+            print(f"  [{runtime}] screenshot: {shot}")
+            shot = None
     s1 = stats(host, port)
     sent, took = load.join()
     server_rps = (s1["requests"] - s0["requests"]) / (s1["uptime_seconds"] - s0["uptime_seconds"])
@@ -349,9 +365,10 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
     s = stats(host, port)
     print(
         f"  [{runtime}] page: requests {f['requests']}, connections {f['connections']}, 2xx {f['r2xx']}, "
-        f"4xx {f['r4xx']}, viewers {f['viewers']}, {f['updates']} updates; "
+        f"4xx {f['r4xx']}, viewers {f['viewers']}, errors {f['errors']}, {f['updates']} updates; "
         f"stats: requests {s['requests']}, connections {s['connections']['total']}, "
-        f"2xx {s['responses']['2xx']}, 4xx {s['responses']['4xx']}, viewers {s['events']['viewers']}"
+        f"2xx {s['responses']['2xx']}, 4xx {s['responses']['4xx']}, viewers {s['events']['viewers']}, "
+        f"errors {sum(s['errors'].values())}"
     )
     checks = [
         ("requests", f["requests"], s["requests"], 5),
@@ -359,6 +376,8 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
         ("2xx", f["r2xx"], s["responses"]["2xx"], 5),
         ("4xx", f["r4xx"], s["responses"]["4xx"], 0),
         ("viewers", f["viewers"], s["events"]["viewers"], 0),
+        # The page has watched for less than a minute: all of them.
+        ("errors + timeouts/min", f["errors"], sum(s["errors"].values()) + sum(s["timeouts"].values()), 0),
     ]
     for name, page, server, tol in checks:
         if page <= 0:
