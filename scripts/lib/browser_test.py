@@ -333,7 +333,7 @@ def check_dashboard(cdp, host, port, runtime, load_seconds, shot):
     if f["source"] != "sse":
         fail(f"[{runtime}] the page reads {f['source']!r}, not Server-Sent Events")
     # Load, and the page's rate beside the server's over the same seconds.
-    load = Load(host, port, conns=2, seconds=load_seconds, max_requests=200_000)
+    load = Load(host, port, conns=2, seconds=load_seconds, max_requests=int(40_000 * load_seconds))
     time.sleep(1.5)
     s0 = stats(host, port)
     page_rates = []
