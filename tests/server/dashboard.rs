@@ -27,7 +27,9 @@ impl Viewer {
             got: Vec::new(),
         };
         v.stream
-            .write_all(b"GET /_httplite/events HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
+            .write_all(
+                b"GET /_httplite/events HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n",
+            )
             .unwrap();
         v
     }
@@ -84,9 +86,17 @@ fn dashboard_page_is_served_with_a_strict_policy_and_root_does_not_shadow_it() {
             let server = Server::start(rt, &args);
             let r = server.get("/_httplite/");
             assert_eq!(r.status, 200, "[{rt}] {args:?} {r:?}");
-            assert!(r.header("content-type").unwrap_or("").starts_with("text/html"));
+            assert!(
+                r.header("content-type")
+                    .unwrap_or("")
+                    .starts_with("text/html")
+            );
             let csp = r.header("content-security-policy").unwrap_or("");
-            for part in ["default-src 'none'", "script-src 'self'", "connect-src 'self'"] {
+            for part in [
+                "default-src 'none'",
+                "script-src 'self'",
+                "connect-src 'self'",
+            ] {
                 assert!(csp.contains(part), "[{rt}] CSP {csp:?}");
             }
             assert!(!csp.contains("unsafe-inline"), "[{rt}] CSP {csp:?}");
@@ -95,10 +105,18 @@ fn dashboard_page_is_served_with_a_strict_policy_and_root_does_not_shadow_it() {
             let etag = r.header("etag").expect("an ETag").to_string();
             let js = server.get("/_httplite/dashboard.js");
             assert_eq!(js.status, 200, "[{rt}]");
-            assert!(js.header("content-type").unwrap_or("").starts_with("text/javascript"));
+            assert!(
+                js.header("content-type")
+                    .unwrap_or("")
+                    .starts_with("text/javascript")
+            );
             assert!(js.text().contains("/_httplite/events"), "[{rt}]");
             let css = server.get("/_httplite/dashboard.css");
-            assert!(css.header("content-type").unwrap_or("").starts_with("text/css"));
+            assert!(
+                css.header("content-type")
+                    .unwrap_or("")
+                    .starts_with("text/css")
+            );
             // Revalidation: the same tag back is a 304.
             let mut c = server.connect();
             c.send(
@@ -123,15 +141,29 @@ fn events_stream_the_stats_and_count_their_viewers() {
     for rt in runtimes() {
         let server = Server::start(rt, &["--events-interval", "100ms"]);
         let mut v = Viewer::open(&server);
-        assert_eq!(v.read_events(3, Duration::from_secs(10)), 3, "[{rt}] {}", v.text());
+        assert_eq!(
+            v.read_events(3, Duration::from_secs(10)),
+            3,
+            "[{rt}] {}",
+            v.text()
+        );
         let text = v.text();
         let head = &text[..find(text.as_bytes(), b"\r\n\r\n").expect("a head")];
         assert!(head.starts_with("HTTP/1.1 200 "), "[{rt}] {head}");
         let lower = head.to_ascii_lowercase();
-        assert!(lower.contains("content-type: text/event-stream"), "[{rt}] {head}");
-        assert!(lower.contains("transfer-encoding: chunked"), "[{rt}] {head}");
+        assert!(
+            lower.contains("content-type: text/event-stream"),
+            "[{rt}] {head}"
+        );
+        assert!(
+            lower.contains("transfer-encoding: chunked"),
+            "[{rt}] {head}"
+        );
         assert!(text.contains("retry: "), "[{rt}] {text}");
-        assert!(text.contains("data: {\"state\":\"serving\""), "[{rt}] {text}");
+        assert!(
+            text.contains("data: {\"state\":\"serving\""),
+            "[{rt}] {text}"
+        );
         let stats = server.stats();
         assert_eq!(stats.get("events.viewers"), 1, "[{rt}] {}", stats.0);
         assert_eq!(stats.get("events.total"), 1, "[{rt}] {}", stats.0);
@@ -149,7 +181,11 @@ fn events_stream_the_stats_and_count_their_viewers() {
         c.send(b"HEAD /_httplite/events HTTP/1.1\r\nHost: t\r\n\r\n");
         let r = c.read_head_response();
         assert_eq!(r.status, 200, "[{rt}] {r:?}");
-        assert_eq!(r.header("content-type"), Some("text/event-stream"), "[{rt}]");
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/event-stream"),
+            "[{rt}]"
+        );
     }
 }
 
@@ -198,7 +234,10 @@ fn shutdown_ends_event_streams_at_once() {
         assert_eq!(v.read_events(1, Duration::from_secs(10)), 1, "[{rt}]");
         let asked = Instant::now();
         server.signal(libc::SIGTERM);
-        assert!(v.ends_within(Duration::from_secs(5)), "[{rt}] the stream outlived the drain");
+        assert!(
+            v.ends_within(Duration::from_secs(5)),
+            "[{rt}] the stream outlived the drain"
+        );
         // A clean end: the last chunk, not a cut.
         assert!(v.text().ends_with("\r\n0\r\n\r\n"), "[{rt}] {:?}", v.text());
         let status = server.wait_exit(Duration::from_secs(8));

@@ -95,10 +95,10 @@ fn serve(asset: &Asset, req: &Request) -> Action {
     let fresh = (req.header("if-none-match"))
         .and_then(|v| std::str::from_utf8(v).ok())
         .is_some_and(|v| {
-        v.split(',')
-            .map(|t| t.trim().trim_start_matches("W/"))
-            .any(|t| t == etag || t == "*")
-    });
+            v.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == etag || t == "*")
+        });
     headers.push(("ETag", etag));
     if fresh {
         return Action::Owned {
@@ -149,12 +149,19 @@ mod tests {
         let (status, headers, body) = owned(asset("", &req).expect("the page"));
         assert_eq!(status, Status::OK);
         assert_eq!(body, PAGE_HTML.as_bytes());
-        let get = |n: &str| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone());
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.clone())
+        };
         assert_eq!(get("Content-Security-Policy").as_deref(), Some(CSP));
         assert_eq!(get("Cache-Control").as_deref(), Some("no-cache"));
         let etag = get("ETag").expect("an ETag");
         // The same tag back: 304 without a body.
-        let again = format!("GET /_httplite/ HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"x\", W/{etag}\r\n\r\n");
+        let again = format!(
+            "GET /_httplite/ HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"x\", W/{etag}\r\n\r\n"
+        );
         let (status, _, body) = owned(asset("", &request(&again)).unwrap());
         assert_eq!((status, body.len()), (Status::NOT_MODIFIED, 0));
         // Another file's tag is not this one's.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use http1::{HeaderValue, Method, Request, StaticResponse, Status};
 
-pub use crate::action::{Action, PREFIX};
 use crate::action::TEXT;
+pub use crate::action::{Action, PREFIX};
 use crate::events::EventsConfig;
 use crate::jobs::Jobs;
 use crate::static_files::StaticRoot;
@@ -197,8 +197,8 @@ impl App {
                 crate::jobs::http::route(&self.jobs, &jobs[4..], req)
             }
             "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
-            "plaintext" | "json" | "stats" | "sleep" | "health" | "events" | "" | "dashboard.js"
-            | "dashboard.css" => Action::not_allowed(READ_ONLY),
+            "plaintext" | "json" | "stats" | "sleep" | "health" | "events" | ""
+            | "dashboard.js" | "dashboard.css" => Action::not_allowed(READ_ONLY),
             "echo" => Action::not_allowed(ECHO_METHODS),
             _ => Action::error(Status::NOT_FOUND),
         }
@@ -249,7 +249,6 @@ fn sleep_ms(query: Option<&str>) -> Option<Duration> {
         .ok()?;
     Some(Duration::from_millis(ms).min(MAX_SLEEP))
 }
-
 
 #[cfg(test)]
 pub(crate) mod tests {

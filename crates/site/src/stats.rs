@@ -288,7 +288,11 @@ impl Stats {
     /// once can both refuse but never both exceed `max` (the counters may
     /// be in memory shared between processes: no lock covers them all).
     pub fn event_viewer(&self, w: &WorkerStats, max: u64) -> Option<ViewerGuard> {
-        let own = self.workers.iter().find(|x| std::ptr::eq(&***x, w))?.clone();
+        let own = self
+            .workers
+            .iter()
+            .find(|x| std::ptr::eq(&***x, w))?
+            .clone();
         own.event_viewers.fetch_add(1, Ordering::SeqCst);
         let guard = ViewerGuard(own);
         if self.total(|w| &w.event_viewers) > max {
@@ -430,7 +434,10 @@ mod tests {
         let (w0, w1) = (st.worker(0), st.worker(1));
         let a = st.event_viewer(&w0, 2).expect("first");
         let b = st.event_viewer(&w1, 2).expect("second");
-        assert!(st.event_viewer(&w0, 2).is_none(), "a third is over the bound");
+        assert!(
+            st.event_viewer(&w0, 2).is_none(),
+            "a third is over the bound"
+        );
         let j = st.to_json(&|_, _| {});
         assert!(j.contains("\"events\":{\"viewers\":2,\"total\":2}"), "{j}");
         drop(a);
