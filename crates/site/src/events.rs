@@ -82,6 +82,23 @@ const HEADERS: [(&str, &[u8]); 3] = [
 /// Opens a stream for the request answered through `to`: 503 with
 /// `Retry-After` when [`EventsConfig::max_viewers`] are open already.
 pub(crate) fn open(app: &App, stats: &WorkerStats, wbuf: &mut BytesMut, to: ReplyTo) -> Opened {
+    // The stream ends only by closing: nothing may follow it.
+    let to = ReplyTo {
+        keep_alive: false,
+        ..to
+    };
+    if to.head_only {
+        // The head alone: no stream, no viewer.
+        let head = http1::encode_head(wbuf, to, Status::OK, &HEADERS, Framing::Chunked);
+        return match head.and_then(|encoder| encoder.finish(wbuf)) {
+            Ok(()) => Opened::Answered(Outcome {
+                status: Status::OK,
+                bytes: 0,
+                keep_alive: false,
+            }),
+            Err(_) => Opened::Failed,
+        };
+    }
     let Some(viewer) = app.stats.event_viewer(stats, app.events.max_viewers) else {
         stats.error(ErrorKind::Overloaded);
         let retry = crate::jobs::http::RETRY_AFTER_SECS.to_string();
@@ -106,24 +123,9 @@ pub(crate) fn open(app: &App, stats: &WorkerStats, wbuf: &mut BytesMut, to: Repl
             None => Opened::Failed,
         };
     };
-    // The stream ends only by closing: nothing may follow it.
-    let to = ReplyTo {
-        keep_alive: false,
-        ..to
-    };
     let Ok(encoder) = http1::encode_head(wbuf, to, Status::OK, &HEADERS, Framing::Chunked) else {
         return Opened::Failed;
     };
-    if to.head_only {
-        return match encoder.finish(wbuf) {
-            Ok(()) => Opened::Answered(Outcome {
-                status: Status::OK,
-                bytes: 0,
-                keep_alive: false,
-            }),
-            Err(_) => Opened::Failed,
-        };
-    }
     let mut stream = Stream {
         encoder,
         sent: 0,
@@ -161,5 +163,97 @@ impl Stream {
             bytes: self.sent,
             keep_alive: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use http1::{Decoder, Limits, Message};
+
+    use crate::plan::{Event, Plan, Step};
+    use crate::respond::{Handled, handle};
+    use crate::routes::tests::app;
+
+    fn events_plan(app: &crate::routes::App, head: &str) -> Plan {
+        let mut rbuf = BytesMut::from(head.as_bytes());
+        let Ok(Some(Message::Head(req))) = Decoder::new(Limits::default()).decode(&mut rbuf) else {
+            panic!("a complete head")
+        };
+        let worker = app.stats.worker(0);
+        match handle(app, &worker, &mut BytesMut::new(), req, false, |_, _| {}) {
+            Handled::Slow(slow) => Plan::new(slow),
+            Handled::Done(_) => panic!("an event stream waits"),
+        }
+    }
+
+    fn viewers(app: &crate::routes::App) -> u64 {
+        app.stats.total(|w| &w.event_viewers)
+    }
+
+    #[test]
+    fn a_stream_ticks_with_an_event_each_time_and_ends_with_its_last_chunk() {
+        let app = app(None);
+        let worker = app.stats.worker(0);
+        let mut plan = events_plan(&app, "GET /_httplite/events HTTP/1.1\r\nHost: a\r\n\r\n");
+        let mut wbuf = BytesMut::new();
+        let step = plan.next(&app, &worker, &mut wbuf, Event::Start);
+        assert!(
+            matches!(step, Step::Tick(d) if d == app.events.interval),
+            "{step:?}"
+        );
+        let text = String::from_utf8_lossy(&wbuf).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(
+            text.contains("Content-Type: text/event-stream\r\n"),
+            "{text}"
+        );
+        // Two chunks: the reconnect delay, then the first event.
+        assert!(text.contains("\r\nretry: 3000\n\n\r\n"), "{text}");
+        assert!(text.contains("\r\ndata: {\"state\":\"serving\""), "{text}");
+        assert!(text.ends_with("}\n\n\r\n"), "{text}");
+        assert_eq!(viewers(&app), 1);
+        wbuf.clear();
+        let step = plan.next(&app, &worker, &mut wbuf, Event::Ticked { ended: false });
+        assert!(matches!(step, Step::Tick(_)), "{step:?}");
+        assert!(String::from_utf8_lossy(&wbuf).contains("data: {\"state\""));
+        wbuf.clear();
+        match plan.next(&app, &worker, &mut wbuf, Event::Ticked { ended: true }) {
+            Step::Done(outcome) => assert!(!outcome.keep_alive && outcome.bytes > 0),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(&wbuf[..], b"0\r\n\r\n");
+        drop(plan);
+        assert_eq!(viewers(&app), 0);
+        assert_eq!(app.stats.total(|w| &w.event_streams), 1);
+    }
+
+    #[test]
+    fn a_stream_dropped_mid_way_gives_its_viewer_back() {
+        // A driver drops the plan when a write times out or fails.
+        let app = app(None);
+        let worker = app.stats.worker(0);
+        let mut plan = events_plan(&app, "GET /_httplite/events HTTP/1.1\r\nHost: a\r\n\r\n");
+        let step = plan.next(&app, &worker, &mut BytesMut::new(), Event::Start);
+        assert!(matches!(step, Step::Tick(_)));
+        assert_eq!(viewers(&app), 1);
+        drop(plan);
+        assert_eq!(viewers(&app), 0);
+    }
+
+    #[test]
+    fn head_gets_the_head_alone_and_holds_no_viewer() {
+        let app = app(None);
+        let worker = app.stats.worker(0);
+        let mut plan = events_plan(&app, "HEAD /_httplite/events HTTP/1.1\r\nHost: a\r\n\r\n");
+        let mut wbuf = BytesMut::new();
+        let step = plan.next(&app, &worker, &mut wbuf, Event::Start);
+        assert!(matches!(step, Step::Done(o) if !o.keep_alive), "{step:?}");
+        let text = String::from_utf8_lossy(&wbuf).into_owned();
+        assert!(
+            text.ends_with("\r\n\r\n") && !text.contains("data:"),
+            "{text}"
+        );
+        assert_eq!(viewers(&app), 0);
     }
 }
