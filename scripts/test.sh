@@ -111,6 +111,12 @@ step "scripts/conformance.sh --short" 10 scripts/conformance.sh --short
 step "scripts/cluster-test.sh --quick (HAProxy, 3 instances, 20 s)" 5 \
     scripts/cluster-test.sh --quick
 
+# The dashboard in headless Chromium (installed if missing): the page's
+# figures against /_httplite/stats under load, its Server-Sent Events, the
+# directory listing; ~15 s plus the release build. Fails if Chromium
+# cannot run. The full run is `scripts/browser-test.sh --all`.
+step "scripts/browser-test.sh --short" 10 scripts/browser-test.sh --short
+
 # `--trace` is a cargo feature (compiled out of the default build); its own
 # tests run against a traced build, plus the trace module's units.
 step "cargo clippy -p httplite --all-targets --features trace" 20 \

@@ -287,6 +287,7 @@ fn apps() -> &'static (Arc<App>, Arc<App>) {
                 worker_extra: Box::new(|_, _| {}),
                 test_endpoints: false,
                 jobs: jobs.clone(),
+                events: Default::default(),
             })
         };
         let dir = static_dir();

@@ -156,6 +156,7 @@ fn app() -> &'static Arc<App> {
             worker_extra: Box::new(|_, _| {}),
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
+            events: Default::default(),
         })
     })
 }

@@ -31,7 +31,12 @@ fn index_page_names_the_endpoints() {
 fn other_paths_are_404() {
     for rt in runtimes() {
         let server = Server::start(rt, &[]);
-        for path in ["/nope", "/index.html", "/_httplite/", "/_httplite/nope"] {
+        for path in [
+            "/nope",
+            "/index.html",
+            "/_httplite/nope",
+            "/_httplite/dashboard",
+        ] {
             let r = server.get(path);
             assert_eq!(r.status, 404, "[{rt}] GET {path}: {r:?}");
             assert_eq!(r.reason, "Not Found", "[{rt}] GET {path}: {r:?}");

@@ -16,6 +16,7 @@ mod basics;
 mod conformance;
 mod console;
 mod curl;
+mod dashboard;
 mod designs;
 mod drain;
 mod file_cache;

@@ -117,6 +117,17 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
 
+    /// Dashboard viewers (/_httplite/events streams) open at once; one more
+    /// is answered 503 and the page polls /_httplite/stats instead. Each
+    /// holds what a connection holds in the runtime: a task, a coroutine,
+    /// a thread or a process (docs/dashboard.md).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub max_event_viewers: u64,
+
+    /// Time between two /_httplite/events events.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_events_interval)]
+    pub events_interval: Duration,
+
     /// Close a connection that has not sent a complete request head in time.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub header_timeout: Duration,
@@ -419,6 +430,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("duration '{s}' is too long"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// [`parse_duration`], from 10 ms to 1 minute (an event stream's pace).
+pub fn parse_events_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&d) {
+        return Err(format!("'{s}' is out of range (10ms to 60s)"));
+    }
+    Ok(d)
 }
 
 /// [`parse_size`], or `unlimited` (`u64::MAX`).

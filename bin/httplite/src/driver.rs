@@ -105,3 +105,27 @@ pub fn is_disconnect(e: &io::Error) -> bool {
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
     )
 }
+
+/// The send buffer of an event stream's socket (the kernel doubles it).
+const EVENT_STREAM_SNDBUF: libc::c_int = 8 * 1024;
+
+/// Caps an event stream's socket send buffer, once, when the stream
+/// opens. Autotuning grows an idle stream's buffer to megabytes (4 MiB
+/// measured here, under `threads`), which at an event a second would hide
+/// a viewer that stopped reading for an hour before a write ever blocked
+/// and the write timeout could start. Best effort: on failure the
+/// stream just keeps the larger buffer.
+pub fn cap_event_stream_buffer(fd: RawFd) {
+    let size = EVENT_STREAM_SNDBUF;
+    // SAFETY: `fd` is the connection's open socket; the option value is a
+    // valid c_int that outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&raw const size).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}

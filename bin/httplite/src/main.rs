@@ -202,6 +202,7 @@ fn run(cli: Cli) -> Result<()> {
         },
         test_endpoints,
         jobs: jobs.clone(),
+        events: events_config(&cli),
     });
     let config = Arc::new(Config::from_cli(&cli));
     let tls = match (&cli.tls_cert, &cli.tls_key) {
@@ -438,6 +439,7 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         worker_extra: Box::new(|_, _: &mut String| {}),
         test_endpoints,
         jobs: Jobs::new(blocking_pool, retention, test_endpoints),
+        events: events_config(cli),
     });
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
@@ -473,4 +475,12 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         println!("httplite: shut down cleanly");
     }
     Ok(())
+}
+
+/// `/_httplite/events`' settings from the command line.
+fn events_config(cli: &Cli) -> site::events::EventsConfig {
+    site::events::EventsConfig {
+        max_viewers: cli.max_event_viewers,
+        interval: cli.events_interval,
+    }
 }

@@ -54,6 +54,7 @@ fn main() {
             },
             false,
         ),
+        events: Default::default(),
     };
     let worker = stats.worker(0);
     for head in heads {
@@ -101,6 +102,7 @@ fn main() {
                 Step::Offload(work) => Event::Offloaded(Ok(Ok(work()))),
                 Step::SendFile { .. } => Event::Sent,
                 Step::Echo { encoder, .. } => Event::Echoed { encoder, sent: 0 },
+                Step::Tick(_) => Event::Ticked { ended: true },
                 Step::Done(_) | Step::Close => break,
             };
         }

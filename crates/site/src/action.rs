@@ -41,6 +41,8 @@ pub enum Action {
     Sleep(Duration),
     /// A static file decision.
     File(StaticReply),
+    /// Stream the stats as Server-Sent Events ([`crate::events`]).
+    Events,
     /// Read the request body, then submit it as a job of this type
     /// ([`crate::jobs::http::submitted`] answers).
     Job(JobKind),

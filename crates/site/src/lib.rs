@@ -47,6 +47,7 @@
 //!     worker_extra: Box::new(|_, _| {}),
 //!     test_endpoints: false,
 //!     jobs: Jobs::new(pool, retention, false),
+//!     events: Default::default(),
 //! };
 //! let worker = stats.worker(0);
 //! let mut wbuf = BytesMut::new();
@@ -80,14 +81,17 @@
 //! [`action::Action`]), [`respond`] (the first step and the error replies),
 //! [`plan`] (the waiting answers), [`static_files`] with [`mime`],
 //! [`httpdate`] and [`listing`] (`--root`), [`jobs`] (background jobs' HTTP side and
-//! bookkeeping; the threads are [`pool`]'s), [`stats`] (counters, and the
+//! bookkeeping; the threads are [`pool`]'s), [`dashboard`] (the live page
+//! at `/_httplite/`) with [`events`] (its Server-Sent Events), [`stats`] (counters, and the
 //! [`stats::RuntimeProbe`] each driver fills in) and [`access_log`].
 
 #![deny(missing_docs)]
 
 pub mod access_log;
 pub mod action;
+pub mod dashboard;
 pub mod encoding;
+pub mod events;
 pub mod file_cache;
 pub mod file_features;
 pub mod header_rules;

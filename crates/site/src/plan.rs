@@ -18,6 +18,7 @@
 //!           Step::Offload(work)      => run it on the pool, wait            → Event::Offloaded
 //!           Step::SendFile { .. }    => flush, sendfile the range           → Event::Sent
 //!           Step::Echo { .. }        => stream the body through the encoder → Event::Echoed
+//!           Step::Tick(d)            => flush, wait d watching the socket   → Event::Ticked
 //!           Step::Done(outcome)      => log it; keep the connection if outcome.keep_alive
 //!           Step::Close              => flush and close
 //!       }
@@ -87,6 +88,14 @@ pub enum Step {
         /// A `100 Continue` is buffered and the client waits for it.
         flush_first: bool,
     },
+    /// An event stream (`/_httplite/events`) is open and its next event
+    /// is buffered: write out what is buffered (under the write timeout:
+    /// a viewer that stops reading is dropped like any other client), then
+    /// wait this long, and report [`Event::Ticked`]. The wait ends early,
+    /// with `ended`, when the client sends anything or closes (a browser
+    /// sends nothing more on a stream, so either means it left) or when
+    /// shutdown begins (a drain must not wait for viewers).
+    Tick(Duration),
     /// Answered and counted: log `outcome`, and keep the connection if
     /// `outcome.keep_alive`.
     Done(Outcome),
@@ -111,6 +120,7 @@ impl std::fmt::Debug for Step {
                 .debug_struct("Echo")
                 .field("flush_first", flush_first)
                 .finish_non_exhaustive(),
+            Step::Tick(d) => f.debug_tuple("Tick").field(d).finish(),
             Step::Done(outcome) => f.debug_tuple("Done").field(outcome).finish(),
             Step::Close => f.write_str("Close"),
         }
@@ -140,6 +150,11 @@ pub enum Event {
         encoder: BodyEncoder,
         /// Body bytes echoed.
         sent: u64,
+    },
+    /// [`Step::Tick`] is over.
+    Ticked {
+        /// The client left or shutdown began: end the stream.
+        ended: bool,
     },
 }
 
@@ -174,6 +189,8 @@ enum Stage {
     SendingParts(Box<parts::Sending>),
     /// The body is being echoed.
     Echoing,
+    /// An event stream is open.
+    Streaming(Box<crate::events::Stream>),
     /// [`Step::Done`] or [`Step::Close`] was given.
     Finished,
 }
@@ -291,6 +308,19 @@ impl Plan {
                     keep_alive,
                 })
             }
+            (Stage::Streaming(mut stream), Event::Ticked { ended }) => {
+                if ended {
+                    return match stream.finish(stats, wbuf) {
+                        Some(outcome) => Step::Done(outcome),
+                        None => Step::Close,
+                    };
+                }
+                if stream.push(app, wbuf).is_err() {
+                    return Step::Close;
+                }
+                self.stage = Stage::Streaming(stream);
+                Step::Tick(app.events.interval)
+            }
             (stage, event) => panic!("plan at {stage:?} was given {event:?}"),
         }
     }
@@ -359,6 +389,17 @@ impl Plan {
                 Step::Offload(Box::new(move || StaticReply::list(&dir, &url_path, &view)))
             }
             Action::File(reply) => self.file(stats, wbuf, reply),
+            Action::Events => match crate::events::open(app, stats, wbuf, self.to) {
+                crate::events::Opened::Streaming(stream) => {
+                    self.stage = Stage::Streaming(Box::new(stream));
+                    Step::Tick(app.events.interval)
+                }
+                crate::events::Opened::Answered(outcome) => {
+                    stats.response(outcome.status.code());
+                    Step::Done(outcome)
+                }
+                crate::events::Opened::Failed => Step::Close,
+            },
             action => match complete(wbuf, stats, self.to, &action) {
                 Some(outcome) => {
                     stats.response(outcome.status.code());

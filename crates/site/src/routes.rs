@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use http1::{HeaderValue, Method, Request, StaticResponse, Status};
 
+use crate::action::TEXT;
 pub use crate::action::{Action, PREFIX};
-use crate::action::{HTML, TEXT};
+use crate::events::EventsConfig;
 use crate::jobs::Jobs;
 use crate::static_files::StaticRoot;
 use crate::stats::Stats;
@@ -30,12 +31,6 @@ static HELLO_JSON_RESPONSE: StaticResponse = StaticResponse {
     status: Status::OK,
     content_type: Some(JSON),
     body: HELLO_JSON,
-};
-/// `/` without `--root`.
-static INDEX: StaticResponse = StaticResponse {
-    status: Status::OK,
-    content_type: Some(HTML),
-    body: INDEX_HTML.as_bytes(),
 };
 
 /// The methods the server supports somewhere: `OPTIONS *`'s `Allow`, and a
@@ -63,6 +58,8 @@ pub struct App {
     /// Background jobs (`/_httplite/jobs`), and through them the blocking
     /// pool that also builds directory listings.
     pub jobs: Jobs,
+    /// `/_httplite/events`: how many viewers, how often.
+    pub events: EventsConfig,
 }
 
 impl std::fmt::Debug for App {
@@ -114,7 +111,8 @@ impl App {
         match &self.root {
             Some(root) if get_or_head => Action::File(crate::file_features::serve(root, req)),
             Some(_) => Action::not_allowed(READ_ONLY),
-            None if path == "/" && get_or_head => Action::Static(&INDEX),
+            // The built-in index is the dashboard.
+            None if path == "/" && get_or_head => crate::dashboard::page(req),
             None if path == "/" => Action::not_allowed(READ_ONLY),
             None => Action::error(Status::NOT_FOUND),
         }
@@ -153,7 +151,8 @@ impl App {
     fn allowed(&self, path: &str) -> Option<&'static str> {
         if let Some(endpoint) = path.strip_prefix(PREFIX) {
             return match endpoint {
-                "plaintext" | "json" | "stats" | "sleep" => Some(READ_ONLY),
+                "plaintext" | "json" | "stats" | "sleep" | "events" | "" | "dashboard.js"
+                | "dashboard.css" => Some(READ_ONLY),
                 "echo" => Some(ECHO_METHODS),
                 jobs if jobs.starts_with("jobs") => crate::jobs::http::allowed(&jobs[4..]),
                 _ => None,
@@ -167,6 +166,9 @@ impl App {
     }
 
     fn builtin(&self, endpoint: &str, req: &Request, get_or_head: bool) -> Action {
+        if get_or_head && let Some(page) = crate::dashboard::asset(endpoint, req) {
+            return page;
+        }
         match endpoint {
             // `canned` answers these two the same way.
             "plaintext" if get_or_head => Action::Static(&PLAINTEXT),
@@ -187,6 +189,7 @@ impl App {
                 },
             },
             "health" if get_or_head => self.health(),
+            "events" if get_or_head => Action::Events,
             "echo" if matches!(req.method(), Method::Post | Method::Put) => Action::Echo,
             jobs if jobs.starts_with("jobs")
                 && matches!(jobs.as_bytes().get(4), None | Some(b'/')) =>
@@ -194,7 +197,8 @@ impl App {
                 crate::jobs::http::route(&self.jobs, &jobs[4..], req)
             }
             "panic" if self.test_endpoints => panic!("handler panic requested by {PREFIX}panic"),
-            "plaintext" | "json" | "stats" | "sleep" | "health" => Action::not_allowed(READ_ONLY),
+            "plaintext" | "json" | "stats" | "sleep" | "health" | "events" | ""
+            | "dashboard.js" | "dashboard.css" => Action::not_allowed(READ_ONLY),
             "echo" => Action::not_allowed(ECHO_METHODS),
             _ => Action::error(Status::NOT_FOUND),
         }
@@ -246,24 +250,6 @@ fn sleep_ms(query: Option<&str>) -> Option<Duration> {
     Some(Duration::from_millis(ms).min(MAX_SLEEP))
 }
 
-/// The built-in `/` page when no `--root` is given.
-pub const INDEX_HTML: &str = "<!doctype html>
-<html><head><meta charset=\"utf-8\"><title>httplite</title></head>
-<body>
-<h1>httplite</h1>
-<p>An HTTP/1.1 server on a hand-written epoll runtime. Built-in endpoints:</p>
-<ul>
-<li><a href=\"/_httplite/plaintext\">/_httplite/plaintext</a> &mdash; <code>Hello, World!</code></li>
-<li><a href=\"/_httplite/json\">/_httplite/json</a> &mdash; <code>{\"message\":\"Hello, World!\"}</code></li>
-<li><a href=\"/_httplite/stats\">/_httplite/stats</a> &mdash; server counters (JSON)</li>
-<li><code>POST /_httplite/echo</code> &mdash; the request body, streamed back</li>
-<li><a href=\"/_httplite/sleep?ms=100\">/_httplite/sleep?ms=N</a> &mdash; answers after N ms (at most 60 s)</li>
-<li><code>POST /_httplite/jobs?type=T</code> &mdash; a background job on the request body (T: echo, wordcount, charcount, capitalize, sha256); <code>GET</code>/<code>DELETE /_httplite/jobs/{id}</code></li>
-</ul>
-<p>Start with <code>--root DIR</code> to serve files instead of this page.</p>
-</body></html>
-";
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -287,6 +273,7 @@ pub(crate) mod tests {
             worker_extra: Box::new(|_, _| {}),
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
+            events: EventsConfig::default(),
         }
     }
 
@@ -324,11 +311,7 @@ pub(crate) mod tests {
                             routed.is_some_and(|r| std::ptr::eq(r, canned)),
                             "{method} {path}"
                         ),
-                        // Only the index page is static without being canned.
-                        None => assert!(
-                            routed.is_none_or(|r| std::ptr::eq(r, &INDEX)),
-                            "{method} {path}"
-                        ),
+                        None => assert!(routed.is_none(), "{method} {path}"),
                     }
                 }
             }

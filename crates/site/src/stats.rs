@@ -72,6 +72,11 @@ pub struct Counters {
     /// [`WorkerStats::sleeping`]). Tests wait on it to know the server has
     /// read their sleep requests.
     pub sleeping: AtomicU64,
+    /// `/_httplite/events` streams open right now (a gauge; see
+    /// [`Stats::event_viewer`]).
+    pub event_viewers: AtomicU64,
+    /// `/_httplite/events` streams opened since start.
+    pub event_streams: AtomicU64,
 }
 
 /// Where a worker's [`Counters`] live.
@@ -179,6 +184,17 @@ impl Drop for SleepingGuard<'_> {
     }
 }
 
+/// Holds one unit of the `event_viewers` gauge; see [`Stats::event_viewer`].
+#[derive(Debug)]
+#[must_use = "the viewer counts only while the guard lives"]
+pub struct ViewerGuard(Arc<WorkerStats>);
+
+impl Drop for ViewerGuard {
+    fn drop(&mut self) {
+        self.0.event_viewers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// All workers' counters plus the start time.
 pub struct Stats {
     started: Instant,
@@ -262,6 +278,30 @@ impl Stats {
         self.workers[i].clone()
     }
 
+    /// Admits one more `/_httplite/events` viewer on worker `w` if fewer
+    /// than `max` are open server-wide: the guard holds one unit of the
+    /// `event_viewers` gauge until dropped (however the stream ends: the
+    /// client left, a write timed out, shutdown). `None` when full, or if
+    /// `w` is not one of these workers.
+    ///
+    /// Counted first and checked after, so that two workers admitting at
+    /// once can both refuse but never both exceed `max` (the counters may
+    /// be in memory shared between processes: no lock covers them all).
+    pub fn event_viewer(&self, w: &WorkerStats, max: u64) -> Option<ViewerGuard> {
+        let own = self
+            .workers
+            .iter()
+            .find(|x| std::ptr::eq(&***x, w))?
+            .clone();
+        own.event_viewers.fetch_add(1, Ordering::SeqCst);
+        let guard = ViewerGuard(own);
+        if self.total(|w| &w.event_viewers) > max {
+            return None; // the guard gives the unit back
+        }
+        guard.0.event_streams.fetch_add(1, Ordering::Relaxed);
+        Some(guard)
+    }
+
     /// Sum of one counter over all workers.
     pub fn total(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
         self.workers
@@ -276,7 +316,7 @@ impl Stats {
         let open: u64 = self.workers.iter().map(|w| w.open()).sum();
         let _ = write!(
             s,
-            "{{\"state\":\"{}\",\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"requests\":{},\"sleeping\":{},",
+            "{{\"state\":\"{}\",\"uptime_seconds\":{:.3},\"connections\":{{\"open\":{open},\"total\":{}}},\"events\":{{\"viewers\":{},\"total\":{}}},\"requests\":{},\"sleeping\":{},",
             if self.is_draining() {
                 "draining"
             } else {
@@ -284,6 +324,8 @@ impl Stats {
             },
             self.started.elapsed().as_secs_f64(),
             self.total(|w| &w.connections),
+            self.total(|w| &w.event_viewers),
+            self.total(|w| &w.event_streams),
             self.total(|w| &w.requests),
             self.total(|w| &w.sleeping),
         );
@@ -384,6 +426,28 @@ mod tests {
             j.contains("\"overloaded\":0},\"tls\":{\"n\":1},\"workers\":["),
             "{j}"
         );
+    }
+
+    #[test]
+    fn event_viewers_are_bounded_server_wide_and_given_back() {
+        let st = Stats::new(2);
+        let (w0, w1) = (st.worker(0), st.worker(1));
+        let a = st.event_viewer(&w0, 2).expect("first");
+        let b = st.event_viewer(&w1, 2).expect("second");
+        assert!(
+            st.event_viewer(&w0, 2).is_none(),
+            "a third is over the bound"
+        );
+        let j = st.to_json(&|_, _| {});
+        assert!(j.contains("\"events\":{\"viewers\":2,\"total\":2}"), "{j}");
+        drop(a);
+        let c = st.event_viewer(&w1, 2).expect("room again");
+        drop((b, c));
+        let j = st.to_json(&|_, _| {});
+        assert!(j.contains("\"events\":{\"viewers\":0,\"total\":3}"), "{j}");
+        // A block from another `Stats` is not admitted.
+        let other = Stats::new(1);
+        assert!(st.event_viewer(&other.worker(0), 9).is_none());
     }
 
     #[test]

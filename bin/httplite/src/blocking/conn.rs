@@ -349,6 +349,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;
+        let mut streaming = false;
         loop {
             let Conn { ctx, wbuf, .. } = self;
             event = match plan.next(&ctx.app, &ctx.stats, wbuf, event) {
@@ -369,6 +370,14 @@ impl<I: BlockingIo> Conn<'_, I> {
                     }
                     let shutting_down = self.ctx.idle.is_shutting_down();
                     Event::Slept { shutting_down }
+                }
+                Step::Tick(d) => {
+                    if !std::mem::replace(&mut streaming, true) {
+                        driver::cap_event_stream_buffer(self.io.fd());
+                    }
+                    self.flush()?; // the event, under the write timeout
+                    let ended = self.tick(d)?;
+                    Event::Ticked { ended }
                 }
                 Step::Offload(work) => {
                     Event::Offloaded(self.io.offload(self.ctx.app.jobs.pool(), work))
@@ -400,6 +409,41 @@ impl<I: BlockingIo> Conn<'_, I> {
                 }
                 Step::Close => return Ok(false),
             };
+        }
+    }
+
+    /// An event stream's wait between two events: `d`, or less if the
+    /// client sends anything or closes (it left: true) or shutdown begins
+    /// (true). The connection waits in the idle set meanwhile, so that
+    /// shutdown ends the wait at once (its read side is shut down), as it
+    /// ends a keep-alive wait.
+    fn tick(&mut self, d: Duration) -> Res<bool> {
+        let until = Deadline::At(self.io.now() + d);
+        loop {
+            if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
+                return Ok(true); // shutting down
+            }
+            let waited = self.io.wait_readable(until);
+            self.ctx.idle.leave(&self.idle);
+            match waited {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
+                Err(e) => return Err(Stop::Io(e)),
+                Ok(()) if self.ctx.idle.is_shutting_down() => return Ok(true),
+                Ok(()) => {}
+            }
+            // Readable: the client closed or spoke, or the readiness was
+            // left over from the request (a design that keeps readiness
+            // until a read says otherwise): a read tells which.
+            if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
+                self.rbuf.reserve(MIN_READ);
+            }
+            let check = Deadline::After(ALREADY_THERE);
+            match self.io.read_uninit(self.rbuf.spare_capacity_mut(), check) {
+                Ok(_) => return Ok(true), // end of stream, or bytes: either way it ends
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(Stop::Io(e)),
+            }
         }
     }
 

@@ -93,6 +93,7 @@ fn ctx() -> Ctx {
             worker_extra: Box::new(|_, _| {}),
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
+            events: Default::default(),
         }),
         config: Arc::new(Config::from_cli(&cli)),
         stats: Stats::new(1).worker(0),

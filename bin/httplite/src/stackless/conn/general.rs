@@ -10,7 +10,7 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http1::{BodyEncoder, Message};
 use reactor::Interest;
@@ -271,6 +271,7 @@ impl<S: Transport> Conn<S> {
     async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;
+        let mut streaming = false;
         loop {
             let Conn { active, ctx, .. } = self;
             let wbuf = &mut ctx.pool.ensure(active).wbuf;
@@ -293,6 +294,14 @@ impl<S: Transport> Conn<S> {
                     }
                     let shutting_down = self.ctx.shutdown.is_set();
                     Event::Slept { shutting_down }
+                }
+                Step::Tick(d) => {
+                    if !std::mem::replace(&mut streaming, true) {
+                        driver::cap_event_stream_buffer(self.stream.as_raw_fd());
+                    }
+                    self.flush().await?; // the event, under the write timeout
+                    let ended = self.tick(d).await?;
+                    Event::Ticked { ended }
                 }
                 Step::Offload(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
                     Ok(listing) => Event::Offloaded(Ok(listing.await)),
@@ -320,6 +329,45 @@ impl<S: Transport> Conn<S> {
                 }
                 Step::Close => return Ok(false),
             };
+        }
+    }
+
+    /// An event stream's wait between two events: `d`, or less if the
+    /// client sends anything or closes (it left: true) or shutdown begins
+    /// (true; shutdown wakes every task of the worker). What a viewer costs
+    /// here: this parked task, its socket's registry slot and one timer.
+    async fn tick(&mut self, d: Duration) -> Res<bool> {
+        let mut sleep = std::pin::pin!(executor::sleep(d));
+        loop {
+            let Conn { stream, ctx, .. } = self;
+            // `None`: shutdown; `Some(readable)` otherwise (false: the
+            // interval passed).
+            let woke = std::future::poll_fn(|cx| {
+                if ctx.shutdown.is_set() {
+                    return Poll::Ready(None);
+                }
+                if stream.poll_ready(cx, Interest::Readable).is_ready() {
+                    return Poll::Ready(Some(true));
+                }
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(false));
+                }
+                Poll::Pending
+            })
+            .await;
+            match woke {
+                None => return Ok(true),
+                Some(false) => return Ok(false),
+                // Readable: the client closed or spoke, or the readiness
+                // was left over from the request (edge-triggered readiness
+                // is cleared only by a read that would block): a read
+                // tells which.
+                Some(true) => match self.read_now() {
+                    Some(Ok(_)) => return Ok(true),
+                    Some(Err(e)) => return Err(Stop::Io(e)),
+                    None => {}
+                },
+            }
         }
     }
 
