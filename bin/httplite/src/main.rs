@@ -65,6 +65,12 @@ fn main() -> ExitCode {
 
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
+    if cli.runtime == RuntimeKind::Uring && cli.tls_cert.is_some() {
+        return Err("--runtime uring does not serve TLS yet: its connections are \
+                    handed bytes in ring buffers, and the TLS layer reads from a socket \
+                    (use --runtime stackless for HTTPS; see docs/io-uring.md)"
+            .to_string());
+    }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
     }
@@ -125,11 +131,20 @@ fn run(cli: Cli) -> Result<()> {
     let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
     let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
+    if cli.runtime == RuntimeKind::Uring {
+        // Before any worker: no silent fallback to another runtime.
+        httplite::uring::setup::check().map_err(anyhow::Error::msg)?;
+    }
     if cli.trace && !reactor::trace::enable(cli.trace_rate) {
         anyhow::bail!(
             "--trace: this build has no tracing compiled in; rebuild with \
              `cargo run --release -p httplite --features trace -- --trace`"
         );
+    }
+    if cli.trace && cli.runtime == RuntimeKind::Uring {
+        // The ring's `sqe`/`cqe`/`enter` lines (every one: the proactor's
+        // tracing has no sampling rate).
+        proactor::trace::enable();
     }
 
     let root = static_root(&cli)?;
@@ -267,6 +282,13 @@ fn run(cli: Cli) -> Result<()> {
                 RuntimeKind::Threadpool => {
                     httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
                 }
+                RuntimeKind::Uring => httplite::uring::run(
+                    port,
+                    app.clone(),
+                    config.clone(),
+                    stats.worker(id),
+                    log,
+                ),
                 RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };
             if let Err(e) = result {

@@ -134,5 +134,5 @@ pub use driver::{Builder, EnterGuard, Proactor};
 pub use net::{RecvBuf, TcpListener, TcpStream};
 pub use notify::Notifier;
 pub use ops::{Completion, Kind, OpKey};
-pub use runtime::{JoinHandle, Runtime, spawn, yield_now};
+pub use runtime::{JoinHandle, Runtime, spawn, wake_all, yield_now};
 pub use stats::{ProactorStats, StatsHandle};
