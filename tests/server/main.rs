@@ -37,3 +37,4 @@ mod timeouts;
 mod tls;
 mod tls_reload;
 mod upgrade;
+mod uring;
