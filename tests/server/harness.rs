@@ -64,6 +64,19 @@ pub fn runtimes() -> &'static [&'static str] {
     })
 }
 
+/// [`OPS_RUNTIMES`], less those that cannot serve TLS when the suite runs
+/// over it (`uring`).
+pub fn ops_runtimes() -> &'static [&'static str] {
+    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        OPS_RUNTIMES
+            .iter()
+            .copied()
+            .filter(|rt| !tls_mode() || TLS_RUNTIMES.contains(rt))
+            .collect()
+    })
+}
+
 /// [`runtimes`] without `fork`: the ones a TLS test can start.
 pub fn tls_runtimes() -> &'static [&'static str] {
     static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();

@@ -61,7 +61,7 @@ fn wait_for_lines(log: &Path, n: usize) -> String {
 
 #[test]
 fn ipv4_ipv6_and_unix_in_both_dispatch_modes() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         for mode in ["acceptor", "reuseport"] {
             let dir = TempDir::new("listen");
             let sock = dir.path().join("s.sock");
