@@ -187,6 +187,8 @@ fn socket_activation_serves_on_the_inherited_sockets() {
         ("threads", "acceptor"),
         ("stackless", "reuseport"),
         ("threads", "reuseport"),
+        ("uring", "acceptor"),
+        ("uring", "reuseport"),
     ];
     for (rt, mode) in cases {
         let dir = TempDir::new("activation");
