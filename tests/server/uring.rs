@@ -26,10 +26,7 @@ fn uring_refuses_tls_in_one_line() {
     );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--runtime uring does not serve TLS"),
-        "{err}"
-    );
+    assert!(err.contains("--runtime uring does not serve TLS"), "{err}");
     assert!(err.contains("--runtime stackless"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
@@ -62,7 +59,10 @@ fn start_without_io_uring(errno: i32) -> std::process::Output {
                     (libc::BPF_RET | libc::BPF_K) as u16,
                     libc::SECCOMP_RET_ERRNO | errno as u32,
                 ),
-                libc::BPF_STMT((libc::BPF_RET | libc::BPF_K) as u16, libc::SECCOMP_RET_ALLOW),
+                libc::BPF_STMT(
+                    (libc::BPF_RET | libc::BPF_K) as u16,
+                    libc::SECCOMP_RET_ALLOW,
+                ),
             ];
             let prog = libc::sock_fprog {
                 len: filter.len() as u16,
@@ -97,13 +97,20 @@ fn start_without_io_uring(errno: i32) -> std::process::Output {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn unavailable_io_uring_is_one_line_and_exit_2_never_a_fallback() {
-    for (errno, cause) in [(libc::ENOSYS, "ENOSYS"), (libc::EPERM, "EPERM"), (libc::ENOMEM, "ENOMEM")] {
+    for (errno, cause) in [
+        (libc::ENOSYS, "ENOSYS"),
+        (libc::EPERM, "EPERM"),
+        (libc::ENOMEM, "ENOMEM"),
+    ] {
         let out = start_without_io_uring(errno);
         let err = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(2), "[{cause}] {out:?}");
         assert!(err.contains(cause), "[{cause}] {err}");
-        assert!(err.contains("use --runtime stackless instead"), "[{cause}] {err}");
+        assert!(
+            err.contains("use --runtime stackless instead"),
+            "[{cause}] {err}"
+        );
         assert_eq!(err.trim_end().lines().count(), 1, "[{cause}] {err}");
         // No other runtime took over.
         assert!(!stdout.contains("listening"), "[{cause}] {stdout}");
@@ -139,7 +146,10 @@ fn uring_trace_shows_sqes_and_cqes_of_one_request() {
         let mut last = String::new();
         wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
             last = server.stderr();
-            found = last.lines().find(|l| l.contains(needle)).map(str::to_string);
+            found = last
+                .lines()
+                .find(|l| l.contains(needle))
+                .map(str::to_string);
             found.is_some()
         });
         found.unwrap_or_else(|| panic!("no {needle:?} in:\n{last}"))
@@ -164,5 +174,8 @@ fn uring_trace_shows_sqes_and_cqes_of_one_request() {
     // Order: recv armed, bytes in, answer out.
     let trace = server.stderr();
     let at = |l: &str| trace.find(l).unwrap();
-    assert!(at(&recv) < at(&cqe) && at(&cqe) < at(&send) && at(&send) < at(&sent), "{trace}");
+    assert!(
+        at(&recv) < at(&cqe) && at(&cqe) < at(&send) && at(&send) < at(&sent),
+        "{trace}"
+    );
 }

@@ -66,10 +66,12 @@ fn main() -> ExitCode {
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
     if cli.runtime == RuntimeKind::Uring && cli.tls_cert.is_some() {
-        return Err("--runtime uring does not serve TLS yet: its connections are \
+        return Err(
+            "--runtime uring does not serve TLS yet: its connections are \
                     handed bytes in ring buffers, and the TLS layer reads from a socket \
                     (use --runtime stackless for HTTPS; see docs/io-uring.md)"
-            .to_string());
+                .to_string(),
+        );
     }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
@@ -282,13 +284,9 @@ fn run(cli: Cli) -> Result<()> {
                 RuntimeKind::Threadpool => {
                     httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
                 }
-                RuntimeKind::Uring => httplite::uring::run(
-                    port,
-                    app.clone(),
-                    config.clone(),
-                    stats.worker(id),
-                    log,
-                ),
+                RuntimeKind::Uring => {
+                    httplite::uring::run(port, app.clone(), config.clone(), stats.worker(id), log)
+                }
                 RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };
             if let Err(e) = result {

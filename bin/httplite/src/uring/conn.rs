@@ -231,7 +231,12 @@ impl Conn {
     /// The next bytes of the connection (`None`: the client closed), or a
     /// timeout of `kind` at `at`; an idle wait also ends at shutdown
     /// (after the first-request grace, see [`driver::FIRST_REQUEST_GRACE`]).
-    async fn recv(&mut self, at: Instant, kind: TimeoutKind, waiting: Waiting) -> Res<Option<RecvBuf>> {
+    async fn recv(
+        &mut self,
+        at: Instant,
+        kind: TimeoutKind,
+        waiting: Waiting,
+    ) -> Res<Option<RecvBuf>> {
         let Conn {
             stream,
             ctx,
@@ -246,8 +251,8 @@ impl Conn {
                 return Poll::Ready(Ok(r));
             }
             if waiting == Waiting::Idle && ctx.shutdown.get() {
-                let grace_end = *accepted
-                    + driver::FIRST_REQUEST_GRACE.min(ctx.config.header_timeout);
+                let grace_end =
+                    *accepted + driver::FIRST_REQUEST_GRACE.min(ctx.config.header_timeout);
                 // A client accepted just before shutdown has its first
                 // request on the way: it gets the grace, not a close.
                 if *served != 0 || Instant::now() >= grace_end {
@@ -315,13 +320,21 @@ impl Conn {
         if let Err(stop) = self.flush().await {
             return stop;
         }
-        if self.stream.shutdown(std::net::Shutdown::Write).await.is_err() {
+        if self
+            .stream
+            .shutdown(std::net::Shutdown::Write)
+            .await
+            .is_err()
+        {
             return Stop::Done;
         }
         let deadline = Instant::now() + LINGER;
         let mut drained = 0;
         while drained < LINGER_BYTES {
-            match self.recv(deadline, TimeoutKind::Write, Waiting::InRequest).await {
+            match self
+                .recv(deadline, TimeoutKind::Write, Waiting::InRequest)
+                .await
+            {
                 Ok(Some(buf)) => drained += buf.len(),
                 _ => break,
             }
@@ -363,9 +376,14 @@ impl Conn {
         let shutting_down = ctx.shutdown.get();
         let started = *request_started;
         let fd = stream.as_raw_fd();
-        respond::handle(&ctx.app, &ctx.stats, wbuf, req, shutting_down, |req, out| {
-            log(ctx, fd, req, out, started)
-        })
+        respond::handle(
+            &ctx.app,
+            &ctx.stats,
+            wbuf,
+            req,
+            shutting_down,
+            |req, out| log(ctx, fd, req, out, started),
+        )
     }
 }
 

@@ -58,11 +58,7 @@ pub(super) async fn until<F: Future>(at: Instant, kind: TimeoutKind, fut: F) -> 
 /// Sends all of `buf` (one `IORING_OP_SEND` nearly always), the write
 /// timeout counted from the start; the buffer comes back emptied, ready
 /// for the next answers (a fresh one if a timeout left it with the kernel).
-pub(super) async fn send_all(
-    stream: &TcpStream,
-    buf: BytesMut,
-    at: Instant,
-) -> (Res, BytesMut) {
+pub(super) async fn send_all(stream: &TcpStream, buf: BytesMut, at: Instant) -> (Res, BytesMut) {
     let mut tail = SendBuf { buf, start: 0 };
     while tail.start < tail.buf.len() {
         let (r, t) = match until(at, TimeoutKind::Write, stream.send(tail)).await {
@@ -102,7 +98,12 @@ pub(super) async fn wait_writable(p: &Proactor, fd: RawFd, at: Instant) -> Res {
 
 /// One `sendfile(2)` from `*offset` on the non-blocking socket, advancing
 /// the offset: bytes sent (0 at the file's end), or `WouldBlock`.
-pub(super) fn sendfile_once(sock: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+pub(super) fn sendfile_once(
+    sock: RawFd,
+    file: RawFd,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
     let mut off = *offset as libc::off_t;
     // SAFETY: both fds are open for the call; `off` is a valid, writable
     // offset the kernel advances.
@@ -118,7 +119,14 @@ pub(super) fn sendfile_once(sock: RawFd, file: RawFd, offset: &mut u64, count: u
 /// beyond `--sendfile-max`): bytes read.
 pub(super) fn pread(file: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` writable bytes for the call.
-    let n = unsafe { libc::pread(file, buf.as_mut_ptr().cast(), buf.len(), offset as libc::off_t) };
+    let n = unsafe {
+        libc::pread(
+            file,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            offset as libc::off_t,
+        )
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
