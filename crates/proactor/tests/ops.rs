@@ -373,7 +373,10 @@ fn poll_waits_for_readiness_then_reports_it() {
         let mut polled = std::pin::pin!(op::poll(&p, fd, libc::POLLIN));
         // Nothing written yet: still pending after the ring had a turn.
         let early = time::timeout(Duration::from_millis(50), polled.as_mut()).await;
-        assert!(early.is_err(), "a poll on an empty pipe completed: {early:?}");
+        assert!(
+            early.is_err(),
+            "a poll on an empty pipe completed: {early:?}"
+        );
         (&w).write_all(b"x").unwrap();
         let revents = polled.await.expect("poll");
         assert!(revents & libc::POLLIN as u32 != 0, "revents {revents:#x}");
