@@ -93,7 +93,7 @@ PORT=$((10000 + RANDOM % 20000))
 # --workers; threadpool and fork run as one configuration each with their
 # defaults (fork rejects --workers: its parent runs one thread).
 RUNTIMES=()
-for rt in stackless stackful threads threadpool fork; do
+for rt in stackless stackful threads threadpool fork uring; do
     "$HTTPLITE" --runtime "$rt" --version > /dev/null 2>&1 && RUNTIMES+=("$rt")
 done
 # Configurations: name|kind|runtime|dispatch|workers ("-": the server's default)
@@ -310,7 +310,7 @@ if [ "$MEMORY" = 1 ]; then
 fi
 if [ "$INSTR" = 1 ]; then
     echo "server,one_at_a_time,pipelined16" > "$OUT/instructions.csv"
-    for rt in stackless stackful threads; do
+    for rt in stackless stackful threads uring; do
         echo "instructions: httplite $rt" >&2
         tab=$(ROUNDS=$INSTR_ROUNDS K2=$INSTR_K2 timeout 900 scripts/instructions-per-request.sh --runtime "$rt") || tab=""
         a=$(echo "$tab" | awk -F'|' '/one at a time/ {gsub(/ /,"",$4); print $4}')
@@ -323,6 +323,14 @@ if [ "$INSTR" = 1 ]; then
         case $p in hyper) name=tokio-hyper ;; may) name=may_minihttp ;; *) name=$p ;; esac
         echo "$name,$v" >> "$OUT/instructions.csv"
     done
+fi
+
+# System calls per request at keep-alive c256 (strace -c -f; the completion
+# model's point is fewer of them): epoll stackless beside uring.
+if [ "$INSTR" = 1 ]; then
+    echo "system calls per request: stackless, uring" >&2
+    HTTPLITE_BIN="$HTTPLITE" timeout 900 scripts/syscalls-per-request.sh --runtime stackless \
+        --runtime uring > "$OUT/syscalls.md" 2>&1 || echo "syscalls-per-request failed" >&2
 fi
 
 # Micro costs, for the report's explanation of the designs' gap: criterion

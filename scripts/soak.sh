@@ -9,7 +9,7 @@
 # soak_client.py's docstring; the server must also exit 0 on SIGTERM after.
 #
 # Usage: scripts/soak.sh [--runtime R | --all] [--duration S] [--requests N]
-#   --runtime R    stackless (default), stackful or threads
+#   --runtime R    stackless (default), stackful, threads or uring
 #   --all          every runtime, one after the other
 #   --duration S   seconds of load per runtime (default 600)
 #   --requests N   fewest verified requests per runtime for a pass
@@ -23,7 +23,7 @@ REQUESTS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runtime) RUNTIMES=("$2"); shift 2 ;;
-        --all) RUNTIMES=(stackless stackful threads); shift ;;
+        --all) RUNTIMES=(stackless stackful threads uring); shift ;;
         --duration) DURATION=$2; shift 2 ;;
         --requests) REQUESTS=$2; shift 2 ;;
         -h|--help) sed -n '2,17p' "$0"; exit 0 ;;

@@ -123,8 +123,8 @@ step "cargo clippy -p httplite --all-targets --features trace" 20 \
     cargo clippy -p httplite --all-targets --features trace -- -D warnings
 filtered_step "cargo test -p reactor --features trace --lib trace" 15 \
     cargo test -p reactor --features trace --lib trace
-filtered_step "cargo test -p httplite --features trace --test server observability" 20 \
-    cargo test -p httplite --features trace --test server observability
+filtered_step "cargo test -p httplite --features trace --test server observability uring::" 20 \
+    cargo test -p httplite --features trace --test server -- observability uring::
 # The docs' timeline pictures (docs/timeline.md) are drawn by this script:
 # it must still read the committed captures.
 step "scripts/timeline-svg.py on docs/img's captures" 2 bash -c '
@@ -140,9 +140,9 @@ step "scripts/timeline-svg.py on docs/img's captures" 2 bash -c '
 # proactor's io_uring concessions). Installs valgrind if missing.
 step "scripts/valgrind.sh" 30 scripts/valgrind.sh
 
-# A short soak of every runtime (20 s each, ~2 min with the release build):
+# A short soak of every event-loop and thread runtime (20 s each, ~2.5 min with the release build):
 # checked mixed load plus every fault kind, fd/RSS growth, fds at rest, exit 0
-# on SIGTERM. All three because each has its own connection driver (a
+# on SIGTERM. All four because each has its own connection driver (a
 # threads-only write-timeout bug showed up this way); the at-rest fd check
 # catches a leak however short the run. The full run is `scripts/soak.sh --all`.
 step "scripts/soak.sh --all --duration 20 --requests 100000" 20 \

@@ -14,7 +14,7 @@ fn health_on_a_new_connection(server: &Server) -> Response {
 
 #[test]
 fn health_fails_during_the_drain_delay_then_the_server_stops() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         let mut server = Server::start(rt, &["--drain-delay", "1500ms"]);
         let ok = health_on_a_new_connection(&server);
         assert_eq!(ok.status, 200, "[{rt}]");
@@ -55,7 +55,7 @@ fn health_fails_during_the_drain_delay_then_the_server_stops() {
 
 #[test]
 fn a_second_signal_ends_the_drain_delay() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         let mut server = Server::start(rt, &["--drain-delay", "60s"]);
         server.signal(libc::SIGTERM);
         let draining = wait_until(Duration::from_secs(3), Duration::from_millis(10), || {
@@ -86,7 +86,7 @@ fn logged(server: &Server, log: &std::path::Path, what: &str) -> bool {
 
 #[test]
 fn sighup_reopens_the_access_log_after_logrotate_renamed_it() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         let dir = TempDir::new("reopen");
         let log = dir.path().join("access.log");
         let rotated = dir.path().join("access.log.1");

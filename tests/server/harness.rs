@@ -20,16 +20,25 @@ use super::pki::{Pki, TlsStream, shared_client_config, tls_connect, tls_mode};
 /// Every runtime the behavioural tests run against. Adding a runtime here
 /// is the only change the suite needs, apart from the tests that do not
 /// apply to it (they say so, and assert what it does instead).
-pub const RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool", "fork"];
+pub const RUNTIMES: &[&str] = &[
+    "stackless",
+    "stackful",
+    "threads",
+    "threadpool",
+    "fork",
+    "uring",
+];
 
 /// The runtimes that serve TLS (`fork` refuses `--tls-cert`: its
-/// certificate reload is a thread, and the parent may run none).
+/// certificate reload is a thread, and the parent may run none; `uring`
+/// refuses it too: the TLS layer reads from a socket, the ring hands over
+/// buffers).
 pub const TLS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
 /// The runtimes with the operator's features that a fork parent refuses
 /// (the access log, `--drain-delay` and health, several listeners, the
 /// binary upgrade): every one but fork, whose refusals `designs.rs` and
 /// `drain.rs` assert.
-pub const OPS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
+pub const OPS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool", "uring"];
 
 /// The runtimes this run covers: [`RUNTIMES`], or [`TLS_RUNTIMES`] when
 /// the suite runs over TLS (`HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
@@ -52,6 +61,19 @@ pub fn runtimes() -> &'static [&'static str] {
             "HTTPLITE_TEST_RUNTIMES selects no runtime of {all:?}"
         );
         chosen
+    })
+}
+
+/// [`OPS_RUNTIMES`], less those that cannot serve TLS when the suite runs
+/// over it (`uring`).
+pub fn ops_runtimes() -> &'static [&'static str] {
+    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        OPS_RUNTIMES
+            .iter()
+            .copied()
+            .filter(|rt| !tls_mode() || TLS_RUNTIMES.contains(rt))
+            .collect()
     })
 }
 

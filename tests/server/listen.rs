@@ -61,7 +61,7 @@ fn wait_for_lines(log: &Path, n: usize) -> String {
 
 #[test]
 fn ipv4_ipv6_and_unix_in_both_dispatch_modes() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         for mode in ["acceptor", "reuseport"] {
             let dir = TempDir::new("listen");
             let sock = dir.path().join("s.sock");
@@ -187,6 +187,8 @@ fn socket_activation_serves_on_the_inherited_sockets() {
         ("threads", "acceptor"),
         ("stackless", "reuseport"),
         ("threads", "reuseport"),
+        ("uring", "acceptor"),
+        ("uring", "reuseport"),
     ];
     for (rt, mode) in cases {
         let dir = TempDir::new("activation");

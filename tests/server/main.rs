@@ -39,3 +39,4 @@ mod timeouts;
 mod tls;
 mod tls_reload;
 mod upgrade;
+mod uring;

@@ -37,6 +37,21 @@ fn stats_report_each_workers_runtime_internals() {
                 assert!(s.sum("children_high_water") >= 1, "[{rt}] {}", s.0);
                 assert_eq!(s.sum("children_crashed"), 0, "[{rt}] {}", s.0);
             }
+            "uring" => {
+                // Six answers sent before this one, each one SEND SQE and
+                // its CQE, plus the recv's CQE that brought each request.
+                assert!(s.sum("sqes_submitted") >= 6, "[{rt}] {}", s.0);
+                assert!(s.sum("cqes_reaped") >= 12, "[{rt}] {}", s.0);
+                assert!(s.sum("io_uring_enters") >= 6, "[{rt}] {}", s.0);
+                // The sleep's timer.
+                assert!(s.sum("timers_fired") >= 1, "[{rt}] {}", s.0);
+                // One connection never drains 1,024 buffers, and nothing
+                // was dropped mid-operation.
+                assert_eq!(s.sum("buffer_ring_exhaustions"), 0, "[{rt}] {}", s.0);
+                assert_eq!(s.sum("cancellations"), 0, "[{rt}] {}", s.0);
+                // The recv armed on this connection, at least.
+                assert!(s.sum("ops_in_flight") >= 1, "[{rt}] {}", s.0);
+            }
             "threads" => {
                 // This connection's own thread is alive while it asks.
                 assert!(s.sum("threads_alive") >= 1, "[{rt}] {}", s.0);

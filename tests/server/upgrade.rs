@@ -148,7 +148,7 @@ fn stop_pid(pid: i32) {
 #[test]
 fn upgrade_under_load_refuses_no_connection() {
     let _heavy = heavy_lock();
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         for mode in ["acceptor", "reuseport"] {
             let mut server = Server::start(rt, &["--dispatch", mode]);
             let addr = server.addr();
@@ -223,7 +223,7 @@ fn upgrade_under_load_refuses_no_connection() {
 
 #[test]
 fn a_failed_upgrade_keeps_the_old_process_serving() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         let dir = TempDir::new("upgrade-fails");
         let exe = dir.path().join("httplite");
         std::fs::copy(env!("CARGO_BIN_EXE_httplite"), &exe).unwrap();

@@ -362,6 +362,9 @@ pub enum RuntimeKind {
     Threadpool,
     /// A process per connection: fork() after accept.
     Fork,
+    /// Futures on an io_uring proactor: completion-based I/O (multishot
+    /// recv on a provided-buffer ring, sends from owned buffers).
+    Uring,
 }
 
 impl std::fmt::Display for DispatchMode {
@@ -381,6 +384,7 @@ impl std::fmt::Display for RuntimeKind {
             RuntimeKind::Threads => "threads",
             RuntimeKind::Threadpool => "threadpool",
             RuntimeKind::Fork => "fork",
+            RuntimeKind::Uring => "uring",
         })
     }
 }

@@ -4,7 +4,8 @@
 //! an in-memory transport through [`blocking::BlockingIo`]).
 //!
 //! What a request gets is the `site` crate's business; the modules here
-//! only wait: [`stackless`] (futures), [`blocking`] (stackful coroutines
+//! only wait: [`stackless`] (futures on epoll), [`uring`] (futures on
+//! io_uring), [`blocking`] (stackful coroutines
 //! and OS threads, over one connection loop), plus what both kinds share
 //! ([`driver`], [`probes`]). The binary (`src/main.rs`) parses flags and
 //! wires a site to the chosen driver.
@@ -25,6 +26,7 @@ pub mod signals;
 pub mod stackless;
 pub mod tls;
 pub mod upgrade;
+pub mod uring;
 
 /// The site's modules under their old paths, for the fuzz targets and
 /// examples written against them (re-exports only: nothing here imports

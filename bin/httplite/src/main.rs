@@ -79,6 +79,14 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
     if chrome && cli.trace_file.is_none() {
         return Err("--trace-format chrome needs --trace-file FILE".to_string());
     }
+    if cli.runtime == RuntimeKind::Uring && cli.tls_cert.is_some() {
+        return Err(
+            "--runtime uring does not serve TLS yet: its connections are \
+                    handed bytes in ring buffers, and the TLS layer reads from a socket \
+                    (use --runtime stackless for HTTPS; see docs/io-uring.md)"
+                .to_string(),
+        );
+    }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
     }
@@ -146,7 +154,19 @@ fn run(cli: Cli) -> Result<()> {
     let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
     let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
+    if cli.runtime == RuntimeKind::Uring {
+        // Before any worker: no silent fallback to another runtime.
+        httplite::uring::setup::check().map_err(anyhow::Error::msg)?;
+    }
     start_trace(&cli)?;
+    if reactor::trace::active()
+        && cli.runtime == RuntimeKind::Uring
+        && cli.trace_format != Some(TraceFormat::Chrome)
+    {
+        // The ring's `sqe`/`cqe`/`enter` lines, on stderr (every one: the
+        // proactor's tracing has no sampling rate and no timeline events).
+        proactor::trace::enable();
+    }
 
     let root = static_root(&cli)?;
     let (sink, log_writer) = match &cli.access_log {
@@ -283,6 +303,9 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 RuntimeKind::Threadpool => {
                     httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
+                }
+                RuntimeKind::Uring => {
+                    httplite::uring::run(port, app.clone(), config.clone(), stats.worker(id), log)
                 }
                 RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };

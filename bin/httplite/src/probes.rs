@@ -73,6 +73,38 @@ impl RuntimeProbe for Stackful {
     }
 }
 
+/// Futures on the io_uring proactor (`--runtime uring`).
+#[derive(Debug)]
+pub struct Uring {
+    /// The ring's counters.
+    pub proactor: proactor::StatsHandle,
+}
+
+impl RuntimeProbe for Uring {
+    fn write_json(&self, s: &mut String) {
+        let p = self.proactor.get();
+        let _ = write!(
+            s,
+            ",\"runtime\":{{\"kind\":\"uring\",\"sqes_submitted\":{},\"cqes_reaped\":{},\
+             \"io_uring_enters\":{},\"buffer_ring_exhaustions\":{},\"cancellations\":{},\
+             \"discarded_bytes\":{},\"multishot_rearms\":{},\"remote_notifies\":{},\
+             \"timers_fired\":{},\"ops_parked\":{},\"ops_in_flight\":{},\"stale_cqes\":{}}}",
+            p.sqes,
+            p.cqes,
+            p.enters,
+            p.enobufs,
+            p.cancels,
+            p.discarded_bytes,
+            p.rearms,
+            p.notifies,
+            p.timers_fired,
+            p.parked,
+            p.in_flight,
+            p.stale_cqes,
+        );
+    }
+}
+
 /// Opens a worker's `"runtime"` object with the reactor's counters; the
 /// caller adds its scheduler's and closes it.
 fn write_reactor(s: &mut String, kind: &str, r: reactor::ReactorStats) {

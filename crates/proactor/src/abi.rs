@@ -218,6 +218,28 @@ pub const IORING_OP_SHUTDOWN: u8 = 34;
 pub const IORING_OP_MSG_RING: u8 = 40;
 pub const IORING_OP_SEND_ZC: u8 = 47;
 
+/// The name of an opcode we submit, for trace lines (`OP#n` otherwise).
+pub fn op_name(op: u8) -> std::borrow::Cow<'static, str> {
+    std::borrow::Cow::Borrowed(match op {
+        IORING_OP_NOP => "NOP",
+        IORING_OP_POLL_ADD => "POLL_ADD",
+        IORING_OP_TIMEOUT => "TIMEOUT",
+        IORING_OP_ACCEPT => "ACCEPT",
+        IORING_OP_ASYNC_CANCEL => "ASYNC_CANCEL",
+        IORING_OP_LINK_TIMEOUT => "LINK_TIMEOUT",
+        IORING_OP_CLOSE => "CLOSE",
+        IORING_OP_READ => "READ",
+        IORING_OP_WRITE => "WRITE",
+        IORING_OP_SEND => "SEND",
+        IORING_OP_RECV => "RECV",
+        IORING_OP_SPLICE => "SPLICE",
+        IORING_OP_SHUTDOWN => "SHUTDOWN",
+        IORING_OP_MSG_RING => "MSG_RING",
+        IORING_OP_SEND_ZC => "SEND_ZC",
+        other => return std::borrow::Cow::Owned(format!("OP#{other}")),
+    })
+}
+
 // sqe->flags.
 pub const IOSQE_BUFFER_SELECT: u8 = 1 << 5;
 pub const IOSQE_CQE_SKIP_SUCCESS: u8 = 1 << 6;

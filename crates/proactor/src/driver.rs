@@ -241,7 +241,15 @@ impl Proactor {
     pub(crate) unsafe fn push(&self, sqe: &Sqe) {
         trace!(
             "sqe",
-            "op={} fd={} user_data={:#x}", sqe.opcode, sqe.fd, sqe.user_data
+            "op={} fd={} user_data={:#x}{}",
+            op_name(sqe.opcode),
+            sqe.fd,
+            sqe.user_data,
+            if sqe.opcode == IORING_OP_RECV && sqe.ioprio & IORING_RECV_MULTISHOT != 0 {
+                " MULTISHOT"
+            } else {
+                ""
+            }
         );
         let mut ring = self.inner.ring.borrow_mut();
         // SAFETY: forwarded to our caller's contract.

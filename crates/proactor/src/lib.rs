@@ -95,9 +95,11 @@
 //!
 //! [`Runtime`] is a small single-threaded executor on the proactor:
 //! `block_on`, [`spawn`], [`yield_now`], [`time::sleep`], [`time::timeout`],
-//! wakes from other threads through the [`Notifier`] (an eventfd with a read
-//! always in flight on the ring). The stackless `executor` crate is still
-//! tied to the reactor; a driver trait shared by both is future work.
+//! [`wake_all`], wakes from other threads through the [`Notifier`] (an
+//! eventfd with a read always in flight on the ring). The server's
+//! `--runtime uring` runs on it (`bin/httplite/src/uring/`). The stackless
+//! `executor` crate is still tied to the reactor; a driver trait shared by
+//! both is future work.
 //!
 //! ## Watching it work
 //!
@@ -134,5 +136,5 @@ pub use driver::{Builder, EnterGuard, Proactor};
 pub use net::{RecvBuf, TcpListener, TcpStream};
 pub use notify::Notifier;
 pub use ops::{Completion, Kind, OpKey};
-pub use runtime::{JoinHandle, Runtime, spawn, yield_now};
+pub use runtime::{JoinHandle, Runtime, spawn, wake_all, yield_now};
 pub use stats::{ProactorStats, StatsHandle};

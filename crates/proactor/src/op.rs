@@ -217,6 +217,25 @@ pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::R
     result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
 }
 
+/// Waits until `fd` is ready for `events` (`POLLIN`, `POLLOUT`...) with a
+/// one-shot `IORING_OP_POLL_ADD`; the ready events (`revents`).
+///
+/// The completion model still needs readiness now and then: an fd whose
+/// work is a plain syscall that is not a ring operation here (`sendfile(2)`
+/// on a full socket, a handoff pipe read in batches by another crate)
+/// waits with this, then makes the call itself.
+pub async fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
+    let sqe = Sqe {
+        opcode: IORING_OP_POLL_ADD,
+        fd,
+        // `poll32_events`: the events in the low 16 bits (little endian).
+        op_flags: events as u16 as u32,
+        ..Sqe::default()
+    };
+    // SAFETY: POLL_ADD points to no memory.
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(|n| n as u32)
+}
+
 /// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
 pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
     use std::os::fd::IntoRawFd;

@@ -304,6 +304,26 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
+/// Wakes every task of the runtime running on this thread once (each is
+/// polled again and sees whatever changed, e.g. a shutdown flag), so that
+/// waiting tasks need not each register for a rare event. Does nothing
+/// outside [`Runtime::block_on`].
+pub fn wake_all() {
+    let wakers: Vec<Arc<TaskWaker>> = EXEC.with(|e| match e.borrow().as_ref() {
+        Some(exec) => exec
+            .slots
+            .borrow()
+            .iter()
+            .filter(|s| s.task.is_some())
+            .filter_map(|s| s.waker.clone())
+            .collect(),
+        None => Vec::new(),
+    });
+    for w in wakers {
+        w.wake_by_ref();
+    }
+}
+
 /// Yields once to the other ready tasks.
 pub async fn yield_now() {
     let mut yielded = false;

@@ -359,3 +359,60 @@ fn adopts_a_handed_off_fd() {
     client.read_to_end(&mut back).unwrap();
     assert_eq!(back, b"ok");
 }
+
+/// A one-shot poll completes only once the fd is ready, with the ready
+/// events as its result (the server waits on its dispatch port this way).
+#[test]
+fn poll_waits_for_readiness_then_reports_it() {
+    let rt = runtime();
+    let (r, w) = pipe();
+    let w = std::fs::File::from(w);
+    rt.block_on(async {
+        let p = Proactor::current();
+        let fd = r.as_raw_fd();
+        let mut polled = std::pin::pin!(op::poll(&p, fd, libc::POLLIN));
+        // Nothing written yet: still pending after the ring had a turn.
+        let early = time::timeout(Duration::from_millis(50), polled.as_mut()).await;
+        assert!(
+            early.is_err(),
+            "a poll on an empty pipe completed: {early:?}"
+        );
+        (&w).write_all(b"x").unwrap();
+        let revents = polled.await.expect("poll");
+        assert!(revents & libc::POLLIN as u32 != 0, "revents {revents:#x}");
+    });
+}
+
+/// `wake_all` polls every task once: a task parked on a flag nobody
+/// registered for sees it set.
+#[test]
+fn wake_all_polls_every_task_once() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let rt = runtime();
+    let seen = rt.block_on(async {
+        let flag = Rc::new(Cell::new(false));
+        let polls = Rc::new(Cell::new(0u32));
+        let mut handles = Vec::new();
+        for _ in 0..3 {
+            let (flag, polls) = (flag.clone(), polls.clone());
+            handles.push(spawn(std::future::poll_fn(move |_| {
+                polls.set(polls.get() + 1);
+                if flag.get() {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            })));
+        }
+        proactor::yield_now().await; // each task polled once, then parked
+        assert_eq!(polls.get(), 3);
+        flag.set(true);
+        proactor::wake_all();
+        for h in handles {
+            h.await;
+        }
+        polls.get()
+    });
+    assert_eq!(seen, 6, "each task polled once more, no more");
+}

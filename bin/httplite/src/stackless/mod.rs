@@ -1,7 +1,7 @@
 //! The server on the stackless runtime: futures on a per-thread executor.
 
 mod conn;
-mod ctx;
+pub(crate) mod ctx;
 pub mod transport;
 mod worker;
 

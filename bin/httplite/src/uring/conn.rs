@@ -1,0 +1,428 @@
+//! One connection on the proactor: wait for bytes, decode, answer, send,
+//! until the client or a timeout ends it.
+//!
+//! ```text
+//!   multishot recv armed once ── CQE {res=78, BUFFER=3} ──▶ copy into rbuf,
+//!   buffer 3 back to the ring → decode → route → encode into wbuf
+//!   (more complete requests? loop) → IORING_OP_SEND wbuf (moved into the
+//!   operation; back with the CQE) → idle: request state back to the pool
+//! ```
+//!
+//! Unlike the epoll driver there is no "try the read first": the recv is
+//! always in the kernel, and bytes that arrive while the connection is busy
+//! wait in its slot as CQEs for the next wait, which then returns at once
+//! with no system call.
+
+use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use http1::{Message, Request};
+use proactor::{RecvBuf, TcpStream};
+use site::access_log::Entry;
+use site::respond::{self, Handled, Outcome, Slow};
+use site::stats::{ErrorKind, TimeoutKind};
+
+use super::ctx::{ConnGuard, WorkerCtx};
+use super::io::{self as uio, peer_addr};
+use crate::driver::{self, is_disconnect};
+use crate::stackless::ctx::Active;
+
+/// Flush the write buffer once it holds this much, even mid-batch.
+pub(super) const FLUSH_AT: usize = 64 * 1024;
+/// How long a closing connection waits for the client's FIN.
+const LINGER: Duration = Duration::from_secs(1);
+/// How much a closing connection reads and discards at most.
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// Why a connection stopped.
+#[derive(Debug)]
+pub(super) enum Stop {
+    /// The client closed, or we answered `Connection: close`.
+    Done,
+    /// A deadline passed.
+    Timeout(TimeoutKind),
+    /// The socket failed.
+    Io(io::Error),
+    /// The worker is shutting down and the connection was idle.
+    Shutdown,
+}
+
+/// A step's result: `Err` ends the connection.
+pub(super) type Res<T = ()> = Result<T, Stop>;
+
+/// One connection's state (small: an idle connection is this, its task
+/// and its armed recv).
+pub(super) struct Conn {
+    pub(super) ctx: Rc<WorkerCtx>,
+    pub(super) stream: TcpStream,
+    /// Buffers and decoder while a request is in hand; `None` while idle.
+    pub(super) active: Option<Box<Active>>,
+    /// When the connection was handed to this worker.
+    accepted: Instant,
+    /// When the first byte of the request being read arrived.
+    head_started: Option<Instant>,
+    /// When the request in hand began (the access log's request time).
+    pub(super) request_started: Instant,
+    /// Requests answered on this connection.
+    served: u64,
+    /// Counts the connection open; declared last so that it drops after
+    /// the socket is closed.
+    _guard: ConnGuard,
+}
+
+/// Serves one connection to the end. Never panics on bad input: protocol
+/// errors are answered and the connection closed.
+pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
+    let guard = ctx.open_connection();
+    let now = Instant::now();
+    let mut conn = Conn {
+        ctx,
+        stream,
+        active: None,
+        accepted: now,
+        head_started: None,
+        request_started: now,
+        served: 0,
+        _guard: guard,
+    };
+    let stop = conn.run().await;
+    conn.finish(stop);
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(active) = self.active.take() {
+            self.ctx.pool.put(active);
+        }
+    }
+}
+
+/// What a wait for bytes may also end on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// Between requests: shutdown ends it too.
+    Idle,
+    /// Within a request: only the deadline does.
+    InRequest,
+}
+
+impl Conn {
+    /// Counts why the connection stopped; dropping it closes the socket
+    /// (its recv cancelled, a `close` queued on the ring).
+    fn finish(self, stop: Stop) {
+        let stats = &self.ctx.stats;
+        match stop {
+            Stop::Done | Stop::Shutdown => {}
+            Stop::Timeout(kind) => stats.timeout(kind),
+            Stop::Io(e) if is_disconnect(&e) => {}
+            Stop::Io(_) => stats.error(ErrorKind::Io),
+        }
+    }
+
+    async fn run(&mut self) -> Stop {
+        loop {
+            // Idle: no buffer, no decoder, only the recv in the kernel.
+            let (at, kind) = if self.served == 0 {
+                (
+                    self.accepted + self.ctx.config.header_timeout,
+                    TimeoutKind::Header,
+                )
+            } else {
+                (
+                    Instant::now() + self.ctx.config.idle_timeout,
+                    TimeoutKind::Idle,
+                )
+            };
+            match self.recv(at, kind, Waiting::Idle).await {
+                Ok(Some(buf)) => {
+                    self.head_started = Some(Instant::now());
+                    self.take_bytes(&buf);
+                }
+                Ok(None) => return Stop::Done,
+                Err(stop) => return stop,
+            }
+            // Boxed: the answering states (sends, their timeouts, the
+            // decoder loop) live only while a request is in hand, and must
+            // not make every idle connection's future larger.
+            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = Box::pin(self.answer());
+            if let Some(stop) = answer.await {
+                return stop;
+            }
+            self.release_active();
+        }
+    }
+
+    /// Answers every complete request buffered, sends the answers, and reads
+    /// on while a request is incomplete; `None` once the connection is idle
+    /// between requests again.
+    async fn answer(&mut self) -> Option<Stop> {
+        loop {
+            loop {
+                let handled = {
+                    let io = self.io();
+                    match io.decoder.decode(&mut io.rbuf) {
+                        Ok(Some(Message::Head(req))) => {
+                            self.request_started =
+                                self.head_started.take().unwrap_or_else(Instant::now);
+                            self.handle(req)
+                        }
+                        // Bodies are consumed by the handlers.
+                        Ok(Some(_)) => continue,
+                        Ok(None) => break,
+                        Err(e) => {
+                            let Conn { active, ctx, .. } = self;
+                            let wbuf = &mut ctx.pool.ensure(active).wbuf;
+                            driver::reject(wbuf, &ctx.stats, &e, false);
+                            Handled::Done(false)
+                        }
+                    }
+                };
+                let keep = match handled {
+                    Handled::Done(keep) => keep,
+                    // Boxed: the waiting answers' states must not make
+                    // every idle connection's future larger.
+                    Handled::Slow(slow) => {
+                        let fut: Pin<Box<dyn Future<Output = Res<bool>> + '_>> =
+                            Box::pin(self.handle_slow(slow));
+                        match fut.await {
+                            Ok(keep) => keep,
+                            Err(stop) => return Some(stop),
+                        }
+                    }
+                };
+                if !keep {
+                    return Some(Box::pin(self.close()).await);
+                }
+                if self.io().wbuf.len() >= FLUSH_AT
+                    && let Err(stop) = self.flush().await
+                {
+                    return Some(stop);
+                }
+            }
+            if let Err(stop) = self.flush().await {
+                return Some(stop);
+            }
+            if self.between_requests() {
+                if self.ctx.shutdown.get() {
+                    return Some(Stop::Shutdown);
+                }
+                return None;
+            }
+            if self.head_started.is_none() && !self.io().decoder.in_body() {
+                // Part of a head: the rest comes under the header timeout.
+                self.head_started = Some(Instant::now());
+            }
+            if let Err(stop) = self.fill().await {
+                return Some(stop);
+            }
+        }
+    }
+
+    /// Copies a ring buffer's bytes into the read buffer; the caller drops
+    /// the buffer, which returns it to the ring at once.
+    fn take_bytes(&mut self, buf: &RecvBuf) {
+        self.io().rbuf.extend_from_slice(buf);
+    }
+
+    /// The next bytes of the connection (`None`: the client closed), or a
+    /// timeout of `kind` at `at`; an idle wait also ends at shutdown
+    /// (after the first-request grace, see [`driver::FIRST_REQUEST_GRACE`]).
+    async fn recv(
+        &mut self,
+        at: Instant,
+        kind: TimeoutKind,
+        waiting: Waiting,
+    ) -> Res<Option<RecvBuf>> {
+        let Conn {
+            stream,
+            ctx,
+            served,
+            accepted,
+            ..
+        } = self;
+        let mut sleep = pin!(proactor::time::sleep_until(at));
+        let mut in_grace = false;
+        let got = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = stream.poll_recv(cx) {
+                return Poll::Ready(Ok(r));
+            }
+            if waiting == Waiting::Idle && ctx.shutdown.get() {
+                let grace_end =
+                    *accepted + driver::FIRST_REQUEST_GRACE.min(ctx.config.header_timeout);
+                // A client accepted just before shutdown has its first
+                // request on the way: it gets the grace, not a close.
+                if *served != 0 || Instant::now() >= grace_end {
+                    return Poll::Ready(Err(Stop::Shutdown));
+                }
+                if !in_grace {
+                    in_grace = true;
+                    sleep.set(proactor::time::sleep_until(grace_end));
+                }
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(if in_grace {
+                    Stop::Shutdown
+                } else {
+                    Stop::Timeout(kind)
+                }));
+            }
+            Poll::Pending
+        })
+        .await?;
+        got.map_err(Stop::Io)
+    }
+
+    /// Reads more bytes within a request (a partial head under the header
+    /// timeout however slowly it trickles in, a body under the idle one).
+    pub(super) async fn fill(&mut self) -> Res {
+        let in_body = self.io().decoder.in_body();
+        let config = &self.ctx.config;
+        let (at, kind) = match self.head_started.filter(|_| !in_body) {
+            Some(t) => (t + config.header_timeout, TimeoutKind::Header),
+            None => (Instant::now() + config.idle_timeout, TimeoutKind::Idle),
+        };
+        match self.recv(at, kind, Waiting::InRequest).await? {
+            Some(buf) => {
+                self.take_bytes(&buf);
+                Ok(())
+            }
+            None => Err(if self.io().is_between_requests() {
+                Stop::Done
+            } else {
+                Stop::Io(io::ErrorKind::UnexpectedEof.into())
+            }),
+        }
+    }
+
+    /// Sends what the write buffer holds, under the write timeout.
+    pub(super) async fn flush(&mut self) -> Res {
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        if active.wbuf.is_empty() {
+            return Ok(());
+        }
+        let wbuf = std::mem::take(&mut active.wbuf);
+        let at = Instant::now() + self.ctx.config.write_timeout;
+        let (r, wbuf) = uio::send_all(&self.stream, wbuf, at).await;
+        self.io().wbuf = wbuf;
+        r
+    }
+
+    /// Writes what is buffered, then half-closes and drains what the client
+    /// still sends (bounded), so that closing with unread input does not
+    /// turn into a reset that could destroy the answer before it is read.
+    async fn close(&mut self) -> Stop {
+        if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        if self
+            .stream
+            .shutdown(std::net::Shutdown::Write)
+            .await
+            .is_err()
+        {
+            return Stop::Done;
+        }
+        let deadline = Instant::now() + LINGER;
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            match self
+                .recv(deadline, TimeoutKind::Write, Waiting::InRequest)
+                .await
+            {
+                Ok(Some(buf)) => drained += buf.len(),
+                _ => break,
+            }
+        }
+        Stop::Done
+    }
+
+    /// The request-time state, taken from the pool if the connection has
+    /// none.
+    #[inline]
+    pub(super) fn io(&mut self) -> &mut Active {
+        self.ctx.pool.ensure(&mut self.active)
+    }
+
+    /// Gives the request-time state back to the pool (going idle).
+    fn release_active(&mut self) {
+        if let Some(active) = self.active.take() {
+            self.ctx.pool.put(active);
+        }
+    }
+
+    /// Whether nothing of a next request has arrived.
+    fn between_requests(&self) -> bool {
+        self.active.as_ref().is_none_or(|a| a.is_between_requests())
+    }
+
+    /// Handles one request without waiting, if it can (see
+    /// [`respond::handle`]); what must wait comes back as `Slow`.
+    fn handle(&mut self, req: Request) -> Handled<Slow> {
+        self.served += 1;
+        let Conn {
+            ctx,
+            active,
+            stream,
+            request_started,
+            ..
+        } = self;
+        let wbuf = &mut ctx.pool.ensure(active).wbuf;
+        let shutting_down = ctx.shutdown.get();
+        let started = *request_started;
+        let fd = stream.as_raw_fd();
+        respond::handle(
+            &ctx.app,
+            &ctx.stats,
+            wbuf,
+            req,
+            shutting_down,
+            |req, out| log(ctx, fd, req, out, started),
+        )
+    }
+}
+
+/// The `http` trace line and the access-log line of one answer.
+#[inline]
+pub(super) fn log(
+    ctx: &WorkerCtx,
+    fd: std::os::fd::RawFd,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+) {
+    driver::trace_outcome(fd, req, out);
+    if let Some(log) = &ctx.access_log {
+        log.log(&Entry::new(
+            peer_addr(fd),
+            req,
+            out.status.code(),
+            out.bytes,
+            Some(started),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future an `async fn` of two arguments returns.
+    fn future_size<A, B, R>(_: fn(A, B) -> R) -> usize {
+        size_of::<R>()
+    }
+
+    /// Every idle connection pays for its task's whole future, whose size
+    /// is that of its largest state: the answering states are boxed so that
+    /// the idle one (the recv wait) sets it. 1,104 bytes before they were.
+    #[test]
+    fn an_idle_connections_future_stays_small() {
+        let size = future_size(serve as fn(Rc<WorkerCtx>, TcpStream) -> _);
+        assert!(size <= 384, "the connection's future grew to {size} bytes");
+    }
+}

@@ -1,0 +1,81 @@
+//! What every connection task of one uring worker shares. Its own module
+//! so that the worker (which builds it) and the connections (which use it)
+//! do not import each other.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Waker;
+
+use dispatch::Closer;
+use proactor::Proactor;
+use site::access_log::AccessLog;
+use site::routes::App;
+use site::stats::WorkerStats;
+
+use crate::config::Config;
+use crate::stackless::ctx::ActivePool;
+
+/// What every connection task of one worker shares.
+pub(super) struct WorkerCtx {
+    /// Routing and the static root.
+    pub app: Arc<App>,
+    /// Limits and timeouts.
+    pub config: Arc<Config>,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+    /// The worker's proactor (for the operations the stream has no method
+    /// for: polls, `sendfile(2)`'s waits).
+    pub proactor: Proactor,
+    /// Buffers and decoders of busy connections (the stackless driver's
+    /// pool: an idle connection holds none).
+    pub pool: ActivePool,
+    /// Set when shutdown begins; every task is then woken once
+    /// ([`proactor::wake_all`]) to see it.
+    pub shutdown: Cell<bool>,
+    /// The access log, if enabled.
+    pub access_log: Option<AccessLog>,
+    /// Stops the worker's port (its accept side) at shutdown.
+    pub closer: Closer,
+    /// Connections open on this worker.
+    pub open: Cell<usize>,
+    /// The shutdown wait, woken when the last connection closes.
+    pub all_closed: RefCell<Option<Waker>>,
+}
+
+impl WorkerCtx {
+    /// Counts a connection open until the guard drops (even if the task is
+    /// cancelled at the shutdown deadline).
+    pub fn open_connection(self: &Rc<Self>) -> ConnGuard {
+        self.open.set(self.open.get() + 1);
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        ConnGuard { ctx: self.clone() }
+    }
+
+    /// Begins shutdown: idle connections close, busy ones finish the
+    /// request in hand.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.set(true);
+        proactor::wake_all();
+    }
+}
+
+/// Marks a connection closed when dropped.
+pub(super) struct ConnGuard {
+    ctx: Rc<WorkerCtx>,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        ctx.open.set(ctx.open.get() - 1);
+        ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+        ctx.closer.connection_closed();
+        if ctx.open.get() == 0
+            && let Some(w) = ctx.all_closed.borrow_mut().take()
+        {
+            w.wake();
+        }
+    }
+}

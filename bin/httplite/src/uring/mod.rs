@@ -1,0 +1,34 @@
+//! The server on the io_uring proactor (`--runtime uring`): the completion
+//! model's connection driver.
+//!
+//! The epoll drivers wait for *readiness* and then read; this one keeps a
+//! **multishot recv** armed on every connection (one SQE for its whole
+//! life) and is handed *completions*: "78 bytes, in ring buffer 3". A
+//! connection copies those bytes into its request state and gives the
+//! buffer straight back, so an idle connection holds no buffer at all (the
+//! provided-buffer ring is shared by every connection of the worker).
+//! Answers leave through `IORING_OP_SEND` with the write buffer moved into
+//! the operation (the kernel may read it until the CQE, see the proactor's
+//! cancellation rule).
+//!
+//! What a request gets is decided by the same code as on every other
+//! runtime (`http1` parses, `site::respond` and `site::plan` answer); the
+//! files here only wait:
+//!
+//! | file | job |
+//! |---|---|
+//! | `worker.rs` | one worker thread: the proactor's runtime, the dispatch port, shutdown |
+//! | `ctx.rs` | what the connections of one worker share |
+//! | `conn.rs` | one connection's loop: recv, decode, answer, send |
+//! | `slow.rs` | the answers that wait: bodies, sleeps, jobs, files, echo |
+//! | `io.rs` | sends with an owned buffer, `sendfile(2)`, waits under a deadline |
+//! | `setup.rs` | whether io_uring is available, and the line that says why not |
+
+mod conn;
+mod ctx;
+mod io;
+pub mod setup;
+mod slow;
+mod worker;
+
+pub use worker::run;

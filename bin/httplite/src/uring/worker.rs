@@ -1,0 +1,162 @@
+//! A worker thread on the proactor: takes connections from the dispatcher
+//! and spawns one task per connection.
+//!
+//! Both dispatch modes come through the same port: in acceptor mode its fd
+//! is the handoff pipe, in reuseport mode a small epoll of the dispatch
+//! crate's own holding this worker's listener. Either way it is one fd
+//! that becomes readable, so the worker waits on it with a one-shot
+//! `IORING_OP_POLL_ADD` and then drains it with the port's own
+//! `poll_batch`, which keeps the connection limit, the fd accounting and
+//! the in-band shutdown exactly as on the other runtimes.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dispatch::{Batch, WorkerPort};
+use proactor::{Proactor, Runtime, TcpStream};
+use site::access_log::AccessLog;
+use site::routes::App;
+use site::stats::WorkerStats;
+
+use super::conn;
+use super::ctx::WorkerCtx;
+use crate::config::Config;
+use crate::stackless::ctx::ActivePool;
+
+/// SQ entries of a worker's ring (the CQ gets four times as many).
+const ENTRIES: u32 = 1024;
+/// Provided buffers of a worker's ring, and their size: shared by every
+/// connection of the worker, each holding one only between a CQE and the
+/// copy into its request state.
+const BUFFERS: u16 = 1024;
+const BUFFER_SIZE: u32 = 4096;
+
+/// The proactor every worker builds (and `setup::check` tries first).
+pub(super) fn builder() -> proactor::Builder {
+    Proactor::builder()
+        .entries(ENTRIES)
+        .buffers(BUFFERS, BUFFER_SIZE)
+}
+
+/// Runs one worker until shutdown completes.
+pub fn run(
+    mut port: WorkerPort,
+    app: Arc<App>,
+    config: Arc<Config>,
+    stats: Arc<WorkerStats>,
+    access_log: Option<AccessLog>,
+) -> io::Result<()> {
+    let rt = Runtime::with(builder().build()?)?;
+    stats.set_runtime(Box::new(crate::probes::Uring {
+        proactor: rt.proactor().stats_handle(),
+    }));
+    http1::refresh_date();
+    let limits = config.limits;
+    let ctx = Rc::new(WorkerCtx {
+        app,
+        config,
+        stats,
+        proactor: rt.proactor().clone(),
+        pool: ActivePool::new(limits),
+        shutdown: Cell::new(false),
+        access_log,
+        closer: port.closer(),
+        open: Cell::new(0),
+        all_closed: RefCell::new(None),
+    });
+    let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
+    // Whatever is still open at the deadline is cancelled here: dropping the
+    // runtime drops every connection task (its recv cancelled, its socket
+    // closed), then the proactor waits for the kernel's last CQEs.
+    drop(rt);
+    if let Some(log) = &ctx.access_log {
+        log.flush();
+    }
+    result
+}
+
+async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
+    proactor::spawn(date_clock());
+    if ctx.access_log.is_some() {
+        let c = ctx.clone();
+        proactor::spawn(async move {
+            loop {
+                proactor::time::sleep(Duration::from_secs(1)).await;
+                if let Some(log) = &c.access_log {
+                    log.flush();
+                }
+            }
+        });
+    }
+    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
+    let deadline = loop {
+        match port.poll_batch(&mut fds)? {
+            Batch::WouldBlock => {
+                proactor::op::poll(&ctx.proactor, port.fd(), libc::POLLIN).await?;
+                continue;
+            }
+            Batch::Fds(_) => {}
+            Batch::Shutdown { deadline } => {
+                spawn_all(&mut fds, &ctx);
+                break deadline;
+            }
+        }
+        spawn_all(&mut fds, &ctx);
+    };
+    // Stop taking requests: idle connections close now, busy ones finish the
+    // request in hand (answered with `Connection: close`), until the deadline.
+    ctx.begin_shutdown();
+    let all_closed = std::future::poll_fn(|cx| {
+        if ctx.open.get() == 0 {
+            Poll::Ready(())
+        } else {
+            *ctx.all_closed.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    });
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let _ = proactor::time::timeout(remaining, all_closed).await;
+    Ok(())
+}
+
+/// One task per handed-over connection.
+/// (The connection's guard reports its close to the port.)
+fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
+    for fd in fds.drain(..) {
+        set_nodelay(fd.as_raw_fd());
+        let stream = TcpStream::from_fd(fd);
+        proactor::spawn(conn::serve(ctx.clone(), stream));
+    }
+}
+
+/// `TCP_NODELAY`: answers leave at once.
+fn set_nodelay(fd: std::os::fd::RawFd) {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a valid c_int for the call's duration; a failure
+    // (not a TCP socket) is harmless and ignored.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Keeps `http1`'s cached `Date` current: refreshed at each whole second.
+async fn date_clock() {
+    loop {
+        http1::refresh_date();
+        let subsec = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        proactor::time::sleep(Duration::from_nanos(1_000_000_000 - u64::from(subsec))).await;
+    }
+}
