@@ -396,7 +396,7 @@ pub(super) fn log(
     out: Outcome,
     started: Instant,
 ) {
-    driver::trace_outcome(fd, req, out);
+    driver::trace_outcome(fd, req, out, started);
     if let Some(log) = &ctx.access_log {
         log.log(&Entry::new(
             peer_addr(fd),

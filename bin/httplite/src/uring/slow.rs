@@ -7,7 +7,9 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use http1::{BodyEncoder, Message};
 use site::plan::{Event, Plan, Step};
@@ -28,6 +30,7 @@ impl Conn {
     pub(super) async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;
+        let mut streaming = false;
         loop {
             let Conn { active, ctx, .. } = self;
             let wbuf = &mut ctx.pool.ensure(active).wbuf;
@@ -51,6 +54,14 @@ impl Conn {
                     Event::Slept {
                         shutting_down: self.ctx.shutdown.get(),
                     }
+                }
+                Step::Tick(d) => {
+                    if !std::mem::replace(&mut streaming, true) {
+                        driver::cap_event_stream_buffer(self.stream.as_raw_fd());
+                    }
+                    self.flush().await?; // the event, under the write timeout
+                    let ended = self.tick(d).await?;
+                    Event::Ticked { ended }
                 }
                 Step::Offload(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
                     Ok(listing) => Event::Offloaded(Ok(listing.await)),
@@ -78,6 +89,36 @@ impl Conn {
                 }
                 Step::Close => return Ok(false),
             };
+        }
+    }
+
+    /// Waits out one interval of an event stream: `Ok(true)` if the stream
+    /// is to end now (the client sent something or closed, or the server
+    /// is draining), `Ok(false)` when the interval has passed. The armed
+    /// multishot recv is what tells that the client spoke; whatever it
+    /// sent is dropped with the stream (an event stream reads nothing).
+    async fn tick(&mut self, d: Duration) -> Res<bool> {
+        let Conn { stream, ctx, .. } = self;
+        let mut sleep = pin!(proactor::time::sleep(d));
+        // `None`: draining (the worker wakes every task when it starts).
+        let woke = std::future::poll_fn(|cx| {
+            if ctx.shutdown.get() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(r) = stream.poll_recv(cx) {
+                return Poll::Ready(Some(Some(r)));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(None));
+            }
+            Poll::Pending
+        })
+        .await;
+        match woke {
+            None => Ok(true),
+            Some(None) => Ok(false),
+            Some(Some(Ok(_))) => Ok(true),
+            Some(Some(Err(e))) => Err(Stop::Io(e)),
         }
     }
 
