@@ -29,7 +29,7 @@ OUT=target/browser-test/dashboard.png
 while [ $# -gt 0 ]; do
     case "$1" in
         --short) RUNTIMES=stackless; LOAD=5; shift ;;
-        --all) RUNTIMES=stackless,stackful,threads,threadpool,fork; FALLBACK=--fallback; shift ;;
+        --all) RUNTIMES=stackless,stackful,threads,threadpool,fork,uring; FALLBACK=--fallback; shift ;;
         --out) OUT=$2; shift 2 ;;
         --load) LOAD=$2; shift 2 ;;
         -h|--help) sed -n '2,21p' "$0"; exit 0 ;;

@@ -162,7 +162,7 @@ def measure(binary, runtime, n, seconds, kind):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
-    ap.add_argument("--runtimes", default="stackless,stackful,threads,threadpool,fork")
+    ap.add_argument("--runtimes", default="stackless,stackful,threads,threadpool,fork,uring")
     ap.add_argument("--viewers", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=10)
     args = ap.parse_args()

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-RUNTIMES = ["stackless", "stackful", "threads", "threadpool", "fork"]
+RUNTIMES = ["stackless", "stackful", "threads", "threadpool", "fork", "uring"]
 
 
 def fail(msg):
