@@ -29,6 +29,7 @@ mod load;
 mod observability;
 mod pipelining;
 mod precompressed;
+mod proxy_protocol;
 mod shutdown;
 mod sigterm_load;
 mod startup;

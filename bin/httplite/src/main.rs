@@ -13,7 +13,10 @@ use anyhow::{Context as _, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-use httplite::cli::{BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind};
+use httplite::cli::{
+    BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, ProxyOn, RuntimeKind,
+};
+use httplite::proxy::Listeners;
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::signals::{self, Reloads};
@@ -65,6 +68,21 @@ fn main() -> ExitCode {
 
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
+    if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
+        return Err("--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
+                    the header (every other peer is refused)"
+            .to_string());
+    }
+    for on in &cli.proxy_protocol {
+        if let ProxyOn::Bind(b) = on
+            && !cli.bind.contains(b)
+        {
+            return Err(format!(
+                "--proxy-protocol={b}: no --bind {b} (name one of the --bind values, \
+                 or give --proxy-protocol alone for every listener)"
+            ));
+        }
+    }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
     }
@@ -187,7 +205,9 @@ fn run(cli: Cli) -> Result<()> {
         test_endpoints,
         jobs: jobs.clone(),
     });
-    let config = Arc::new(Config::from_cli(&cli));
+    let mut config = Config::from_cli(&cli);
+    config.proxy.listeners = proxy_listeners(&cli, &opened.listeners);
+    let config = Arc::new(config);
     let tls = match (&cli.tls_cert, &cli.tls_key) {
         (Some(cert), Some(key)) => {
             let tls = Tls::new(cert.clone(), key.clone(), cli.redirect_http)
@@ -338,6 +358,27 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// The listeners `--proxy-protocol` names. With `--bind` given, the
+/// listeners are in its order (`listen::open`), so the n-th is the n-th
+/// `--bind`'s.
+fn proxy_listeners(cli: &Cli, listeners: &[dispatch::Listener]) -> Listeners {
+    if cli.proxy_protocol.is_empty() {
+        return Listeners::None;
+    }
+    if cli.proxy_protocol.contains(&ProxyOn::All) {
+        return Listeners::All;
+    }
+    let on = |b: &BindAddr| cli.proxy_protocol.contains(&ProxyOn::Bind(b.clone()));
+    let addrs: Vec<_> = (cli.bind.iter().zip(listeners))
+        .filter(|(b, _)| on(b))
+        .map(|(_, l)| l.addr().clone())
+        .collect();
+    match addrs.len() == listeners.len() {
+        true => Listeners::All,
+        false => Listeners::Some(addrs),
+    }
+}
+
 /// `--file-cache`, or its default: 10,000 entries, but never more than a
 /// quarter of the open-file limit, so that cached files cannot take the fds
 /// that connections need.
@@ -398,9 +439,14 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         test_endpoints,
         jobs: Jobs::new(blocking_pool, retention, test_endpoints),
     });
+    let mut config = Config::from_cli(cli);
+    // Fork's one listener: a --proxy-protocol, bare or naming it, is on it.
+    if !cli.proxy_protocol.is_empty() {
+        config.proxy.listeners = Listeners::All;
+    }
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
-        config: Arc::new(Config::from_cli(cli)),
+        config: Arc::new(config),
         stats: stats.worker(0),
         access_log: None,
         idle: httplite::blocking::IdleSet::default(),

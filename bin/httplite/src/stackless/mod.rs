@@ -2,6 +2,7 @@
 
 mod conn;
 mod ctx;
+mod proxied;
 pub mod transport;
 mod worker;
 

@@ -15,6 +15,7 @@ use executor::net::TcpStream;
 use reactor::Reactor;
 
 use super::conn;
+use super::proxied;
 use super::ctx::{ActivePool, ShutdownFlag, WorkerCtx};
 use super::transport::TlsStream;
 use crate::config::Config;
@@ -110,6 +111,10 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
             match TcpStream::from_fd(fd) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
+                    if ctx.config.proxy.expects_header(stream.as_raw_fd()) {
+                        executor::spawn(proxied::serve(ctx.clone(), stream));
+                        continue;
+                    }
                     match &ctx.tls {
                         None => {
                             executor::spawn(conn::serve(ctx.clone(), stream));
