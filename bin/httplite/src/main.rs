@@ -337,7 +337,7 @@ fn run(cli: Cli) -> Result<()> {
                 grace: cli.shutdown_timeout,
                 started: std::time::Instant::now(),
                 reloads,
-                upgrader,
+                upgrader: upgrader.clone(),
             })
             .context("--console: cannot read stdin")?,
         ),
@@ -346,6 +346,8 @@ fn run(cli: Cli) -> Result<()> {
     // Only now serving: an old process waiting on an upgrade may drain.
     upgrade::notify_ready(ready_fd);
     server.join().context("server stopped with an error")?;
+    // An upgrade abandoned by this stop is still stopping its new process.
+    upgrader.wait_idle(upgrade::READY_TIMEOUT + upgrade::CHILD_STOP_WAIT);
     drop(console); // stdin back to blocking mode
     // The workers' logs are flushed into the writer's queue; let it write
     // them, but never wait long for a destination that stalled.
