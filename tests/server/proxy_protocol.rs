@@ -19,7 +19,11 @@ const V2_SIG: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 /// A v1 header for a TCP client `src` (to `dst`).
 fn v1(src: SocketAddr) -> Vec<u8> {
     let fam = if src.is_ipv4() { "TCP4" } else { "TCP6" };
-    let dst = if src.is_ipv4() { "203.0.113.9" } else { "2001:db8::9" };
+    let dst = if src.is_ipv4() {
+        "203.0.113.9"
+    } else {
+        "2001:db8::9"
+    };
     format!("PROXY {fam} {} {dst} {} 443\r\n", src.ip(), src.port()).into_bytes()
 }
 
@@ -37,7 +41,10 @@ fn v2(src: Option<SocketAddr>) -> Vec<u8> {
         .concat(),
         Some(SocketAddr::V6(a)) => [
             &a.ip().octets()[..],
-            &"2001:db8::9".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            &"2001:db8::9"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
             &a.port().to_be_bytes(),
             &443u16.to_be_bytes(),
         ]
@@ -163,18 +170,42 @@ fn headers_of_both_versions_name_the_logged_client() {
             }
             let server = Server::start(rt, &args);
             let cases: Vec<(Vec<u8>, &str, &str)> = vec![
-                (v1(sa("192.0.2.1:5000")), "/_httplite/plaintext?v1-4", "192.0.2.1"),
-                (v1(sa("[2001:db8::1]:5000")), "/_httplite/plaintext?v1-6", "2001:db8::1"),
-                (v2(Some(sa("198.51.100.7:6000"))), "/_httplite/plaintext?v2-4", "198.51.100.7"),
-                (v2(Some(sa("[2001:db8::2]:6000"))), "/_httplite/plaintext?v2-6", "2001:db8::2"),
+                (
+                    v1(sa("192.0.2.1:5000")),
+                    "/_httplite/plaintext?v1-4",
+                    "192.0.2.1",
+                ),
+                (
+                    v1(sa("[2001:db8::1]:5000")),
+                    "/_httplite/plaintext?v1-6",
+                    "2001:db8::1",
+                ),
+                (
+                    v2(Some(sa("198.51.100.7:6000"))),
+                    "/_httplite/plaintext?v2-4",
+                    "198.51.100.7",
+                ),
+                (
+                    v2(Some(sa("[2001:db8::2]:6000"))),
+                    "/_httplite/plaintext?v2-6",
+                    "2001:db8::2",
+                ),
                 // LOCAL and UNKNOWN keep the socket's own peer.
                 (v2(None), "/_httplite/plaintext?local", "127.0.0.1"),
-                (b"PROXY UNKNOWN\r\n".to_vec(), "/_httplite/plaintext?unknown", "127.0.0.1"),
+                (
+                    b"PROXY UNKNOWN\r\n".to_vec(),
+                    "/_httplite/plaintext?unknown",
+                    "127.0.0.1",
+                ),
             ];
             for (header, target, _) in &cases {
                 let mut c = proxied(server.addr(), header);
                 let r = c.get(target);
-                assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"), "[{rt}] {target}");
+                assert_eq!(
+                    (r.status, r.text().as_str()),
+                    (200, "Hello, World!"),
+                    "[{rt}] {target}"
+                );
             }
             // A header that arrives in pieces, with the request behind it
             // in the last piece; then a second request on the connection.
@@ -205,7 +236,11 @@ fn headers_of_both_versions_name_the_logged_client() {
             }
             let lines = logged(server, &log, cases.len() + 2);
             for (_, target, want) in &cases {
-                assert_eq!(address_of(&lines, target), *want, "[{rt} {format}] {target}");
+                assert_eq!(
+                    address_of(&lines, target),
+                    *want,
+                    "[{rt} {format}] {target}"
+                );
             }
             for target in ["/_httplite/plaintext?split", "/_httplite/plaintext?again"] {
                 assert_eq!(address_of(&lines, target), "192.0.2.33", "[{rt} {format}]");
@@ -254,7 +289,11 @@ fn missing_malformed_late_and_untrusted_headers_are_closed_and_counted() {
         let _ = s.write_all(&get_req("/_httplite/plaintext"));
         let mut got = Vec::new();
         let _ = std::io::Read::read_to_end(&mut s, &mut got);
-        assert!(got.is_empty(), "[{rt}] untrusted got {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            got.is_empty(),
+            "[{rt}] untrusted got {:?}",
+            String::from_utf8_lossy(&got)
+        );
         let mut stats = stats_via_proxy(&server);
         // The counters are bumped as the connections close; fork's children
         // may still be finishing.
@@ -297,14 +336,21 @@ fn the_option_is_per_listener_and_a_header_elsewhere_is_a_bad_request() {
         );
         let v6 = super::listen::tcp_addr(&server, |a| a.is_ipv6());
         // The plain listener: HTTP as ever; a PROXY header is a bad request.
-        assert_eq!(server.get("/_httplite/plaintext?plain").status, 200, "[{rt}]");
+        assert_eq!(
+            server.get("/_httplite/plaintext?plain").status,
+            200,
+            "[{rt}]"
+        );
         let mut c = Client::try_connect_plain(server.addr()).unwrap();
         c.send(&v1(sa("192.0.2.1:5000")));
         c.send(&get_req("/_httplite/plaintext?nope"));
         if tls_mode() {
             // Not a TLS record: the handshake fails, nothing is served.
             let got = c.wait_closed(Duration::from_secs(5)).expect("closed");
-            assert!(!String::from_utf8_lossy(&got).contains("HTTP/1.1"), "[{rt}]");
+            assert!(
+                !String::from_utf8_lossy(&got).contains("HTTP/1.1"),
+                "[{rt}]"
+            );
         } else {
             assert_eq!(c.read_response().status, 400, "[{rt}]");
         }
@@ -325,7 +371,8 @@ fn the_option_is_per_listener_and_a_header_elsewhere_is_a_bad_request() {
         u.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         u.write_all(&v2(Some(sa("198.51.100.20:4000")))).unwrap();
         if !tls_mode() {
-            u.write_all(&get_close("/_httplite/plaintext?unix")).unwrap();
+            u.write_all(&get_close("/_httplite/plaintext?unix"))
+                .unwrap();
             let mut out = String::new();
             std::io::Read::read_to_string(&mut u, &mut out).unwrap();
             assert!(out.starts_with("HTTP/1.1 200"), "[{rt}] {out}");
@@ -344,22 +391,37 @@ fn the_option_is_per_listener_and_a_header_elsewhere_is_a_bad_request() {
         }
         let n = if tls_mode() { 2 } else { 3 };
         let lines = logged(server, &log, n);
-        assert_eq!(address_of(&lines, "/_httplite/plaintext?plain"), "127.0.0.1");
+        assert_eq!(
+            address_of(&lines, "/_httplite/plaintext?plain"),
+            "127.0.0.1"
+        );
         assert_eq!(address_of(&lines, "/_httplite/plaintext?v6"), "2001:db8::5");
         if !tls_mode() {
-            assert_eq!(address_of(&lines, "/_httplite/plaintext?unix"), "198.51.100.20");
+            assert_eq!(
+                address_of(&lines, "/_httplite/plaintext?unix"),
+                "198.51.100.20"
+            );
         }
     }
 }
 
 #[test]
 fn proxy_protocol_needs_a_trusted_proxy_and_a_bind_it_names() {
-    let out = run_binary(&["--proxy-protocol", "--bind", "127.0.0.1:0"], Duration::from_secs(10));
+    let out = run_binary(
+        &["--proxy-protocol", "--bind", "127.0.0.1:0"],
+        Duration::from_secs(10),
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--trusted-proxy"), "{err}");
     let out = run_binary(
-        &["--bind", "127.0.0.1:0", "--proxy-protocol=127.0.0.1:1", "--trusted-proxy", "127.0.0.1"],
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--proxy-protocol=127.0.0.1:1",
+            "--trusted-proxy",
+            "127.0.0.1",
+        ],
         Duration::from_secs(10),
     );
     assert_eq!(out.status.code(), Some(2));
@@ -389,12 +451,28 @@ fn forwarding_headers_give_the_rightmost_untrusted_hop() {
         );
         let cases: [(&str, &str, &str); 8] = [
             ("?a", "X-Forwarded-For: 192.0.2.1, 10.0.0.2", "192.0.2.1"),
-            ("?b", "X-Forwarded-For: 198.51.100.1, 192.0.2.1, 10.0.0.2", "192.0.2.1"),
+            (
+                "?b",
+                "X-Forwarded-For: 198.51.100.1, 192.0.2.1, 10.0.0.2",
+                "192.0.2.1",
+            ),
             ("?c", "X-Forwarded-For: 10.0.0.3, 10.0.0.2", "10.0.0.3"),
             ("?d", "X-Forwarded-For: 192.0.2.1, garbage", "127.0.0.1"),
-            ("?e", "Forwarded: for=192.0.2.9;proto=http, for=\"[2001:db8::7]:80\"", "2001:db8::7"),
-            ("?f", "Forwarded: for=unknown\r\nX-Forwarded-For: 192.0.2.1", "127.0.0.1"),
-            ("?g", "X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-For: 192.0.2.2", "192.0.2.2"),
+            (
+                "?e",
+                "Forwarded: for=192.0.2.9;proto=http, for=\"[2001:db8::7]:80\"",
+                "2001:db8::7",
+            ),
+            (
+                "?f",
+                "Forwarded: for=unknown\r\nX-Forwarded-For: 192.0.2.1",
+                "127.0.0.1",
+            ),
+            (
+                "?g",
+                "X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-For: 192.0.2.2",
+                "192.0.2.2",
+            ),
             ("?h", "X-Forwarded-For: [zz, 1.2.3.4.5", "127.0.0.1"),
         ];
         let mut c = server.connect();
@@ -417,7 +495,10 @@ fn forwarding_headers_give_the_rightmost_untrusted_hop() {
             let target = format!("/_httplite/plaintext{q}");
             assert_eq!(address_of(&lines, &target), want, "[{rt}] {header}");
         }
-        assert_eq!(address_of(&lines, "/_httplite/plaintext?untrusted"), "127.0.0.2");
+        assert_eq!(
+            address_of(&lines, "/_httplite/plaintext?untrusted"),
+            "127.0.0.2"
+        );
     }
 }
 
@@ -439,7 +520,9 @@ fn forwarding_headers_behind_a_proxy_header() {
             ],
         );
         let xff = |q: &str| {
-            format!("GET /_httplite/plaintext{q} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.50\r\n\r\n")
+            format!(
+                "GET /_httplite/plaintext{q} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.50\r\n\r\n"
+            )
         };
         // The header's client is a trusted proxy: the hop it forwarded for.
         let mut c = proxied(server.addr(), &v1(sa("10.1.1.1:5000")));
@@ -454,8 +537,20 @@ fn forwarding_headers_behind_a_proxy_header() {
         c.send(xff("?local").as_bytes());
         assert_eq!(c.read_response().status, 200, "[{rt}]");
         let lines = logged(server, &log, 3);
-        assert_eq!(address_of(&lines, "/_httplite/plaintext?trusted"), "192.0.2.50", "[{rt}]");
-        assert_eq!(address_of(&lines, "/_httplite/plaintext?untrusted"), "198.51.100.3", "[{rt}]");
-        assert_eq!(address_of(&lines, "/_httplite/plaintext?local"), "192.0.2.50", "[{rt}]");
+        assert_eq!(
+            address_of(&lines, "/_httplite/plaintext?trusted"),
+            "192.0.2.50",
+            "[{rt}]"
+        );
+        assert_eq!(
+            address_of(&lines, "/_httplite/plaintext?untrusted"),
+            "198.51.100.3",
+            "[{rt}]"
+        );
+        assert_eq!(
+            address_of(&lines, "/_httplite/plaintext?local"),
+            "192.0.2.50",
+            "[{rt}]"
+        );
     }
 }

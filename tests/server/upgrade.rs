@@ -303,7 +303,10 @@ fn a_stop_during_an_upgrade_stops_both_processes() {
                 err.contains("upgrade abandoned: this process is stopping"),
                 "[{rt} {drain}] {err}"
             );
-            assert!(!err.contains("stops accepting and drains"), "[{rt} {drain}] {err}");
+            assert!(
+                !err.contains("stops accepting and drains"),
+                "[{rt} {drain}] {err}"
+            );
             let pid: i32 = err
                 .split("new process ")
                 .nth(1)

@@ -40,11 +40,7 @@ impl Cidr {
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(bad)?,
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
         };
         Ok(Cidr {
             net: mask(net, prefix),
@@ -292,11 +288,35 @@ mod tests {
         assert!(c.contains("2001:db8:1::5".parse().unwrap()));
         assert!(!c.contains("2001:db9::5".parse().unwrap()));
         assert!(!c.contains("10.0.0.1".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
-        assert!(Cidr::parse("::/0").unwrap().contains("::1".parse().unwrap()));
-        assert!(Cidr::parse("127.0.0.1").unwrap().contains("127.0.0.1".parse().unwrap()));
-        assert!(!Cidr::parse("127.0.0.1").unwrap().contains("127.0.0.2".parse().unwrap()));
-        for bad in ["", "10.0.0.0/33", "::1/129", "10.0.0.0/", "10.0.0/8", "x", "10.0.0.0/-1"] {
+        assert!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        assert!(
+            Cidr::parse("::/0")
+                .unwrap()
+                .contains("::1".parse().unwrap())
+        );
+        assert!(
+            Cidr::parse("127.0.0.1")
+                .unwrap()
+                .contains("127.0.0.1".parse().unwrap())
+        );
+        assert!(
+            !Cidr::parse("127.0.0.1")
+                .unwrap()
+                .contains("127.0.0.2".parse().unwrap())
+        );
+        for bad in [
+            "",
+            "10.0.0.0/33",
+            "::1/129",
+            "10.0.0.0/",
+            "10.0.0/8",
+            "x",
+            "10.0.0.0/-1",
+        ] {
             assert!(Cidr::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(TrustedArg::parse("unix"), Ok(TrustedArg::Unix));
@@ -309,24 +329,48 @@ mod tests {
         // An untrusted peer: the headers are ignored.
         assert_eq!(client(&t, ip("192.0.2.9"), &xff("1.1.1.1")), a("192.0.2.9"));
         // A trusted peer: the rightmost untrusted hop.
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff("1.1.1.1, 2.2.2.2, 10.0.0.7")), a("2.2.2.2"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff("1.1.1.1, 2.2.2.2, 10.0.0.7")),
+            a("2.2.2.2")
+        );
         assert_eq!(client(&t, ip("10.0.0.1"), &xff("1.1.1.1")), a("1.1.1.1"));
         // Every hop trusted: the leftmost.
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff("10.0.0.3, 10.0.0.2")), a("10.0.0.3"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff("10.0.0.3, 10.0.0.2")),
+            a("10.0.0.3")
+        );
         // No header: the peer.
         assert_eq!(client(&t, ip("10.0.0.1"), &[]), a("10.0.0.1"));
         // Repeated headers join in order.
-        let two = [("x-forwarded-for", "1.1.1.1"), ("X-Forwarded-For", "3.3.3.3, 10.9.9.9")];
+        let two = [
+            ("x-forwarded-for", "1.1.1.1"),
+            ("X-Forwarded-For", "3.3.3.3, 10.9.9.9"),
+        ];
         assert_eq!(client(&t, ip("10.0.0.1"), &two), a("3.3.3.3"));
         // Ports and brackets, IPv6.
         assert_eq!(client(&t, ip("10.0.0.1"), &xff("1.1.1.1:80")), a("1.1.1.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff("[2001:db9::1]:80")), a("2001:db9::1"));
-        assert_eq!(client(&t, ip("2001:db8::1"), &xff("2001:db9::1")), a("2001:db9::1"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff("[2001:db9::1]:80")),
+            a("2001:db9::1")
+        );
+        assert_eq!(
+            client(&t, ip("2001:db8::1"), &xff("2001:db9::1")),
+            a("2001:db9::1")
+        );
         // A malformed hop ends the walk at the last address walked.
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff("1.1.1.1, junk")), a("10.0.0.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff("1.1.1.1, junk, 10.0.0.5")), a("10.0.0.5"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff("1.1.1.1, junk")),
+            a("10.0.0.1")
+        );
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff("1.1.1.1, junk, 10.0.0.5")),
+            a("10.0.0.5")
+        );
         assert_eq!(client(&t, ip("10.0.0.1"), &xff("unknown")), a("10.0.0.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &xff(", ,1.1.1.1,")), a("1.1.1.1"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &xff(", ,1.1.1.1,")),
+            a("1.1.1.1")
+        );
         // A Unix-socket peer: trusted only with `unix`.
         assert_eq!(client(&t, Peer::Unix, &xff("1.1.1.1")), None);
         let tu = trusted(&["unix"]);
@@ -339,18 +383,43 @@ mod tests {
         let t = trusted(&["10.0.0.0/8"]);
         let fwd = |v| [("Forwarded", v), ("X-Forwarded-For", "9.9.9.9")];
         // Forwarded wins over X-Forwarded-For.
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=1.1.1.1")), a("1.1.1.1"));
         assert_eq!(
-            client(&t, ip("10.0.0.1"), &fwd("for=1.1.1.1;proto=https, For=\"[2001:db8::17]:4711\";by=x, for=10.0.0.2")),
+            client(&t, ip("10.0.0.1"), &fwd("for=1.1.1.1")),
+            a("1.1.1.1")
+        );
+        assert_eq!(
+            client(
+                &t,
+                ip("10.0.0.1"),
+                &fwd("for=1.1.1.1;proto=https, For=\"[2001:db8::17]:4711\";by=x, for=10.0.0.2")
+            ),
             a("2001:db8::17")
         );
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=\"1.1.1.1:80\"")), a("1.1.1.1"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("for=\"1.1.1.1:80\"")),
+            a("1.1.1.1")
+        );
         // Obfuscated, unknown, no for=, quoted commas, bad quoting.
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=1.1.1.1, for=_hidden")), a("10.0.0.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=unknown")), a("10.0.0.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("proto=https")), a("10.0.0.1"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=\"a,b\", for=2.2.2.2")), a("2.2.2.2"));
-        assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=\"1.1.1.1")), a("10.0.0.1"));
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("for=1.1.1.1, for=_hidden")),
+            a("10.0.0.1")
+        );
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("for=unknown")),
+            a("10.0.0.1")
+        );
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("proto=https")),
+            a("10.0.0.1")
+        );
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("for=\"a,b\", for=2.2.2.2")),
+            a("2.2.2.2")
+        );
+        assert_eq!(
+            client(&t, ip("10.0.0.1"), &fwd("for=\"1.1.1.1")),
+            a("10.0.0.1")
+        );
         assert_eq!(client(&t, ip("10.0.0.1"), &fwd("for=\"")), a("10.0.0.1"));
     }
 

@@ -16,9 +16,9 @@ use clap::{CommandFactory, FromArgMatches};
 use httplite::cli::{
     BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, ProxyOn, RuntimeKind,
 };
-use httplite::proxy::Listeners;
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
+use httplite::proxy::Listeners;
 use httplite::signals::{self, Reloads};
 use httplite::tls::Tls;
 use httplite::upgrade::{self, Upgrader};
@@ -69,9 +69,11 @@ fn main() -> ExitCode {
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
     if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
-        return Err("--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
+        return Err(
+            "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
                     the header (every other peer is refused)"
-            .to_string());
+                .to_string(),
+        );
     }
     for on in &cli.proxy_protocol {
         if let ProxyOn::Bind(b) = on

@@ -195,7 +195,9 @@ pub fn read_blocking<I: BlockingIo>(
             Step::Read(max) => {
                 let n = read_some(io, &mut reader.spare()[..max], deadline).map_err(refused)?;
                 if n == 0 {
-                    return Err(refused(Refused::Header("closed before a whole PROXY header")));
+                    return Err(refused(Refused::Header(
+                        "closed before a whole PROXY header",
+                    )));
                 }
                 reader.consumed(n);
             }
@@ -228,16 +230,20 @@ fn read_exact<I: BlockingIo>(
     Ok(())
 }
 
-fn read_some<I: BlockingIo>(io: &mut I, buf: &mut [u8], deadline: Deadline) -> Result<usize, Refused> {
+fn read_some<I: BlockingIo>(
+    io: &mut I,
+    buf: &mut [u8],
+    deadline: Deadline,
+) -> Result<usize, Refused> {
     // SAFETY: `MaybeUninit<u8>` has `u8`'s layout, and the slice is
     // initialised already; `read_uninit` only writes initialised bytes
     // into it (the trait's contract), so it stays initialised.
     let uninit = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [MaybeUninit<u8>]) };
     match io.read_uninit(uninit, deadline) {
         Ok(n) => Ok(n.min(buf.len())),
-        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-            Err(Refused::Header("no whole PROXY header within --header-timeout"))
-        }
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(Refused::Header(
+            "no whole PROXY header within --header-timeout",
+        )),
         Err(e) => Err(Refused::Io(e)),
     }
 }

@@ -323,13 +323,7 @@ mod tests {
                 }
                 Step::Done { consume, source } => {
                     assert!(pos + consume <= avail, "the peek saw them");
-                    return (
-                        Step::Done {
-                            consume: 0,
-                            source,
-                        },
-                        pos + consume,
-                    );
+                    return (Step::Done { consume: 0, source }, pos + consume);
                 }
                 invalid => return (invalid, pos),
             }

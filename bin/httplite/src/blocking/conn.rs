@@ -599,13 +599,7 @@ fn access_log<I: BlockingIo>(
 ) {
     let (status, bytes) = (out.status.code(), out.bytes);
     let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
-    log.log(&Entry::new(
-        peer,
-        req,
-        status,
-        bytes,
-        Some(started),
-    ));
+    log.log(&Entry::new(peer, req, status, bytes, Some(started)));
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use executor::net::TcpStream;
 use reactor::Reactor;
 
 use super::conn;
-use super::proxied;
 use super::ctx::{ActivePool, ShutdownFlag, WorkerCtx};
+use super::proxied;
 use super::transport::TlsStream;
 use crate::config::Config;
 use crate::date_clock::DateClock;

@@ -316,7 +316,14 @@ impl<S: Transport> Conn<S> {
                 Step::Done(outcome) => {
                     let started = self.request_started;
                     let client = self.client.as_deref().copied();
-                    log(&self.ctx, &self.stream, client, plan.request(), outcome, started);
+                    log(
+                        &self.ctx,
+                        &self.stream,
+                        client,
+                        plan.request(),
+                        outcome,
+                        started,
+                    );
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),
