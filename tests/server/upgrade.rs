@@ -314,9 +314,13 @@ fn a_stop_during_an_upgrade_stops_both_processes() {
                 .and_then(|p| p.parse().ok())
                 .unwrap_or_else(|| panic!("[{rt} {drain}] no pid in {err}"));
             assert!(gone(pid), "[{rt} {drain}] the new process {pid} still runs");
-            // Nobody serves on the address any more.
-            let refused = TcpStream::connect_timeout(&addr, Duration::from_secs(2));
-            assert!(refused.is_err(), "[{rt} {drain}] still accepting");
+            // Nobody serves on the address any more. (The wrapper's `sleep`,
+            // orphaned when its shell got the SIGTERM, holds the passed
+            // sockets until it ends, 1.5 s after the spawn: wait for that.)
+            let refused = wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+                TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
+            });
+            assert!(refused, "[{rt} {drain}] still accepting");
         }
     }
 }
