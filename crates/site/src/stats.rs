@@ -392,7 +392,7 @@ mod tests {
         st.add_extra(Box::new(|s: &mut String| s.push_str(",\"tls\":{\"n\":1}")));
         let j = st.to_json(&|_, _| {});
         assert!(
-            j.contains("\"overloaded\":0},\"tls\":{\"n\":1},\"workers\":["),
+            j.contains("\"proxy_untrusted\":0},\"tls\":{\"n\":1},\"workers\":["),
             "{j}"
         );
     }
