@@ -9,6 +9,12 @@
 # HAProxy checks /_httplite/health every 300 ms (down after 2 failures, up
 # after 2 successes) and retries a request whose connection failed or got
 # no answer (retry-on conn-failure empty-response) on another instance.
+# It speaks PROXY protocol v2 to the instances (send-proxy-v2, and
+# check-send-proxy for the checks: LOCAL headers), which take it with
+# --proxy-protocol --trusted-proxy 127.0.0.1/32; the client connects from
+# 127.0.0.2, so the access logs must show 127.0.0.2 for every request (and
+# 127.0.0.1, the checks' own peer, for the health checks). Afterwards every
+# verified request must be in the logs exactly once (each carries an id).
 #
 # Usage: scripts/cluster-test.sh [--quick]    (60 s; --quick: 20 s, in CI)
 # Run it under the machine's heavy-work lock: it builds and loads.
@@ -36,29 +42,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat > "$work/haproxy.cfg" <<'CFG'
-global
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    retries 3
-    option redispatch 1
-    retry-on conn-failure empty-response response-timeout
-frontend web
-    bind 127.0.0.1:18180
-    default_backend httplite
-backend httplite
-    balance roundrobin
-    option httpchk GET /_httplite/health
-    http-check expect status 200
-    default-server inter 300ms fall 2 rise 2
-    server a 127.0.0.1:18181 check
-    server b 127.0.0.1:18182 check
-    server c 127.0.0.1:18183 check
-CFG
+# The HAProxy configuration is the one docs/deploy.md shows (between its
+# cluster-test markers): read from there, so the two cannot drift apart.
+sed -n '/<!-- cluster-test haproxy.cfg: begin -->/,/<!-- cluster-test haproxy.cfg: end -->/p' \
+    docs/deploy.md | sed '/^<!--/d; /^```/d' > "$work/haproxy.cfg"
+if ! grep -q send-proxy-v2 "$work/haproxy.cfg"; then
+    echo "cluster-test: no HAProxy configuration between the markers of docs/deploy.md" >&2
+    exit 1
+fi
 haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
 haproxy_pid=$!
 python3 scripts/lib/cluster_test.py "$bin" "$work" "$seconds"

@@ -108,7 +108,7 @@ filtered_step "cargo test --test server over TLS (HTTPLITE_TEST_TLS=1)" 15 \
 # seed with --seed).
 step "scripts/conformance.sh --short" 10 scripts/conformance.sh --short
 
-step "scripts/cluster-test.sh --quick (HAProxy, 3 instances, 20 s)" 5 \
+step "scripts/cluster-test.sh --quick (HAProxy sending PROXY v2, 3 instances, 20 s)" 5 \
     scripts/cluster-test.sh --quick
 
 # The dashboard in headless Chromium (installed if missing): the page's

@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let splits = knobs.splits(data.len());
     let mut wire = Wire::default();
-    conn::serve(&ctx, MemIo::new(data, splits, knobs, &mut wire));
+    conn::serve(&ctx, MemIo::new(data, splits, knobs, &mut wire), None);
 
     let limits = *http1::Decoder::new(ctx.config.limits).limits();
     let verdicts = requests_ref::parse_stream(data, &limits.into());

@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
     let splits = knobs.splits(input.len());
     let mut wire = Wire::default();
     let io = TlsIo::new(MemIo::new(&input, splits, knobs, &mut wire), tls).expect("session");
-    conn::serve(&ctx, io);
+    conn::serve(&ctx, io, None);
 
     let out = &wire.output;
     match input.first() {

@@ -13,13 +13,25 @@ Every response is checked (status and body). Prints per step: requests
 sent, verified, failed, connection errors. Exit 1 if steps 1-3 saw any
 failure or connection error.
 
+HAProxy speaks PROXY protocol v2 to the instances (--proxy-protocol
+--trusted-proxy 127.0.0.1/32); the load connects to HAProxy from
+CLIENT_SRC (127.0.0.2), so the access logs must show that address for
+every request, and HAProxy's own (127.0.0.1: LOCAL headers) for its health
+checks. Every request carries an id (?id=...); afterwards each verified
+request must be in the logs exactly once. The one allowance: the SIGKILLed
+instance loses the lines it had not flushed yet (its log buffer is flushed
+every second), so step 4 reports its missing lines separately. Exit 1 on a
+missing or repeated line outside step 4, or on a wrong address.
+
 Usage: cluster_test.py BIN WORKDIR SECONDS
 """
 
+import collections
 import http.client
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,9 +44,16 @@ STEPS = ["warm-up", "1 rolling upgrade", "2 SIGTERM + restart", "3 logrotate + S
          "4 SIGKILL + restart", "cool-down"]
 STATIC = b"static file body\n" * 64
 
+CLIENT_SRC = "127.0.0.2"
+# A PROXY protocol v2 LOCAL header: what HAProxy's checks send, and what
+# this script's own checks of an instance send.
+PROXY_LOCAL = b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00"
+
 step = 0
 lock = threading.Lock()
 counts = {s: {"sent": 0, "ok": 0, "failed": 0, "conn_errors": 0} for s in range(len(STEPS))}
+# The ids of the verified requests, by the step in which they were sent.
+verified = {s: set() for s in range(len(STEPS))}
 stop = threading.Event()
 
 
@@ -54,17 +73,27 @@ def check(resp, body, path):
 def load(seed):
     rng = random.Random(seed)
     conn = None
+    n = 0
     while not stop.is_set():
         path = "/_httplite/plaintext" if rng.random() < 0.7 else "/file.txt"
         keep = rng.random() < 0.6
+        n += 1
+        rid = f"{seed}-{n}"
+        sent_in = step
         count("sent")
         try:
             if conn is None:
-                conn = http.client.HTTPConnection("127.0.0.1", FRONT, timeout=10)
-            conn.request("GET", path, headers={} if keep else {"Connection": "close"})
+                conn = http.client.HTTPConnection("127.0.0.1", FRONT, timeout=10,
+                                                  source_address=(CLIENT_SRC, 0))
+            conn.request("GET", f"{path}?id={rid}",
+                         headers={} if keep else {"Connection": "close"})
             resp = conn.getresponse()
             body = resp.read()
-            count("ok" if check(resp, body, path) else "failed")
+            good = check(resp, body, path)
+            count("ok" if good else "failed")
+            if good:
+                with lock:
+                    verified[sent_in].add(rid)
             if not keep or resp.will_close:
                 conn.close()
                 conn = None
@@ -93,13 +122,14 @@ class Instance:
         err = open(self.err, "a")
         p = subprocess.Popen(
             [BIN, "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--root", WORK,
+             "--proxy-protocol", "--trusted-proxy", "127.0.0.1/32",
              "--access-log", self.log, "--drain-delay", "2s", "--shutdown-timeout", "5s",
              "--pool-priority", "normal"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             start_new_session=True)
         self.pid = p.pid
         self.proc = p
-        wait_health(self.port)
+        wait_health(self.port, proxy=True)
 
     def alive(self, pid):
         try:
@@ -137,22 +167,63 @@ class Instance:
         raise SystemExit(f"instance {self.i}: no upgrade")
 
 
-def wait_health(port, within=15):
+def health_ok(port, proxy):
+    """One health check; an instance (proxy=True) wants a PROXY header first."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall((PROXY_LOCAL if proxy else b"") +
+                      b"GET /_httplite/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+            return answer.startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def wait_health(port, within=15, proxy=False):
     end = time.time() + within
     while time.time() < end:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/_httplite/health")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
+        if health_ok(port, proxy):
+            return
         time.sleep(0.05)
     raise SystemExit(f"port {port}: not healthy")
 
 
+def check_logs(insts):
+    """Reads every access log: (request ids and their counts, lines, health
+    lines, lines with the wrong address)."""
+    ids = collections.Counter()
+    lines = health = wrong = 0
+    for inst in insts:
+        for name in (inst.log, inst.log + ".1"):
+            if not os.path.exists(name):
+                continue
+            with open(name) as f:
+                for line in f:
+                    lines += 1
+                    host = line.split(" ", 1)[0]
+                    target = line.split('"')[1].split(" ")[1] if '"' in line else ""
+                    if target.startswith("/_httplite/health"):
+                        health += 1
+                        # LOCAL headers: the socket's peer, HAProxy (or us).
+                        wrong += host != "127.0.0.1"
+                        continue
+                    wrong += host != CLIENT_SRC
+                    ids[target.split("?id=")[-1]] += 1
+    return ids, lines, health, wrong
+
+
 def main():
-    global step
+    global step, CLIENT_SRC
+    try:
+        with socket.socket() as s:
+            s.bind((CLIENT_SRC, 0))
+    except OSError as e:
+        # Without a second loopback address the PROXY header's client is
+        # HAProxy's address again: the check of addresses proves less.
+        print(f"cannot bind {CLIENT_SRC} ({e}); the load connects from 127.0.0.1")
+        CLIENT_SRC = "127.0.0.1"
     with open(os.path.join(WORK, "file.txt"), "wb") as f:
         f.write(STATIC)
     insts = [Instance(i) for i in range(3)]
@@ -182,6 +253,9 @@ def main():
         os.kill(inst.pid, signal.SIGHUP)
     time.sleep(phase)
     step = 4
+    # Every line of the requests before this step is flushed (at most 1 s
+    # late) before the kill: the lines the kill loses are this step's.
+    time.sleep(2)
     victim = insts[1]
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait_gone(victim.pid)
@@ -197,24 +271,38 @@ def main():
         os.kill(inst.pid, signal.SIGTERM)
     for inst in insts:
         inst.wait_gone(inst.pid)
-    logged = 0
-    for inst in insts:
-        for name in (inst.log, inst.log + ".1"):
-            if os.path.exists(name):
-                with open(name) as f:
-                    logged += sum(1 for l in f if "/_httplite/health" not in l)
-    print(f"{'step':<24}{'sent':>8}{'verified':>10}{'failed':>8}{'conn err':>10}")
+    ids, lines, health, wrong = check_logs(insts)
+    print(f"{'step':<24}{'sent':>8}{'verified':>10}{'failed':>8}{'conn err':>10}"
+          f"{'logged 1x':>11}{'missing':>9}{'repeated':>10}")
     bad = 0
+    log_bad = 0
     for s, name in enumerate(STEPS):
         c = counts[s]
-        print(f"{name:<24}{c['sent']:>8}{c['ok']:>10}{c['failed']:>8}{c['conn_errors']:>10}")
+        once = sum(1 for r in verified[s] if ids.get(r) == 1)
+        missing = sum(1 for r in verified[s] if r not in ids)
+        repeated = sum(1 for r in verified[s] if ids.get(r, 0) > 1)
+        print(f"{name:<24}{c['sent']:>8}{c['ok']:>10}{c['failed']:>8}{c['conn_errors']:>10}"
+              f"{once:>11}{missing:>9}{repeated:>10}")
         if s in (1, 2, 3):
             bad += c["failed"] + c["conn_errors"]
+        log_bad += repeated + (missing if s != 4 else 0)
+    all_verified = set().union(*verified.values())
+    unverified = sum(n for r, n in ids.items() if r not in all_verified)
     total_ok = sum(c["ok"] for c in counts.values())
-    print(f"verified responses: {total_ok}; access-log lines (all instances, rotated "
-          f"included, health checks excluded): {logged}")
+    print(f"access logs: {lines} lines = {health} health checks + {lines - health} requests; "
+          f"{total_ok} verified responses; {unverified} logged requests not verified "
+          f"(answered, but the client saw a failure); {wrong} lines with another address "
+          f"than {CLIENT_SRC} (requests) or 127.0.0.1 (health checks)")
+    print("(sent, failed, conn err: by the step a request was sent in; verified: by the step its "
+          "answer came in; logged 1x, missing, repeated: the verified requests sent in the step)")
     print("steps 1-3: " + ("zero failed requests, zero connection errors" if bad == 0
                            else f"{bad} failures or connection errors"))
+    print("access logs: " + ("every verified request exactly once (step 4: the lines the "
+                             "SIGKILL lost are counted missing), every address the client's"
+                             if log_bad == 0 and wrong == 0 else
+                             f"{log_bad} missing or repeated lines outside step 4, "
+                             f"{wrong} wrong addresses"))
+    bad += log_bad + wrong
     sys.exit(1 if bad else 0)
 
 

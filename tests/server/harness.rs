@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, mpsc};
 use std::time::{Duration, Instant};
 
-use super::pki::{Pki, TlsStream, shared_client_config, tls_connect, tls_mode};
+use super::pki::{Pki, TlsStream, shared_client_config, tls_connect, tls_mode, tls_over};
 
 /// Every runtime the behavioural tests run against. Adding a runtime here
 /// is the only change the suite needs, apart from the tests that do not
@@ -796,6 +796,26 @@ impl Client {
             stream: Stream::Plain(stream),
             buf: Vec::new(),
         })
+    }
+
+    /// A connection on `sock`, already connected (raw bytes such as a
+    /// PROXY header may have been sent on it), over TLS when the suite
+    /// runs in TLS mode.
+    pub fn from_tcp(sock: TcpStream) -> Client {
+        let stream = match tls_mode() {
+            true => Stream::Tls(Box::new(
+                tls_over(sock, &shared_client_config()).expect("start TLS"),
+            )),
+            false => {
+                sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                sock.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+                Stream::Plain(sock)
+            }
+        };
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
     }
 
     /// A TLS connection with `config`, whatever the mode.

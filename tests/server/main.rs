@@ -31,6 +31,7 @@ mod observability;
 mod observability_timeline;
 mod pipelining;
 mod precompressed;
+mod proxy_protocol;
 mod shutdown;
 mod sigterm_load;
 mod startup;

@@ -255,3 +255,38 @@ fn trace_rate_limit_drops_and_reports_the_excess() {
     // seconds' worth print.
     assert!(worker_lines < 100, "{worker_lines} lines printed:\n{trace}");
 }
+
+#[cfg(feature = "trace")]
+#[test]
+fn trace_ties_a_proxy_headers_client_to_its_fd() {
+    use std::io::Write;
+    for rt in super::harness::OPS_RUNTIMES {
+        let args = [
+            "--trace",
+            "--proxy-protocol",
+            "--trusted-proxy",
+            "127.0.0.1",
+        ];
+        let server = Server::start(rt, &args);
+        let mut sock = std::net::TcpStream::connect(server.addr()).unwrap();
+        sock.write_all(b"PROXY TCP4 192.0.2.1 203.0.113.9 5000 443\r\n")
+            .unwrap();
+        let mut c = Client::from_tcp(sock);
+        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        let trace = trace_of(&server, "GET /_httplite/plaintext HTTP/1.1 -> 200");
+        let fd_of = |needle: &str| {
+            let line = trace
+                .lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("[{rt}] no {needle:?} in:\n{trace}"));
+            let fd = line.split("fd=").nth(1).and_then(|r| r.split(' ').next());
+            fd.unwrap_or_else(|| panic!("[{rt}] no fd in {line}"))
+                .to_string()
+        };
+        assert_eq!(
+            fd_of("PROXY client=192.0.2.1:5000"),
+            fd_of("GET /_httplite/plaintext HTTP/1.1 -> 200"),
+            "[{rt}] the client's line and the request's name the same fd"
+        );
+    }
+}

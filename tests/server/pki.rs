@@ -176,6 +176,12 @@ pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 /// handshake completes with the first read or write).
 pub fn tls_connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> std::io::Result<TlsStream> {
     let sock = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    tls_over(sock, config)
+}
+
+/// Starts TLS for `localhost` on a connected socket (after whatever was
+/// already sent on it in the clear, such as a PROXY header).
+pub fn tls_over(sock: TcpStream, config: &Arc<ClientConfig>) -> std::io::Result<TlsStream> {
     sock.set_read_timeout(Some(IO_TIMEOUT))?;
     sock.set_write_timeout(Some(IO_TIMEOUT))?;
     let name = ServerName::try_from("localhost").unwrap();

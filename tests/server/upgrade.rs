@@ -260,3 +260,67 @@ fn a_failed_upgrade_keeps_the_old_process_serving() {
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
+
+/// Whether process `pid` is gone (or a zombie).
+fn gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| s.contains("State:\tZ"))
+}
+
+#[test]
+fn a_stop_during_an_upgrade_stops_both_processes() {
+    for rt in OPS_RUNTIMES {
+        for drain in ["0s", "1s"] {
+            let dir = TempDir::new("upgrade-stop");
+            let exe = dir.path().join("httplite");
+            std::fs::copy(env!("CARGO_BIN_EXE_httplite"), &exe).unwrap();
+            let mut server = Server::start_with(rt, &["--drain-delay", drain], |cmd| {
+                rebuild_command(&cmd, exe.as_os_str(), &[])
+            });
+            let addr = server.addr();
+            // The "new build" takes 1.5 s to start: the SIGTERM comes after
+            // it is spawned and before it reports ready.
+            let real = dir.path().join("httplite.real");
+            std::fs::copy(env!("CARGO_BIN_EXE_httplite"), &real).unwrap();
+            let slow = dir.write(
+                "slow",
+                format!("#!/bin/sh\nsleep 1.5\nexec '{}' \"$@\"\n", real.display()).as_bytes(),
+            );
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&slow, &exe).unwrap();
+
+            server.signal(libc::SIGUSR2);
+            std::thread::sleep(Duration::from_millis(400));
+            server.signal(libc::SIGTERM);
+            let status = server.wait_exit(Duration::from_secs(20));
+            let err = server.stderr();
+            assert_eq!(
+                status.and_then(|s| s.code()),
+                Some(0),
+                "[{rt} {drain}] {err}"
+            );
+            assert!(
+                err.contains("upgrade abandoned: this process is stopping"),
+                "[{rt} {drain}] {err}"
+            );
+            assert!(
+                !err.contains("stops accepting and drains"),
+                "[{rt} {drain}] {err}"
+            );
+            let pid: i32 = err
+                .split("new process ")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("[{rt} {drain}] no pid in {err}"));
+            assert!(gone(pid), "[{rt} {drain}] the new process {pid} still runs");
+            // Nobody serves on the address any more. (The wrapper's `sleep`,
+            // orphaned when its shell got the SIGTERM, holds the passed
+            // sockets until it ends, 1.5 s after the spawn: wait for that.)
+            let refused = wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+                TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
+            });
+            assert!(refused, "[{rt} {drain}] still accepting");
+        }
+    }
+}

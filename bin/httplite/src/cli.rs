@@ -30,6 +30,28 @@ pub struct Cli {
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub socket_mode: Option<u32>,
 
+    /// Expect a PROXY protocol header (HAProxy's, v1 or v2) at the start
+    /// of every connection; the client address it carries is the one the
+    /// access log shows. Bare: on every listener. With a value (repeatable;
+    /// `=` required): on that --bind only, e.g.
+    /// --proxy-protocol=127.0.0.1:8081. Needs --trusted-proxy: a
+    /// connection from elsewhere, or without a valid header within
+    /// --header-timeout, is closed and counted (errors.proxy_untrusted,
+    /// errors.proxy_header). On the other listeners a PROXY header is a
+    /// bad request (400). See docs/deploy.md.
+    #[arg(long, value_name = "BIND", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_parser = ProxyOn::parse)]
+    pub proxy_protocol: Vec<ProxyOn>,
+
+    /// A proxy to believe; repeatable. An IPv4 or IPv6 network
+    /// (10.0.0.0/8, ::1/128, or one address), or `unix` for peers on Unix
+    /// sockets. Only these may send a PROXY header (--proxy-protocol), and
+    /// a request from one has its logged address taken from
+    /// X-Forwarded-For or Forwarded (for=): the rightmost hop that is not a
+    /// trusted proxy. Malformed hops end the walk (never an error).
+    #[arg(long, value_name = "CIDR", value_parser = crate::forwarded::TrustedArg::parse)]
+    pub trusted_proxy: Vec<crate::forwarded::TrustedArg>,
+
     /// Worker threads, each with its own event loop [default: number of CPUs].
     #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
@@ -294,6 +316,25 @@ impl std::fmt::Display for BindAddr {
         match self {
             BindAddr::Tcp(a) => write!(f, "{a}"),
             BindAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// One `--proxy-protocol`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyOn {
+    /// Bare: every listener.
+    All,
+    /// `=ADDR`: the listener of that `--bind`.
+    Bind(BindAddr),
+}
+
+impl ProxyOn {
+    /// Parses `all` (the bare flag's value) or a `--bind` address.
+    pub fn parse(s: &str) -> Result<ProxyOn, String> {
+        match s {
+            "all" => Ok(ProxyOn::All),
+            _ => BindAddr::parse(s).map(ProxyOn::Bind),
         }
     }
 }

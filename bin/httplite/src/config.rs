@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use crate::cli::Cli;
+use crate::forwarded::Trusted;
+use crate::proxy::{Listeners, Proxy};
 
 /// Limits and timeouts shared by all workers.
 #[derive(Debug, Clone)]
@@ -17,6 +19,9 @@ pub struct Config {
     pub write_timeout: Duration,
     /// Largest file body sent with `sendfile(2)`; larger ones are copied.
     pub sendfile_max: u64,
+    /// `--proxy-protocol` and `--trusted-proxy` (the listeners are filled
+    /// in once bound: see `main`).
+    pub proxy: Proxy,
 }
 
 impl Config {
@@ -32,6 +37,10 @@ impl Config {
             idle_timeout: cli.idle_timeout,
             write_timeout: cli.write_timeout,
             sendfile_max: cli.sendfile_max,
+            proxy: Proxy {
+                listeners: Listeners::None,
+                trusted: Trusted::new(&cli.trusted_proxy),
+            },
         }
     }
 }

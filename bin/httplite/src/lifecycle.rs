@@ -33,6 +33,9 @@ pub struct Lifecycle {
     handover: Mutex<Option<Vec<Listener>>>,
     /// Set to end the drain delay early.
     skip_delay: (Mutex<bool>, Condvar),
+    /// Held while deciding between a stop and an upgrade's hand-over, so
+    /// that exactly one of them comes first.
+    transition: Mutex<()>,
     quiet: bool,
 }
 
@@ -54,6 +57,7 @@ impl Lifecycle {
             drain_delay,
             handover: Mutex::new(Some(handover)),
             skip_delay: (Mutex::new(false), Condvar::new()),
+            transition: Mutex::new(()),
             quiet,
         })
     }
@@ -72,11 +76,15 @@ impl Lifecycle {
     /// drain delay (health 503), then the graceful shutdown; a later call
     /// ends the delay at once. Returns at once.
     pub fn drain(self: &Arc<Self>) {
-        if self.is_draining() {
-            self.end_delay();
-            return;
+        {
+            let _decide = self.transition.lock().unwrap_or_else(|e| e.into_inner());
+            if self.is_draining() {
+                drop(_decide);
+                self.end_delay();
+                return;
+            }
+            self.stats.set_draining();
         }
-        self.stats.set_draining();
         if self.drain_delay.is_zero() {
             self.stop();
             return;
@@ -120,6 +128,17 @@ impl Lifecycle {
         self.stats.set_draining();
         self.shutdown.hand_over(self.grace);
         drop(self.take_handover());
+    }
+
+    /// [`Lifecycle::hand_over`] unless a stop (or another hand-over) has
+    /// begun; false then, and nothing is done (see `crate::upgrade`).
+    pub fn hand_over_unless_draining(&self) -> bool {
+        let _decide = self.transition.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_draining() {
+            return false;
+        }
+        self.hand_over();
+        true
     }
 
     fn end_delay(&self) {

@@ -14,10 +14,12 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
 use httplite::cli::{
-    BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, RuntimeKind, TraceFormat,
+    BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, ProxyOn, RuntimeKind,
+    TraceFormat,
 };
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
+use httplite::proxy::Listeners;
 use httplite::signals::{self, Reloads};
 use httplite::tls::Tls;
 use httplite::upgrade::{self, Upgrader};
@@ -86,6 +88,31 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
                     (use --runtime stackless for HTTPS; see docs/io-uring.md)"
                 .to_string(),
         );
+    }
+    if cli.runtime == RuntimeKind::Uring && !cli.proxy_protocol.is_empty() {
+        return Err(
+            "--runtime uring does not read PROXY headers yet (its connections take \
+                    their bytes from ring buffers, and the header reader peeks at the socket): \
+                    use another --runtime behind a PROXY-protocol balancer"
+                .to_string(),
+        );
+    }
+    if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
+        return Err(
+            "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
+                    the header (every other peer is refused)"
+                .to_string(),
+        );
+    }
+    for on in &cli.proxy_protocol {
+        if let ProxyOn::Bind(b) = on
+            && !cli.bind.contains(b)
+        {
+            return Err(format!(
+                "--proxy-protocol={b}: no --bind {b} (name one of the --bind values, \
+                 or give --proxy-protocol alone for every listener)"
+            ));
+        }
     }
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
@@ -224,7 +251,9 @@ fn run(cli: Cli) -> Result<()> {
         jobs: jobs.clone(),
         events: events_config(&cli),
     });
-    let config = Arc::new(Config::from_cli(&cli));
+    let mut config = Config::from_cli(&cli);
+    config.proxy.listeners = proxy_listeners(&cli, &opened.listeners);
+    let config = Arc::new(config);
     let tls = match (&cli.tls_cert, &cli.tls_key) {
         (Some(cert), Some(key)) => {
             let tls = Tls::new(cert.clone(), key.clone(), cli.redirect_http)
@@ -357,7 +386,7 @@ fn run(cli: Cli) -> Result<()> {
                 grace: cli.shutdown_timeout,
                 started: std::time::Instant::now(),
                 reloads,
-                upgrader,
+                upgrader: upgrader.clone(),
             })
             .context("--console: cannot read stdin")?,
         ),
@@ -366,6 +395,8 @@ fn run(cli: Cli) -> Result<()> {
     // Only now serving: an old process waiting on an upgrade may drain.
     upgrade::notify_ready(ready_fd);
     server.join().context("server stopped with an error")?;
+    // An upgrade abandoned by this stop is still stopping its new process.
+    upgrader.wait_idle(upgrade::READY_TIMEOUT + upgrade::CHILD_STOP_WAIT);
     drop(console); // stdin back to blocking mode
     // The workers' logs are flushed into the writer's queue; let it write
     // them, but never wait long for a destination that stalled.
@@ -401,6 +432,27 @@ fn start_trace(cli: &Cli) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The listeners `--proxy-protocol` names. With `--bind` given, the
+/// listeners are in its order (`listen::open`), so the n-th is the n-th
+/// `--bind`'s.
+fn proxy_listeners(cli: &Cli, listeners: &[dispatch::Listener]) -> Listeners {
+    if cli.proxy_protocol.is_empty() {
+        return Listeners::None;
+    }
+    if cli.proxy_protocol.contains(&ProxyOn::All) {
+        return Listeners::All;
+    }
+    let on = |b: &BindAddr| cli.proxy_protocol.contains(&ProxyOn::Bind(b.clone()));
+    let addrs: Vec<_> = (cli.bind.iter().zip(listeners))
+        .filter(|(b, _)| on(b))
+        .map(|(_, l)| l.addr().clone())
+        .collect();
+    match addrs.len() == listeners.len() {
+        true => Listeners::All,
+        false => Listeners::Some(addrs),
+    }
 }
 
 /// `--file-cache`, or its default: 10,000 entries, but never more than a
@@ -464,9 +516,14 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         jobs: Jobs::new(blocking_pool, retention, test_endpoints),
         events: events_config(cli),
     });
+    let mut config = Config::from_cli(cli);
+    // Fork's one listener: a --proxy-protocol, bare or naming it, is on it.
+    if !cli.proxy_protocol.is_empty() {
+        config.proxy.listeners = Listeners::All;
+    }
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
-        config: Arc::new(Config::from_cli(cli)),
+        config: Arc::new(config),
         stats: stats.worker(0),
         access_log: None,
         idle: httplite::blocking::IdleSet::default(),

@@ -3,8 +3,11 @@
 //! that every driver can call it on what it has read before handing the
 //! rest to TLS or `http1`.
 //!
-//! Not wired into the drivers yet (`--proxy-protocol` is still to come;
-//! see docs/deploy.md): this is the parser, unit-tested and fuzzed
+//! [`HeaderReader`] is how the drivers read it (`crate::proxy` for the
+//! blocking designs, `stackless::proxied` for the stackless one): it peeks
+//! to see what has arrived and reads exactly the header's bytes, never one
+//! of the HTTP or TLS bytes behind it, so nothing has to be handed on to
+//! the layer above. The parser is unit-tested and fuzzed
 //! (`fuzz/fuzz_targets/proxy_protocol.rs`). Hand-written rather than a
 //! crate: the format is two small fixed layouts (a text line of at most
 //! 107 bytes, a 16-byte binary header with fixed-size addresses), the
@@ -40,6 +43,85 @@ pub enum Parsed {
     },
     /// Not a PROXY header, or a malformed one: close the connection.
     Invalid(&'static str),
+}
+
+/// The longest header [`HeaderReader`] may have to hold.
+pub const MAX_HEADER: usize = 16 + V2_MAX_LEN;
+
+/// Reads one header off a socket without reading past it, sans I/O: the
+/// driver peeks (`recv` with `MSG_PEEK`) into [`HeaderReader::spare`],
+/// calls [`HeaderReader::step`] with the count, and does what it says.
+///
+/// Why peek and read rather than read: a read may take bytes of the
+/// request behind the header, which would then have to be given to the
+/// HTTP decoder or the TLS session. Peeking shows what has arrived; the
+/// reads then take only header bytes. While the header is incomplete,
+/// every byte seen so far and the next one belong to it, so a read of one
+/// byte more than was peeked cannot overshoot, and it is a real read that
+/// waits (or reports `EAGAIN`, clearing an edge-triggered readiness) when
+/// nothing more has arrived.
+#[derive(Debug)]
+pub struct HeaderReader {
+    buf: Box<[u8; MAX_HEADER]>,
+    have: usize,
+}
+
+/// What [`HeaderReader::step`] asks of the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Read (waiting if need be) at most this many bytes into
+    /// [`HeaderReader::spare`], pass the count to
+    /// [`HeaderReader::consumed`] (0 is the end of the stream: give up),
+    /// then peek again.
+    Read(usize),
+    /// The header is whole: read exactly `consume` more bytes (they have
+    /// arrived: the peek saw them) and the connection's own bytes follow.
+    Done {
+        /// Bytes still to read off the socket.
+        consume: usize,
+        /// The original client (`None`: keep the connection's peer).
+        source: Option<SocketAddr>,
+    },
+    /// Not a valid header: close.
+    Invalid(&'static str),
+}
+
+impl Default for HeaderReader {
+    fn default() -> HeaderReader {
+        HeaderReader {
+            buf: Box::new([0; MAX_HEADER]),
+            have: 0,
+        }
+    }
+}
+
+impl HeaderReader {
+    /// Where the next peek or read goes (the bytes after those read).
+    pub fn spare(&mut self) -> &mut [u8] {
+        &mut self.buf[self.have..]
+    }
+
+    /// Given that a peek put `peeked` bytes into [`HeaderReader::spare`]
+    /// (0 if nothing was there), what to do next.
+    pub fn step(&mut self, peeked: usize) -> Step {
+        let seen = (self.have + peeked).min(MAX_HEADER);
+        match parse(&self.buf[..seen]) {
+            Parsed::Done { len, source } => Step::Done {
+                consume: len.saturating_sub(self.have),
+                source,
+            },
+            Parsed::Invalid(why) => Step::Invalid(why),
+            // The header is longer than `seen`: one byte more than was
+            // seen is still header (and `seen < MAX_HEADER` here: the
+            // parser bounds both versions below it).
+            Parsed::Incomplete => Step::Read((seen + 1 - self.have).min(MAX_HEADER - self.have)),
+        }
+    }
+
+    /// `n` bytes were read into [`HeaderReader::spare`].
+    pub fn consumed(&mut self, n: usize) {
+        self.have = (self.have + n).min(MAX_HEADER);
+    }
 }
 
 /// Parses the header at the start of `buf`.
@@ -214,6 +296,69 @@ mod tests {
         }
         let long = [b"PROXY ".as_slice(), &[b'x'; 200]].concat();
         assert!(matches!(parse(&long), Parsed::Invalid(_)));
+    }
+
+    /// Drives a [`HeaderReader`] over `arrivals` (what the socket holds
+    /// after each wait), checking it never reads past the header.
+    fn read_all(stream: &[u8], arrivals: &[usize]) -> (Step, usize) {
+        let mut r = HeaderReader::default();
+        let (mut pos, mut avail) = (0, 0);
+        let mut arrivals = arrivals.iter();
+        loop {
+            let peeked = (avail - pos).min(r.spare().len());
+            r.spare()[..peeked].copy_from_slice(&stream[pos..pos + peeked]);
+            match r.step(peeked) {
+                Step::Read(max) => {
+                    assert!(max >= 1);
+                    if avail == pos {
+                        match arrivals.next() {
+                            Some(&a) => avail = a.min(stream.len()),
+                            None => return (Step::Read(max), pos),
+                        }
+                    }
+                    let n = max.min(avail - pos);
+                    r.spare()[..n].copy_from_slice(&stream[pos..pos + n]);
+                    r.consumed(n);
+                    pos += n;
+                }
+                Step::Done { consume, source } => {
+                    assert!(pos + consume <= avail, "the peek saw them");
+                    return (Step::Done { consume: 0, source }, pos + consume);
+                }
+                invalid => return (invalid, pos),
+            }
+        }
+    }
+
+    #[test]
+    fn reader_stops_at_the_header_however_it_arrives() {
+        let v1 = b"PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\nGET / HTTP/1.1\r\n";
+        let body = [192, 0, 2, 1, 198, 51, 100, 2, 0xdc, 0x04, 0x01, 0xbb];
+        let mut v2h = v2(1, 0x11, &body);
+        let v2_len = v2h.len();
+        v2h.extend_from_slice(b"GET / HTTP/1.1\r\n");
+        let want = Some("192.0.2.1:56324".parse().unwrap());
+        for (stream, len) in [(&v1[..], 45), (&v2h[..], v2_len)] {
+            for split in 0..stream.len() {
+                let (step, pos) = read_all(stream, &[split, stream.len()]);
+                assert_eq!(
+                    step,
+                    Step::Done {
+                        consume: 0,
+                        source: want
+                    },
+                    "split at {split}"
+                );
+                assert_eq!(pos, len, "read exactly the header (split at {split})");
+            }
+            // One byte at a time.
+            let arrivals: Vec<usize> = (1..=stream.len()).collect();
+            assert_eq!(read_all(stream, &arrivals).1, len);
+        }
+        let (step, _) = read_all(b"GET / HTTP/1.1\r\n", &[16]);
+        assert!(matches!(step, Step::Invalid(_)));
+        let (step, pos) = read_all(b"PROXY TCP4 1.2", &[14]);
+        assert_eq!((step, pos), (Step::Read(1), 14), "waits for more");
     }
 
     fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {

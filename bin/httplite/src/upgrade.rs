@@ -15,6 +15,16 @@
 //! If the new process fails (it exits, or says nothing for
 //! [`READY_TIMEOUT`]), it is killed if still running, this process keeps
 //! serving with its sockets, and one line on stderr says why.
+//!
+//! If this process is told to stop (SIGTERM, SIGINT, the console's `quit`)
+//! while an upgrade is under way, before the new process has reported
+//! ready or as it does, the operator's stop wins: there is no hand-over,
+//! the new process is sent SIGTERM (it drains and exits as this one does;
+//! [`CHILD_STOP_WAIT`] bounds the wait, then SIGKILL), and this process
+//! carries on with its own stop, which waits for that before exiting
+//! ([`Upgrader::wait_idle`]). Without this the new process would take over
+//! and keep serving after the stop. Whether stop or hand-over came first
+//! is decided under one lock ([`Lifecycle::hand_over_unless_draining`]).
 
 use std::ffi::OsString;
 use std::io::Read as _;
@@ -35,6 +45,11 @@ use crate::listen::UPGRADE_FDS_VAR;
 pub const READY_FD_VAR: &str = "HTTPLITE_READY_FD";
 /// How long the new process may take to report ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a new process sent SIGTERM (an upgrade abandoned because this
+/// process is stopping) may take to exit before it is killed.
+pub const CHILD_STOP_WAIT: Duration = Duration::from_secs(30);
+/// Why an upgrade was abandoned for a stop.
+const STOPPING: &str = "this process is stopping (a signal or `quit` came during the upgrade)";
 
 /// How to start the next copy of ourselves.
 #[derive(Debug)]
@@ -74,6 +89,15 @@ impl Upgrader {
         }
     }
 
+    /// Waits (at most `limit`) until no upgrade is under way: the process
+    /// must not exit while one still has a new process to stop.
+    pub fn wait_idle(&self, limit: Duration) {
+        let end = Instant::now() + limit;
+        while self.busy.load(Ordering::SeqCst) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// One upgrade, start to end; returns the line to report.
     pub fn run(&self, lifecycle: &Lifecycle) -> String {
         if self.busy.swap(true, Ordering::SeqCst) {
@@ -91,24 +115,37 @@ impl Upgrader {
         let Some(listeners) = lifecycle.take_handover() else {
             return "upgrade: not while stopping".to_string();
         };
-        match self.spawn_and_wait(&listeners) {
-            Ok(pid) => {
+        match self.spawn_and_wait(&listeners, lifecycle) {
+            Ok(mut child) => {
+                let pid = child.id();
+                // A stop that came as it reported ready wins, too.
+                if !lifecycle.hand_over_unless_draining() {
+                    lifecycle.return_handover(listeners);
+                    return format!("upgrade abandoned: {STOPPING}; {}", stop_child(&mut child));
+                }
                 drop(listeners);
-                lifecycle.hand_over();
                 format!(
                     "upgrade: new process {pid} is ready; process {} stops accepting and drains",
                     std::process::id()
                 )
             }
-            Err(why) => {
+            Err(Failed::Stopping(mut child)) => {
+                lifecycle.return_handover(listeners);
+                format!("upgrade abandoned: {STOPPING}; {}", stop_child(&mut child))
+            }
+            Err(Failed::Why(why)) => {
                 lifecycle.return_handover(listeners);
                 format!("upgrade failed: {why}; still serving")
             }
         }
     }
 
-    fn spawn_and_wait(&self, listeners: &[Listener]) -> Result<u32, String> {
-        let (ready_rd, ready_wr) = pipe().map_err(|e| format!("no pipe: {e}"))?;
+    fn spawn_and_wait(
+        &self,
+        listeners: &[Listener],
+        lifecycle: &Lifecycle,
+    ) -> Result<std::process::Child, Failed> {
+        let (ready_rd, ready_wr) = pipe().map_err(|e| Failed::Why(format!("no pipe: {e}")))?;
         let groups: Vec<Vec<RawFd>> = listeners
             .iter()
             .map(|l| l.fds().iter().map(AsRawFd::as_raw_fd).collect())
@@ -154,13 +191,16 @@ impl Upgrader {
         };
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+            .map_err(|e| Failed::Why(format!("cannot start {}: {e}", self.exe.display())))?;
         drop(ready_wr);
         let pid = child.id();
         let mut ready = std::fs::File::from(ready_rd);
         let deadline = Instant::now() + READY_TIMEOUT;
         let mut said = Vec::new();
         let why = loop {
+            if lifecycle.is_draining() {
+                return Err(Failed::Stopping(child));
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break format!("new process {pid} did not report ready within {READY_TIMEOUT:?}");
@@ -179,7 +219,7 @@ impl Upgrader {
                         Ok(n) => {
                             said.extend_from_slice(&buf[..n]);
                             if said.starts_with(b"READY") {
-                                return Ok(pid);
+                                return Ok(child);
                             }
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -197,8 +237,40 @@ impl Upgrader {
             let _ = child.kill();
         }
         let _ = child.wait();
-        Err(why)
+        Err(Failed::Why(why))
     }
+}
+
+/// Why an upgrade did not hand over.
+enum Failed {
+    /// The new process failed (it was killed if still running).
+    Why(String),
+    /// This process is stopping: the new one must stop too.
+    Stopping(std::process::Child),
+}
+
+/// Sends SIGTERM to the new process of an abandoned upgrade and waits
+/// for it to exit (SIGKILL after [`CHILD_STOP_WAIT`]); says what happened.
+fn stop_child(child: &mut std::process::Child) -> String {
+    let pid = child.id();
+    if let Ok(Some(status)) = child.try_wait() {
+        return format!("new process {pid} had already exited ({status})");
+    }
+    if let Ok(raw) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) touches no memory; `pid` is our child, not yet
+        // waited for, so the number cannot have been reused.
+        unsafe { libc::kill(raw, libc::SIGTERM) };
+    }
+    let end = Instant::now() + CHILD_STOP_WAIT;
+    while Instant::now() < end {
+        if let Ok(Some(status)) = child.try_wait() {
+            return format!("new process {pid} was sent SIGTERM and exited ({status})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    format!("new process {pid} was sent SIGTERM and killed after {CHILD_STOP_WAIT:?}")
 }
 
 /// In the new process: tells the old one we are serving (once; a no-op

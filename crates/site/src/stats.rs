@@ -25,9 +25,15 @@ pub enum ErrorKind {
     Io,
     /// Too busy (503).
     Overloaded,
+    /// A connection on a `--proxy-protocol` listener whose PROXY header
+    /// was missing, malformed or late (closed unanswered).
+    ProxyHeader,
+    /// A connection on a `--proxy-protocol` listener from a peer outside
+    /// `--trusted-proxy` (closed unread).
+    ProxyUntrusted,
 }
 
-const ERROR_KINDS: [(ErrorKind, &str); 8] = [
+const ERROR_KINDS: [(ErrorKind, &str); ERROR_KIND_COUNT] = [
     (ErrorKind::BadRequest, "bad_request"),
     (ErrorKind::UriTooLong, "uri_too_long"),
     (ErrorKind::HeadersTooLarge, "headers_too_large"),
@@ -36,7 +42,12 @@ const ERROR_KINDS: [(ErrorKind, &str); 8] = [
     (ErrorKind::Panic, "handler_panic"),
     (ErrorKind::Io, "io"),
     (ErrorKind::Overloaded, "overloaded"),
+    (ErrorKind::ProxyHeader, "proxy_header"),
+    (ErrorKind::ProxyUntrusted, "proxy_untrusted"),
 ];
+
+/// How many [`ErrorKind`]s there are (the `errors` array's length).
+pub const ERROR_KIND_COUNT: usize = 10;
 
 /// Which timeout closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +78,7 @@ pub struct Counters {
     /// Timeouts: header, idle, write.
     pub timeouts: [AtomicU64; 3],
     /// Errors by kind, in `ERROR_KINDS` order.
-    pub errors: [AtomicU64; 8],
+    pub errors: [AtomicU64; ERROR_KIND_COUNT],
     /// `/_httplite/sleep` requests asleep right now (a gauge; see
     /// [`WorkerStats::sleeping`]). Tests wait on it to know the server has
     /// read their sleep requests.
@@ -423,7 +434,7 @@ mod tests {
         st.add_extra(Box::new(|s: &mut String| s.push_str(",\"tls\":{\"n\":1}")));
         let j = st.to_json(&|_, _| {});
         assert!(
-            j.contains("\"overloaded\":0},\"tls\":{\"n\":1},\"workers\":["),
+            j.contains("\"proxy_untrusted\":0},\"tls\":{\"n\":1},\"workers\":["),
             "{j}"
         );
     }

@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -97,10 +97,14 @@ struct Conn<'a, I: BlockingIo> {
     /// When the request in hand began (for the access log's request time).
     request_started: Instant,
     served: u64,
+    /// The client a PROXY header named (`None`: the socket's peer).
+    client: Option<SocketAddr>,
 }
 
 /// Serves one connection to the end on the calling thread of control.
-pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+/// `client` is the one a PROXY header named, if any (see
+/// [`super::tls::serve`]).
+pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>) {
     crate::driver::trace_arrival(io.fd());
     let pool = BufferPool::current();
     let (mut rbuf, mut wbuf) = (BytesMut::new(), BytesMut::new());
@@ -114,6 +118,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
         head_started: Some(io.now()),
         request_started: io.now(),
         served: 0,
+        client,
         ctx,
         io,
     };
@@ -157,14 +162,21 @@ impl<I: BlockingIo> Conn<'_, I> {
                         self.request_started = started;
                         self.served += 1;
                         let shutting_down = self.ctx.idle.is_shutting_down();
-                        let Conn { ctx, io, wbuf, .. } = self;
+                        let Conn {
+                            ctx,
+                            io,
+                            wbuf,
+                            client,
+                            ..
+                        } = self;
+                        let client = *client;
                         let handled = respond::handle(
                             &ctx.app,
                             &ctx.stats,
                             wbuf,
                             req,
                             shutting_down,
-                            |req, out| log(ctx, &*io, req, out, started),
+                            |req, out| log(ctx, &*io, client, req, out, started),
                         );
                         match handled {
                             Handled::Done(keep) => keep,
@@ -401,6 +413,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     log(
                         self.ctx,
                         &self.io,
+                        self.client,
                         plan.request(),
                         outcome,
                         self.request_started,
@@ -605,29 +618,33 @@ fn new_buffers() -> (BytesMut, BytesMut) {
 /// Writes the access-log line, if logging is on. Inlined: with logging
 /// and tracing off (the common case) it is two tests.
 #[inline(always)]
-fn log<I: BlockingIo>(ctx: &Ctx, io: &I, req: &Request, out: Outcome, started: Instant) {
+fn log<I: BlockingIo>(
+    ctx: &Ctx,
+    io: &I,
+    client: Option<SocketAddr>,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+) {
     driver::trace_outcome(io.fd(), req, out, started);
     if let Some(log) = &ctx.access_log {
-        access_log(log, io, req, out, started);
+        access_log(ctx, log, io, client, req, out, started);
     }
 }
 
 #[inline(never)]
 fn access_log<I: BlockingIo>(
+    ctx: &Ctx,
     log: &AccessLog,
     io: &I,
+    client: Option<SocketAddr>,
     req: &Request,
     out: Outcome,
     started: Instant,
 ) {
     let (status, bytes) = (out.status.code(), out.bytes);
-    log.log(&Entry::new(
-        io.peer_addr(),
-        req,
-        status,
-        bytes,
-        Some(started),
-    ));
+    let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
+    log.log(&Entry::new(peer, req, status, bytes, Some(started)));
 }
 
 #[cfg(test)]

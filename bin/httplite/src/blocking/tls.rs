@@ -21,12 +21,26 @@ const READ_CHUNK: usize = 16 * 1024;
 /// How long a closing connection tries to send its `close_notify`.
 const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 
-/// Serves one connection, over TLS if the worker's [`Ctx`] has it.
-pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+/// Serves one connection, over TLS if the worker's [`Ctx`] has it, after
+/// its PROXY header if its listener takes one (read off the socket
+/// itself, before TLS: the balancer sends it in the clear).
+pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
+    let proxy = &ctx.config.proxy;
+    let client = match proxy.expects_header(io.fd()) {
+        false => None,
+        true => {
+            // One deadline for the whole header, however many reads.
+            let deadline = Deadline::Since(io.now(), ctx.config.header_timeout);
+            match crate::proxy::read_blocking(proxy, &mut io, deadline) {
+                Ok(client) => client,
+                Err(refused) => return refused.count(&ctx.stats),
+            }
+        }
+    };
     match &ctx.tls {
-        None => conn::serve(ctx, io),
+        None => conn::serve(ctx, io, client),
         Some(tls) => match TlsIo::new(io, tls) {
-            Ok(io) => conn::serve(ctx, io),
+            Ok(io) => conn::serve(ctx, io, client),
             Err(_) => ctx.stats.error(site::stats::ErrorKind::Io),
         },
     }

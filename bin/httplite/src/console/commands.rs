@@ -106,7 +106,9 @@ fn stats_table(ctx: &ConsoleCtx) -> String {
         );
     }
     let timeouts: u64 = (0..3).map(|k| s.total(|w| &w.timeouts[k])).sum();
-    let errors: u64 = (0..8).map(|k| s.total(|w| &w.errors[k])).sum();
+    let errors: u64 = (0..site::stats::ERROR_KIND_COUNT)
+        .map(|k| s.total(|w| &w.errors[k]))
+        .sum();
     row(&mut out, "timeouts", timeouts);
     row(&mut out, "errors", errors);
     let p = ctx.jobs.pool().stats();

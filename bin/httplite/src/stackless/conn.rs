@@ -34,6 +34,7 @@
 //! when the timer fires early, so the hot path never touches the timer heap.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -125,6 +126,9 @@ struct Conn<S> {
     /// next wait can skip asking whether more arrived (a hint only; the
     /// registry's readiness still decides when the wait ends).
     drained: bool,
+    /// The client a PROXY header named (`None`: the socket's peer). Boxed:
+    /// one pointer on the connections that have none.
+    client: Option<Box<SocketAddr>>,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -134,6 +138,17 @@ struct Conn<S> {
 /// errors are answered and the connection closed.
 pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S) -> Connection<S> {
     let guard = ctx.open_connection();
+    serve_with(ctx, stream, guard, None)
+}
+
+/// [`serve`] for a connection already counted open (`guard`) whose PROXY
+/// header named `client` (see `super::proxied`).
+pub fn serve_with<S: Transport>(
+    ctx: Rc<WorkerCtx>,
+    stream: S,
+    guard: ConnGuard,
+    client: Option<SocketAddr>,
+) -> Connection<S> {
     let now = ctx.reactor.now();
     let timer = Timer::new(
         &ctx.reactor,
@@ -151,6 +166,7 @@ pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S) -> Connection<S> {
             request_started: now,
             served: 0,
             drained: false,
+            client: client.map(Box::new),
             ctx,
             stream,
             _guard: guard,
@@ -305,28 +321,38 @@ impl<S: Transport> Conn<S> {
             active,
             stream,
             request_started,
+            client,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.is_set();
         let started = *request_started;
+        let client = client.as_deref().copied();
         respond::handle(
             &ctx.app,
             &ctx.stats,
             wbuf,
             req,
             shutting_down,
-            |req, out| log(ctx, stream, req, out, started),
+            |req, out| log(ctx, stream, client, req, out, started),
         )
     }
 }
 
 /// Writes the access-log line, if logging is on.
 #[inline]
-fn log<S: Transport>(ctx: &WorkerCtx, stream: &S, req: &Request, out: Outcome, started: Instant) {
-    driver::trace_outcome(std::os::fd::AsRawFd::as_raw_fd(stream), req, out, started);
+fn log<S: Transport>(
+    ctx: &WorkerCtx,
+    stream: &S,
+    client: Option<SocketAddr>,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+    driver::trace_outcome(fd, req, out, started);
     if let Some(log) = &ctx.access_log {
-        let peer = stream.peer_addr().ok();
+        let peer = (ctx.config.proxy).client_of(client, fd, req, || stream.peer_addr().ok());
         log.log(&Entry::new(
             peer,
             req,

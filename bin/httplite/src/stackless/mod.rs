@@ -2,6 +2,7 @@
 
 mod conn;
 pub(crate) mod ctx;
+mod proxied;
 pub mod transport;
 mod worker;
 

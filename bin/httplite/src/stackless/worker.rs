@@ -16,6 +16,7 @@ use reactor::Reactor;
 
 use super::conn;
 use super::ctx::{ActivePool, ShutdownFlag, WorkerCtx};
+use super::proxied;
 use super::transport::TlsStream;
 use crate::config::Config;
 use crate::date_clock::DateClock;
@@ -110,6 +111,10 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
             match TcpStream::from_fd(fd) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
+                    if ctx.config.proxy.expects_header(stream.as_raw_fd()) {
+                        executor::spawn(proxied::serve(ctx.clone(), stream));
+                        continue;
+                    }
                     match &ctx.tls {
                         None => {
                             executor::spawn(conn::serve(ctx.clone(), stream));

@@ -398,8 +398,11 @@ pub(super) fn log(
 ) {
     driver::trace_outcome(fd, req, out, started);
     if let Some(log) = &ctx.access_log {
+        // No PROXY header on this runtime (refused at start), but
+        // `--trusted-proxy` still names who may set X-Forwarded-For.
+        let peer = (ctx.config.proxy).client_of(None, fd, req, || peer_addr(fd));
         log.log(&Entry::new(
-            peer_addr(fd),
+            peer,
             req,
             out.status.code(),
             out.bytes,

@@ -114,7 +114,7 @@ fn run(reads: &[&[u8]]) -> Log {
             .into_iter(),
         log: log.clone(),
     };
-    serve(&ctx(), io);
+    serve(&ctx(), io, None);
     Rc::try_unwrap(log)
         .ok()
         .expect("the connection is done")

@@ -153,8 +153,10 @@ impl<S: Transport> Conn<S> {
             head_started,
             request_started,
             served,
+            client,
             ..
         } = self;
+        let client = client.as_deref().copied();
         let io = ctx.pool.ensure(active);
         loop {
             match io.decoder.decode(&mut io.rbuf) {
@@ -168,7 +170,7 @@ impl<S: Transport> Conn<S> {
                         &mut io.wbuf,
                         req,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, req, out, started),
+                        |req, out| log(ctx, stream, client, req, out, started),
                     );
                     match handled {
                         Handled::Done(true) => {}

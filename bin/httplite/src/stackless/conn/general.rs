@@ -324,7 +324,15 @@ impl<S: Transport> Conn<S> {
                 }
                 Step::Done(outcome) => {
                     let started = self.request_started;
-                    log(&self.ctx, &self.stream, plan.request(), outcome, started);
+                    let client = self.client.as_deref().copied();
+                    log(
+                        &self.ctx,
+                        &self.stream,
+                        client,
+                        plan.request(),
+                        outcome,
+                        started,
+                    );
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),

@@ -1,0 +1,89 @@
+//! A stackless connection on a `--proxy-protocol` listener: admit the
+//! peer, read the PROXY header under the header timeout (see
+//! [`crate::proxy`] for the rules and [`HeaderReader`] for how it never
+//! reads past the header), then serve the connection as any other, with
+//! the header's client as its address. A separate task future, so the
+//! connection loop of the listeners without the option is untouched.
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+
+use executor::net::TcpStream;
+
+use super::conn;
+use super::ctx::WorkerCtx;
+use super::transport::TlsStream;
+use crate::proxy::{self, Refused};
+use crate::proxy_protocol::{HeaderReader, Step};
+
+/// Serves `stream` once its PROXY header is read; closes it, counted, if
+/// the header is refused.
+pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
+    // Counted open from the accept: the header's wait is the connection's.
+    let guard = ctx.open_connection();
+    let fd = stream.as_raw_fd();
+    let header = async {
+        ctx.config.proxy.admit(fd)?;
+        let limit = ctx.config.header_timeout;
+        match executor::timeout(limit, read_header(&stream)).await {
+            Ok(read) => read,
+            Err(_) => Err(Refused::Header(
+                "no whole PROXY header within --header-timeout",
+            )),
+        }
+    };
+    let client = match header.await {
+        Ok(client) => client,
+        Err(refused) => {
+            refused.trace(fd);
+            refused.count(&ctx.stats);
+            return;
+        }
+    };
+    proxy::trace_accepted(fd, client);
+    match &ctx.tls {
+        None => conn::serve_with(ctx.clone(), stream, guard, client).await,
+        Some(tls) => {
+            // As without the option: a session that cannot start closes
+            // the connection (the guard counts it closed).
+            if let Ok(stream) = TlsStream::new(stream, tls) {
+                conn::serve_with(ctx.clone(), stream, guard, client).await;
+            }
+        }
+    }
+}
+
+/// The header's client (`None`: keep the peer), read off `stream`.
+async fn read_header(stream: &TcpStream) -> Result<Option<SocketAddr>, Refused> {
+    let fd = stream.as_raw_fd();
+    let mut reader = HeaderReader::default();
+    loop {
+        let peeked = proxy::peek(fd, reader.spare()).map_err(Refused::Io)?;
+        let (max, done) = match reader.step(peeked) {
+            Step::Invalid(why) => return Err(Refused::Header(why)),
+            Step::Read(max) => (max, None),
+            Step::Done { consume, source } => (consume, Some(source)),
+        };
+        // `Read`: at most `max` bytes, waiting for the first. `Done`:
+        // exactly `max` more, which have arrived (the peek saw them).
+        let mut left = max;
+        while left > 0 {
+            let n = stream
+                .read(&mut reader.spare()[..left])
+                .await
+                .map_err(Refused::Io)?;
+            if n == 0 {
+                return Err(Refused::Header("closed inside the PROXY header"));
+            }
+            reader.consumed(n);
+            left = match done {
+                Some(_) => left - n,
+                None => 0,
+            };
+        }
+        if let Some(source) = done {
+            return Ok(source);
+        }
+    }
+}
