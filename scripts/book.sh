@@ -24,7 +24,7 @@ if ! command -v mdbook >/dev/null || ! mdbook --version | grep -q "v$MDBOOK_VERS
     cargo install --locked --version "$MDBOOK_VERSION" mdbook
 fi
 
-rm -rf target/book
+rm -rf target/book && mkdir -p target # a fresh clone has no target/ yet
 mdbook build 2>&1 | tee target/book-build.log
 # mdBook reports a missing include file as an error but still builds.
 if grep -q "ERROR" target/book-build.log; then
