@@ -27,7 +27,7 @@ use site::respond::{self, Handled, Outcome, Slow};
 use site::stats::{ErrorKind, TimeoutKind};
 
 use super::ctx::{ConnGuard, WorkerCtx};
-use super::io::{self as uio, peer_addr};
+use super::io as uio;
 use crate::driver::{self, is_disconnect};
 use crate::stackless::ctx::Active;
 
@@ -400,7 +400,7 @@ pub(super) fn log(
     if let Some(log) = &ctx.access_log {
         // No PROXY header on this runtime (refused at start), but
         // `--trusted-proxy` still names who may set X-Forwarded-For.
-        let peer = (ctx.config.proxy).client_of(None, fd, req, || peer_addr(fd));
+        let peer = (ctx.config.proxy).client_of(None, fd, req, || reactor::sys::peer_addr(fd).ok());
         log.log(&Entry::new(
             peer,
             req,

@@ -132,13 +132,3 @@ pub(super) fn pread(file: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usiz
     }
     Ok(n as usize)
 }
-
-/// The peer's address of a connected socket (for the access log).
-pub(super) fn peer_addr(fd: RawFd) -> Option<std::net::SocketAddr> {
-    use std::os::fd::FromRawFd;
-    // Borrowed as a std stream without taking ownership.
-    // SAFETY: the fd is open for as long as the stream that owns it, which
-    // outlives this call; ManuallyDrop never closes it.
-    let s = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-    s.peer_addr().ok()
-}
