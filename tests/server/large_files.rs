@@ -122,3 +122,32 @@ fn a_file_that_shrinks_while_sent_closes_the_connection() {
         }
     }
 }
+
+#[test]
+fn a_file_body_shares_its_heads_segment() {
+    // A head sent on its own is a segment (and, on loopback, an ACK) more
+    // per response than nginx's `tcp_nopush` or lighttpd's cork gives; the
+    // head goes with `MSG_MORE`, so the first bytes the client can read
+    // hold the head and the start of the body together.
+    use std::io::{Read, Write};
+    let data = pseudo_random(64 << 10);
+    for rt in runtimes() {
+        let dir = TempDir::new("head-segment");
+        dir.write("64k.bin", &data);
+        let root = dir.path().to_str().unwrap();
+        let server = Server::start(rt, &["--root", root, "--sendfile-max", "unlimited"]);
+        for round in 0..3 {
+            let mut s = std::net::TcpStream::connect(server.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(&get_req("/64k.bin")).unwrap();
+            let mut buf = vec![0u8; 256 << 10];
+            let n = s.read(&mut buf).unwrap();
+            let head_end = find(&buf[..n], b"\r\n\r\n").expect("a whole head first") + 4;
+            assert!(
+                n > head_end,
+                "[{rt} round {round}] the head arrived alone ({n} bytes), without body bytes"
+            );
+            assert_eq!(&buf[head_end..n], &data[..n - head_end], "[{rt}]");
+        }
+    }
+}

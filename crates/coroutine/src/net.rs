@@ -307,6 +307,12 @@ impl TcpStream {
         self.reg.try_send(buf)
     }
 
+    /// [`TcpStream::try_write`] with `MSG_MORE`: more bytes follow at once
+    /// (a file body after its head), so the kernel holds a short segment.
+    pub fn try_write_more(&self, buf: &[u8]) -> io::Result<usize> {
+        self.reg.try_send_more(buf)
+    }
+
     /// Reads into `buf` if the fd is ready; otherwise stores `cx`'s waker
     /// for the next edge. For code that waits its own way (with a timer it
     /// keeps across calls, say) through [`crate::wait`].

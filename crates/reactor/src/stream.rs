@@ -45,6 +45,14 @@ impl Registration {
         res
     }
 
+    /// [`Registration::try_send`] with `MSG_MORE` ([`sys::send_more`]): more
+    /// bytes follow at once, so the kernel need not send a short segment.
+    pub fn try_send_more(&self, buf: &[u8]) -> io::Result<usize> {
+        let res = self.try_io(Interest::Writable, || sys::send_more(self.fd(), buf));
+        self.after_write(&res, buf.len());
+        res
+    }
+
     /// Reads if the fd is ready; otherwise stores `cx`'s waker for the next
     /// edge.
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {

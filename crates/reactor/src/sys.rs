@@ -330,6 +330,17 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// [`send`] with `MSG_MORE` as well: the kernel holds a partial segment back
+/// for what the caller sends next (a `sendfile` body after its head), so the
+/// two leave in full segments, as `TCP_CORK` (nginx's `tcp_nopush`) would
+/// make them, without the two `setsockopt` calls a cork costs.
+pub fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_MORE;
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+    let n = syscall!(unsafe { raw::send(fd, buf.as_ptr().cast(), buf.len(), flags) })?;
+    Ok(n as usize)
+}
+
 /// `sendmsg(2)` of several buffers at once with `MSG_NOSIGNAL` (a `writev`
 /// that cannot raise `SIGPIPE`).
 pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {

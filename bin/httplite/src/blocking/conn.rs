@@ -314,13 +314,22 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// write's waiting half is out of line).
     #[inline(always)]
     fn flush(&mut self) -> Res {
+        self.write_out(false)
+    }
+
+    /// [`Conn::flush`]; with `more`, by [`BlockingIo::write_more`], because
+    /// a file body follows at once.
+    fn write_out(&mut self, more: bool) -> Res {
         let mut off = 0;
         while off < self.wbuf.len() {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
-            let n = self
-                .io
-                .write(&self.wbuf[off..], deadline)
-                .map_err(timed(TimeoutKind::Write))?;
+            let rest = &self.wbuf[off..];
+            let n = if more {
+                self.io.write_more(rest, deadline)
+            } else {
+                self.io.write(rest, deadline)
+            }
+            .map_err(timed(TimeoutKind::Write))?;
             if n == 0 {
                 return Err(Stop::Io(io::ErrorKind::WriteZero.into()));
             }
@@ -395,7 +404,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     Event::Offloaded(self.io.offload(self.ctx.app.jobs.pool(), work))
                 }
                 Step::SendFile { file, offset, len } => {
-                    self.flush()?;
+                    self.write_out(true)?;
                     self.send_file(&file, offset, len)?;
                     Event::Sent
                 }

@@ -100,6 +100,13 @@ pub unsafe trait BlockingIo {
     -> io::Result<usize>;
     /// Writes some of `buf` (never raising `SIGPIPE`).
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize>;
+    /// [`BlockingIo::write`] when more follows at once (a file body after
+    /// its head): a socket adds `MSG_MORE`, so the head shares the body's
+    /// first segment instead of leaving alone. An I/O that copies anyway
+    /// (TLS) keeps this default.
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.write(buf, deadline)
+    }
     /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
     fn sendfile(
         &mut self,

@@ -108,6 +108,23 @@ impl Blocking {
         })
     }
 
+    /// A blocking `send` by `op` (plain, or with `MSG_MORE`) under
+    /// `deadline` (SO_SNDTIMEO).
+    fn send_with(
+        &mut self,
+        buf: &[u8],
+        deadline: Deadline,
+        op: fn(RawFd, &[u8]) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.set_write_deadline(deadline)?;
+        loop {
+            match op(self.stream.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(timeout_error),
+            }
+        }
+    }
+
     /// Runs a file-sending `op` on the socket in non-blocking mode, waiting
     /// for room with poll(2) against the deadline.
     ///
@@ -154,13 +171,11 @@ unsafe impl BlockingIo for Blocking {
     }
 
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
-        self.set_write_deadline(deadline)?;
-        loop {
-            match sys::send(self.stream.as_raw_fd(), buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r.map_err(timeout_error),
-            }
-        }
+        self.send_with(buf, deadline, sys::send)
+    }
+
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.send_with(buf, deadline, sys::send_more)
     }
 
     fn sendfile(

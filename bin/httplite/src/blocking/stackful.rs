@@ -149,6 +149,15 @@ unsafe impl BlockingIo for Stackful {
         self.write_waiting(buf, deadline)
     }
 
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        match self.stream.try_write_more(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            res => return res,
+        }
+        // The send buffer is full, so the head cannot leave alone anyway.
+        self.write_waiting(buf, deadline)
+    }
+
     fn sendfile(
         &mut self,
         file: RawFd,

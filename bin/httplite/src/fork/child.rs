@@ -208,6 +208,10 @@ unsafe impl BlockingIo for ChildIo<'_> {
         self.inner.write(buf, deadline)
     }
 
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.inner.write_more(buf, deadline)
+    }
+
     fn sendfile(
         &mut self,
         file: RawFd,

@@ -31,6 +31,13 @@ pub trait Transport: AsRawFd + Unpin + 'static {
     fn try_read_uninit(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize>;
     /// One write attempt: how much of `buf` was taken.
     fn try_write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// [`Transport::try_write`] when more follows at once (a file body
+    /// after its head): a plain socket adds `MSG_MORE` so the head does not
+    /// leave in a segment of its own; TLS, whose records are copied anyway,
+    /// just writes.
+    fn try_write_more(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.try_write(buf)
+    }
     /// Sends what earlier writes left inside the transport (TLS records
     /// the socket did not take); `WouldBlock` if some are still there.
     fn try_flush(&mut self) -> io::Result<()>;
@@ -76,6 +83,9 @@ impl Transport for TcpStream {
     #[inline(always)]
     fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         TcpStream::try_write(self, buf)
+    }
+    fn try_write_more(&mut self, buf: &[u8]) -> io::Result<usize> {
+        TcpStream::try_write_more(self, buf)
     }
     #[inline(always)]
     fn try_flush(&mut self) -> io::Result<()> {

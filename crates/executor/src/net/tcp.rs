@@ -244,6 +244,13 @@ impl TcpStream {
         self.reg.try_send(buf)
     }
 
+    /// [`TcpStream::try_write`], telling the kernel that more bytes follow
+    /// at once (`MSG_MORE`): a response's head before its `sendfile` body
+    /// then shares the body's first segment instead of leaving alone.
+    pub fn try_write_more(&self, buf: &[u8]) -> io::Result<usize> {
+        self.reg.try_send_more(buf)
+    }
+
     /// Ready when an operation in `interest`'s direction is worth trying;
     /// otherwise registers `cx`'s waker for the next edge.
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<()> {

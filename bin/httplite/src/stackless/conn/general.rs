@@ -178,6 +178,13 @@ impl<S: Transport> Conn<S> {
     /// what the transport still holds (TLS records), under the write
     /// timeout.
     async fn flush(&mut self) -> Res {
+        self.write_out(false).await
+    }
+
+    /// [`Conn::flush`]; with `more`, the bytes are sent with `MSG_MORE`
+    /// because a file body follows at once (one segment fewer per
+    /// response: see [`Transport::try_write_more`]).
+    async fn write_out(&mut self, more: bool) -> Res {
         let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
         if len == 0 {
             return self.flush_transport().await;
@@ -192,7 +199,13 @@ impl<S: Transport> Conn<S> {
             // wait needs is kept in the future.
             let Conn { active, stream, .. } = self;
             let wbuf = active.as_ref().map_or(&[][..], |a| &a.wbuf[..]);
-            let blocked = match stream.try_write(&wbuf[off..]) {
+            let rest = &wbuf[off..];
+            let sent = if more {
+                stream.try_write_more(rest)
+            } else {
+                stream.try_write(rest)
+            };
+            let blocked = match sent {
                 Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
                 Ok(n) => {
                     off += n;
@@ -308,7 +321,7 @@ impl<S: Transport> Conn<S> {
                     Err(full) => Event::Offloaded(Err(full)),
                 },
                 Step::SendFile { file, offset, len } => {
-                    self.flush().await?;
+                    self.write_out(true).await?;
                     self.send_file(&file, offset, len).await?;
                     Event::Sent
                 }
