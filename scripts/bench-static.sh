@@ -46,9 +46,10 @@
 # (On a machine whose apt starts services, installing a peer also starts its
 # distribution service on port 80; this script only uses its own ports.)
 #
-# Order: for each round, every server in turn (the first server rotates each
-# round), one fresh server process running all five cells; the table shows
-# medians over the rounds. Raw runs: target/bench-static/results.tsv; the
+# Order: every server is started once and stays up; each round measures each
+# cell on every server in turn (the first server rotates each round), so a
+# server's rounds are interleaved with its peers'; the table shows medians
+# over the rounds. Raw runs: target/bench-static/results.tsv; the
 # table is also written to target/bench-static/table.md.
 #
 # Usage: scripts/bench-static.sh [--rounds N] [--duration D] [--cap PCT] [--quick]
@@ -227,10 +228,12 @@ write_configs
 
 SPID=""   # the started server's PID (nginx: the master)
 CG=""     # its cgroup
+declare -A SPIDS=() CGS=()   # every running server's PID and cgroup
 start_server() { # server -> SPID, or 1 with the reason in $TMP/why
     local s=$1 log=$TMP/$1.log
     mkdir -p "$TMP/$s"
     CG=bench-static-$$-$s
+    CGS[$s]=$CG
     cap_create "$CG"
     case "$s" in
         httplite) cap_spawn "$CG" taskset -c 0 "$HTTPLITE" --bind "127.0.0.1:${PORT[$s]}" --workers 1 \
@@ -240,6 +243,7 @@ start_server() { # server -> SPID, or 1 with the reason in $TMP/why
         lighttpd) cap_spawn "$CG" taskset -c 0 lighttpd -D -f "$TMP/lighttpd/lighttpd.conf" > "$log" 2>&1 ;;
     esac
     SPID=$!
+    SPIDS[$s]=$SPID
     RUNNING+=("$SPID")
     for _ in $(seq 1 100); do
         curl -s -o /dev/null "http://127.0.0.1:${PORT[$s]}/1k.bin" && return 0
@@ -282,7 +286,7 @@ RESULTS=$OUT/results.tsv
 printf 'round\tserver\tcell\trequests\tduration_us\tbytes\tstatus_errors\tsocket_errors\tcpu_ns\tcap_pct\tthrottled_periods\tcheck\n' > "$RESULTS"
 
 run_cell() { # round server cell-line
-    local round=$1 s=$2 name path conns expect url before after r cap t0 t1
+    local round=$1 s=$2 name path conns expect url before after r cap t0 t1 CG=${CGS[$2]}
     IFS='|' read -r name path conns expect <<<"$3"
     url="http://127.0.0.1:${PORT[$s]}$path"
     local args=(-t1 -c"$conns" --timeout 10s -s "$TMP/report.lua")
@@ -316,23 +320,35 @@ run_cell() { # round server cell-line
         "$bytes" "$st" "$((ec + er + ew + et))" "$((after - before))" "$cap" "$((t1 - t0))" "$check" >> "$RESULTS"
 }
 
-for round in $(seq 1 "$ROUNDS"); do
-    n=${#SERVERS[@]}
-    for i in $(seq 0 $((n - 1))); do
-        s=${SERVERS[$(((i + round - 1) % n))]}
-        [ -n "${NA[$s]:-}" ] && continue
-        log "round $round/$ROUNDS: ${LABEL[$s]} on 127.0.0.1:${PORT[$s]}"
-        if ! start_server "$s"; then
-            NA[$s]=$(tr '\n' ' ' < "$TMP/why"); log "${LABEL[$s]}: ${NA[$s]}"; continue
-        fi
-        if ! verify "$s"; then
-            NA[$s]="check failed: $(cat "$TMP/why")"; log "${LABEL[$s]}: ${NA[$s]}"
-            stop_server; continue
-        fi
-        for c in "${CELLS[@]}"; do run_cell "$round" "$s" "$c"; done
+# Every server is started (and checked) once and stays up, idle on CPU 0
+# while another is measured; then each cell is measured on every server in
+# turn, the order rotating each round. Interleaved like this, a server's
+# rounds are minutes apart and every server meets the host's slow spells
+# alike: this machine's speed drifts by up to 20 % for seconds at a time
+# (docs/benchmarks.md), which per-server blocks turned into 4-47 % spreads.
+for s in "${SERVERS[@]}"; do
+    [ -n "${NA[$s]:-}" ] && continue
+    log "${LABEL[$s]} on 127.0.0.1:${PORT[$s]}"
+    if ! start_server "$s"; then
+        NA[$s]=$(tr '\n' ' ' < "$TMP/why"); log "${LABEL[$s]}: ${NA[$s]}"; continue
+    fi
+    if ! verify "$s"; then
+        NA[$s]="check failed: $(cat "$TMP/why")"; log "${LABEL[$s]}: ${NA[$s]}"
         stop_server
+    fi
+done
+UP=()
+for s in "${SERVERS[@]}"; do [ -z "${NA[$s]:-}" ] && UP+=("$s"); done
+for round in $(seq 1 "$ROUNDS"); do
+    log "round $round/$ROUNDS"
+    n=${#UP[@]}
+    for c in "${CELLS[@]}"; do
+        for i in $(seq 0 $((n - 1))); do
+            run_cell "$round" "${UP[$(((i + round - 1) % n))]}" "$c"
+        done
     done
 done
+for s in "${UP[@]}"; do SPID=${SPIDS[$s]} CG=${CGS[$s]} stop_server; done
 
 # --- the table -------------------------------------------------------------------
 versions() {
