@@ -52,9 +52,12 @@ pub trait Driver: Sized + 'static {
     fn notifier(&self) -> Self::Notifier;
 
     /// One turn: wait as `wait` says, then wake every waker that the events,
-    /// completions and due timers concern. Errors are programming errors
-    /// (a closed epoll or ring), not I/O results of tasks.
-    fn turn(&self, wait: Wait) -> io::Result<()>;
+    /// completions and due timers concern. Returns how much the turn found
+    /// (wakers woken, or completions reaped): what the driver's own `turn`
+    /// returns, passed through untouched since converting it costs the run
+    /// loop instructions; the executor ignores it. Errors are programming
+    /// errors (a closed epoll or ring), not I/O results of tasks.
+    fn turn(&self, wait: Wait) -> io::Result<usize>;
 }
 
 /// Ends a driver's [`Wait::Block`] from any thread. Bursts should coalesce:

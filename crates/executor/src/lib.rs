@@ -34,7 +34,7 @@
 //!       type Entered;               // guard: "this thread's driver is me"
 //!       fn enter(&self) -> Self::Entered;
 //!       fn notifier(&self) -> Self::Notifier;
-//!       fn turn(&self, wait: Wait) -> io::Result<()>;   // Wait::Block | Wait::Peek
+//!       fn turn(&self, wait: Wait) -> io::Result<usize>; // Wait::Block | Wait::Peek
 //!   }
 //! ```
 //!

@@ -43,7 +43,7 @@ impl Driver for Parker {
         self.bell.clone()
     }
 
-    fn turn(&self, wait: Wait) -> std::io::Result<()> {
+    fn turn(&self, wait: Wait) -> std::io::Result<usize> {
         let (rung, cv) = &*self.bell.0;
         let mut rung = rung.lock().unwrap();
         match wait {
@@ -56,7 +56,7 @@ impl Driver for Parker {
             Wait::Peek => self.peeks.set(self.peeks.get() + 1),
         }
         *rung = false;
-        Ok(())
+        Ok(0)
     }
 }
 

@@ -23,8 +23,8 @@ impl Driver for Proactor {
     }
 
     #[inline]
-    fn turn(&self, wait: Wait) -> io::Result<()> {
-        Proactor::turn(self, wait == Wait::Block).map(drop)
+    fn turn(&self, wait: Wait) -> io::Result<usize> {
+        Proactor::turn(self, wait == Wait::Block)
     }
 }
 

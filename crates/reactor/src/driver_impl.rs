@@ -24,12 +24,12 @@ impl Driver for Reactor {
     }
 
     #[inline]
-    fn turn(&self, wait: Wait) -> io::Result<()> {
+    fn turn(&self, wait: Wait) -> io::Result<usize> {
         let timeout = match wait {
             Wait::Block => None,
             Wait::Peek => Some(Duration::ZERO),
         };
-        Reactor::turn(self, timeout).map(drop)
+        Reactor::turn(self, timeout)
     }
 }
 
