@@ -3,7 +3,8 @@
 //! A future is a state machine that makes progress only when polled. The
 //! executor decides *when* to poll *which* future: it keeps a FIFO queue of
 //! tasks that were woken, polls them in order, and when the queue is empty it
-//! sleeps in the reactor until the kernel (or another thread) wakes something.
+//! sleeps in its **driver** until the kernel (or another thread) wakes
+//! something.
 //!
 //! ```text
 //!   spawn(fut) ──▶ ┌────────────── run queue (FIFO) ───────────────┐
@@ -11,16 +12,64 @@
 //!   waker.wake() ─▶└─────────────────────────────────────────────────┘     │
 //!    (same thread: push_back)                 ▲                  Pending: parked,
 //!                                             │                  its waker stored in
-//!   waker.wake() from another thread:         │                  the reactor / a timer /
-//!    inbox (Mutex<Vec>) + eventfd ────────────┘                  a JoinHandle...
+//!   waker.wake() from another thread:         │                  the driver / a timer /
+//!    inbox (Mutex<Vec>) + driver's notifier ──┘                  a JoinHandle...
 //!
 //!   loop {
 //!       poll up to `budget` (128) tasks from the front of the queue;
 //!       move remote wakes from the inbox into the queue;
-//!       if nothing is ready: reactor.turn(block)    // epoll_wait until an event
-//!       else if budget spent: reactor.turn(peek)    // epoll_wait(0): I/O keeps flowing
+//!       if nothing is ready: driver.turn(Wait::Block)  // sleep until something happens
+//!       else if budget spent: driver.turn(Wait::Peek)  // don't sleep: I/O keeps flowing
 //!   }
 //! ```
+//!
+//! ## One executor, two drivers
+//!
+//! The executor owns tasks and the run queue. What its thread *waits in* is
+//! a [`Driver`], and that is the whole interface between them:
+//!
+//! ```text
+//!   pub trait Driver {
+//!       type Notifier: Notify;      // Send + Sync: fn notify(&self)
+//!       type Entered;               // guard: "this thread's driver is me"
+//!       fn enter(&self) -> Self::Entered;
+//!       fn notifier(&self) -> Self::Notifier;
+//!       fn turn(&self, wait: Wait) -> io::Result<usize>; // Wait::Block | Wait::Peek
+//!   }
+//! ```
+//!
+//! **The executor does not care whether readiness or completion wakes it.**
+//! After a turn, some wakers have fired; that is all it needs to know. Two
+//! drivers implement the trait, each in its own crate, neither knowing the
+//! other:
+//!
+//! | | `reactor::Reactor` (epoll) | `proactor::Proactor` (io_uring) |
+//! |---|---|---|
+//! | model | readiness: "fd 7 may be read now" | completion: "fd 7: 78 bytes, in buffer 3" |
+//! | `turn(Block)` | one `epoll_wait` until an event, the nearest timer, or the eventfd | one `io_uring_enter(GETEVENTS)`: submits every queued SQE, waits for a CQE, the nearest timer, or the notifier's eventfd read |
+//! | `turn(Peek)` | `epoll_wait(0)` | `io_uring_enter` that submits and reaps, waits for nothing |
+//! | what a woken task does | makes the syscall itself (`read` until `EAGAIN`) | takes its result from its operation's slot, no syscall |
+//! | timers | an indexed heap in the reactor | a map in the proactor |
+//! | `Notifier` | eventfd in the epoll set | eventfd with a read in flight on the ring |
+//!
+//! What is *not* in the trait, and why:
+//!
+//! - **Timers.** The driver owns them because its turn must wake up for the
+//!   nearest one; the executor never sees a deadline. A task arms a timer
+//!   with its driver's own future (`executor::sleep` is the reactor's,
+//!   `proactor::time::sleep` the proactor's), found through [`Driver::enter`].
+//! - **I/O.** Readiness and completion need different APIs (`read(&mut buf)`
+//!   against "give me the next buffer you filled"), so I/O types belong to
+//!   each driver ([`net`] and [`io`] here are the reactor's); only the
+//!   waiting is shared.
+//! - **Registration of wakers.** A future hands its waker to the driver
+//!   directly; the executor only ever sees the wake.
+//!
+//! [`Runtime<D>`] is generic over the driver and monomorphised: the loop
+//! calls `D::turn` directly, no `dyn` on the hot path (the one `dyn` is the
+//! notifier, called only for a wake from another thread, after the inbox's
+//! lock). [`Runtime::new`] is `Runtime<Reactor>`;
+//! `Runtime::with_driver(proactor)` is the same executor on io_uring.
 //!
 //! ## Choices, and why
 //!
@@ -29,7 +78,7 @@
 //!   futures, `Rc`/`RefCell` are fine inside handlers, and the queue needs no
 //!   lock. A [`std::task::Waker`] is still `Send + Sync` (the contract says
 //!   so): a wake from another thread goes through the runtime's locked inbox
-//!   and the reactor's eventfd.
+//!   and the driver's notifier.
 //! - **One allocation per task.** Header (state word, vtable, ids) and the
 //!   future share one heap cell; the waker is a pointer to it with a
 //!   hand-written `RawWakerVTable`, so cloning a waker is a refcount increment
@@ -40,7 +89,7 @@
 //!   polled* sets `SCHEDULED`, and the executor re-queues it once after the
 //!   poll returns, at the back: a task that wakes itself on every poll cannot
 //!   starve the others.
-//! - **A poll budget.** After 128 polls the reactor is checked without
+//! - **A poll budget.** After 128 polls the driver is checked without
 //!   blocking, so a crowd of ready tasks cannot starve the network or timers.
 //! - **[`JoinHandle`]** is a future of `Result<T, JoinError>`. Dropping it
 //!   detaches the task (servers spawn-and-forget connections); `abort()`
@@ -70,13 +119,14 @@
 pub mod io;
 pub mod net;
 mod runtime;
+mod sched;
 mod task;
+
+pub use driver::{Driver, Notify, Wait};
 
 pub use reactor::time::{
     Elapsed, Interval, Sleep, interval, sleep, sleep_until, timeout, timeout_at,
 };
-pub use runtime::{
-    Builder, DEFAULT_BUDGET, Runtime, RuntimeStats, StatsHandle, block_on, current_stats, spawn,
-    wake_all, yield_now,
-};
+pub use runtime::{Builder, DEFAULT_BUDGET, Runtime, block_on};
+pub use sched::{RuntimeStats, StatsHandle, current_stats, spawn, wake_all, yield_now};
 pub use task::{JoinError, JoinHandle};

@@ -8,10 +8,11 @@
 use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;
 
-use proactor::{Runtime, TcpListener, spawn};
+use executor::{Runtime, spawn};
+use proactor::{Proactor, TcpListener};
 
 fn main() -> std::io::Result<()> {
-    let rt = Runtime::new()?;
+    let rt = Runtime::with_driver(Proactor::new()?)?;
     rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
         let addr = l.local_addr()?;
@@ -45,12 +46,15 @@ fn main() -> std::io::Result<()> {
             }));
         }
         for c in conns {
-            println!("connection echoed {} bytes", c.await?);
+            println!(
+                "connection echoed {} bytes",
+                c.await.expect("echo task panicked")?
+            );
         }
         clients.join().unwrap();
         Ok::<(), std::io::Error>(())
     })?;
-    let st = rt.proactor().stats();
+    let st = rt.driver().stats();
     println!(
         "sqes={} cqes={} io_uring_enter={} rearms={} enobufs={} cancels={}",
         st.sqes, st.cqes, st.enters, st.rearms, st.enobufs, st.cancels

@@ -18,12 +18,13 @@ use std::io::Write;
 use std::net::TcpStream as StdStream;
 use std::time::{Duration, Instant};
 
-use proactor::{Proactor, RecvBuf, Runtime, TcpListener, time};
+use executor::Runtime;
+use proactor::{Proactor, RecvBuf, TcpListener, time};
 
 const REQUEST: usize = 8192;
 
 fn run(hold: bool) -> std::io::Result<()> {
-    let rt = Runtime::with(Proactor::builder().buffers(4, 1024).build()?)?;
+    let rt = Runtime::with_driver(Proactor::builder().buffers(4, 1024).build()?)?;
     let t0 = Instant::now();
     let outcome = rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
@@ -61,7 +62,7 @@ fn run(hold: bool) -> std::io::Result<()> {
         Ok::<_, std::io::Error>((got, took, left))
     })?;
     let (outcome, took, left) = outcome;
-    let st = rt.proactor().stats();
+    let st = rt.driver().stats();
     match outcome {
         Ok(n) => println!(
             "  got the whole request ({} bytes) in {:?}; ENOBUFS {}, re-arms {}",

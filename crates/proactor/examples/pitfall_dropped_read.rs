@@ -21,9 +21,10 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use executor::Runtime;
 use proactor::abi::*;
 use proactor::ring::Ring;
-use proactor::{Runtime, op, time};
+use proactor::{Proactor, op, time};
 
 const LATE: &[u8] = b"LATE DATA FOR A DROPPED READ";
 
@@ -82,8 +83,8 @@ fn broken() -> std::io::Result<()> {
 }
 
 fn fixed() -> std::io::Result<()> {
-    let rt = Runtime::new()?;
-    let p = rt.proactor().clone();
+    let rt = Runtime::with_driver(Proactor::new()?)?;
+    let p = rt.driver().clone();
     let (r, w) = pipe();
     rt.block_on(async {
         let mut pool: Vec<Vec<u8>> = vec![Vec::with_capacity(64), Vec::with_capacity(64)];

@@ -183,7 +183,7 @@ impl Proactor {
     /// The thread's current proactor.
     ///
     /// # Panics
-    /// Outside [`Proactor::enter`] (or a [`crate::Runtime`]).
+    /// Outside [`Proactor::enter`] (or an `executor::Runtime<Proactor>`).
     pub fn current() -> Proactor {
         CURRENT
             .with(|c| c.borrow().clone())

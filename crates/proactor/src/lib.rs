@@ -93,13 +93,17 @@
 //!
 //! ## The executor
 //!
-//! [`Runtime`] is a small single-threaded executor on the proactor:
-//! `block_on`, [`spawn`], [`yield_now`], [`time::sleep`], [`time::timeout`],
-//! [`wake_all`], wakes from other threads through the [`Notifier`] (an
-//! eventfd with a read always in flight on the ring). The server's
-//! `--runtime uring` runs on it (`bin/httplite/src/uring/`). The stackless
-//! `executor` crate is still tied to the reactor; a driver trait shared by
-//! both is future work.
+//! This crate has none of its own. [`Proactor`] implements the `driver`
+//! crate's `Driver` trait (`driver_impl.rs`: a turn is [`Proactor::turn`],
+//! the cross-thread wake is the [`Notifier`], an eventfd with a read always
+//! in flight on the ring), so the same executor that runs on the epoll
+//! reactor runs here: `executor::Runtime::with_driver(Proactor::new()?)`,
+//! then `block_on`, `executor::spawn`, `executor::wake_all` as on epoll.
+//! Timers are the driver's: [`time::sleep`] and [`time::timeout`] register
+//! with the proactor entered on the thread, and its turn waits at most
+//! until the nearest one. The server's `--runtime uring` runs this way
+//! (`bin/httplite/src/uring/`). The crate itself knows no executor and no
+//! epoll: only its tests and examples bring the executor in.
 //!
 //! ## Watching it work
 //!
@@ -119,12 +123,12 @@
 pub mod abi;
 mod bufring;
 mod driver;
+mod driver_impl;
 mod net;
 mod notify;
 pub mod op;
 mod ops;
 pub mod ring;
-mod runtime;
 mod stats;
 pub mod sys;
 mod teardown;
@@ -136,5 +140,4 @@ pub use driver::{Builder, EnterGuard, Proactor};
 pub use net::{RecvBuf, TcpListener, TcpStream};
 pub use notify::Notifier;
 pub use ops::{Completion, Kind, OpKey};
-pub use runtime::{JoinHandle, Runtime, spawn, wake_all, yield_now};
 pub use stats::{ProactorStats, StatsHandle};

@@ -9,14 +9,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use proactor::{Proactor, Runtime, TcpListener, op, spawn, time};
+use executor::{Runtime, spawn};
+use proactor::{Proactor, TcpListener, op, time};
 
-fn runtime() -> Runtime {
-    Runtime::new().unwrap_or_else(|e| panic!("io_uring unavailable: {e} (these tests need it)"))
+/// The shared executor on a default proactor.
+fn runtime() -> Runtime<Proactor> {
+    Proactor::new()
+        .and_then(Runtime::with_driver)
+        .unwrap_or_else(|e| panic!("io_uring unavailable: {e} (these tests need it)"))
 }
 
-fn small_runtime(buffers: u16, size: u32) -> Runtime {
-    Runtime::with(
+fn small_runtime(buffers: u16, size: u32) -> Runtime<Proactor> {
+    Runtime::with_driver(
         Proactor::builder()
             .buffers(buffers, size)
             .build()
@@ -69,10 +73,10 @@ fn echo_over_multishot_accept_and_recv() {
         }
         assert_eq!(client.join().unwrap(), ["hello 0", "hello 1", "hello 2"]);
     });
-    let st = rt.proactor().stats();
+    let st = rt.driver().stats();
     assert!(st.cqes > 0 && st.sqes > 0);
     assert_eq!(
-        rt.proactor().buffers_available(),
+        rt.driver().buffers_available(),
         256,
         "every buffer id returned"
     );
@@ -132,7 +136,7 @@ fn dropped_stream_discards_and_counts_and_returns_buffers() {
 #[test]
 fn cancelled_read_parks_its_buffer_until_the_cqe() {
     let rt = runtime();
-    let p = rt.proactor().clone();
+    let p = rt.driver().clone();
     let (r, _w) = pipe();
     rt.block_on(async {
         let fut = op::read(&p, r.as_raw_fd(), Vec::with_capacity(16));
@@ -160,7 +164,7 @@ fn data_for_a_cancelled_read_is_counted_as_discarded() {
     // inline with the bytes before the cancel runs (which then finds
     // nothing). The bytes are in a parked buffer nobody will read: counted.
     let rt = runtime();
-    let p = rt.proactor().clone();
+    let p = rt.driver().clone();
     let (r, w) = pipe();
     rt.block_on(async {
         let mut fut = Box::pin(op::read(&p, r.as_raw_fd(), Vec::with_capacity(64)));
@@ -191,7 +195,7 @@ fn enobufs_back_pressure_then_resume() {
     // every buffer it gets. The multishot ends with -ENOBUFS; once buffers
     // come back the stream re-arms and every byte arrives in order.
     let rt = small_runtime(4, 64);
-    let p = rt.proactor().clone();
+    let p = rt.driver().clone();
     rt.block_on(async {
         let l = TcpListener::bind(localhost()).unwrap();
         let addr = l.local_addr().unwrap();
@@ -227,11 +231,11 @@ fn enobufs_back_pressure_then_resume() {
 #[test]
 fn sleeping_is_one_enter_not_a_busy_peek() {
     let rt = runtime();
-    let before = rt.proactor().stats().enters;
+    let before = rt.driver().stats().enters;
     let t = Instant::now();
     rt.block_on(time::sleep(Duration::from_millis(50)));
     assert!(t.elapsed() >= Duration::from_millis(50));
-    let enters = rt.proactor().stats().enters - before;
+    let enters = rt.driver().stats().enters - before;
     assert!(
         enters <= 3,
         "{enters} io_uring_enter calls for one 50 ms sleep"
@@ -258,7 +262,7 @@ fn wake_from_another_thread() {
     }));
     t.join().unwrap();
     // Read from another thread, as a stats page on another worker would.
-    let handle = rt.proactor().stats_handle();
+    let handle = rt.driver().stats_handle();
     let seen = thread::spawn(move || handle.get()).join().unwrap();
     assert!(seen.notifies >= 1, "{seen:?}");
     assert!(seen.enters >= 1 && seen.cqes >= 1);
@@ -282,7 +286,7 @@ fn spawned_tasks_and_ring_timeout_and_shutdown() {
             .timeout_op(Duration::from_millis(10))
             .await;
         assert!(t.elapsed() >= Duration::from_millis(10));
-        assert_eq!(server.await.as_deref(), Some(&b"x"[..]));
+        assert_eq!(server.await.unwrap().as_deref(), Some(&b"x"[..]));
         let mut rest = Vec::new();
         c.read_to_end(&mut rest).unwrap(); // EOF thanks to the shutdown
         assert!(rest.is_empty());
@@ -296,7 +300,7 @@ fn runtime_drop_drains_in_flight_operations() {
     let p;
     {
         let rt = runtime();
-        p = rt.proactor().stats();
+        p = rt.driver().stats();
         rt.block_on(async move {
             spawn(async move {
                 let p = Proactor::current();
@@ -405,12 +409,12 @@ fn wake_all_polls_every_task_once() {
                 }
             })));
         }
-        proactor::yield_now().await; // each task polled once, then parked
+        executor::yield_now().await; // each task polled once, then parked
         assert_eq!(polls.get(), 3);
         flag.set(true);
-        proactor::wake_all();
+        executor::wake_all();
         for h in handles {
-            h.await;
+            h.await.unwrap();
         }
         polls.get()
     });

@@ -94,6 +94,7 @@
 
 mod clock;
 mod counter;
+mod driver_impl;
 pub mod epoll;
 mod interest;
 mod notify;

@@ -32,7 +32,7 @@ pub(super) struct WorkerCtx {
     /// pool: an idle connection holds none).
     pub pool: ActivePool,
     /// Set when shutdown begins; every task is then woken once
-    /// ([`proactor::wake_all`]) to see it.
+    /// ([`executor::wake_all`]) to see it.
     pub shutdown: Cell<bool>,
     /// The access log, if enabled.
     pub access_log: Option<AccessLog>,
@@ -57,7 +57,7 @@ impl WorkerCtx {
     /// request in hand.
     pub fn begin_shutdown(&self) {
         self.shutdown.set(true);
-        proactor::wake_all();
+        executor::wake_all();
     }
 }
 

@@ -17,7 +17,7 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `worker.rs` | one worker thread: the proactor's runtime, the dispatch port, shutdown |
+//! | `worker.rs` | one worker thread: the shared executor on the proactor, the dispatch port, shutdown |
 //! | `ctx.rs` | what the connections of one worker share |
 //! | `conn.rs` | one connection's loop: recv, decode, answer, send |
 //! | `slow.rs` | the answers that wait: bodies, sleeps, jobs, files, echo |

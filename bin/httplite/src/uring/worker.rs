@@ -18,7 +18,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dispatch::{Batch, WorkerPort};
-use proactor::{Proactor, Runtime, TcpStream};
+use executor::Runtime;
+use proactor::{Proactor, TcpStream};
 use site::access_log::AccessLog;
 use site::routes::App;
 use site::stats::WorkerStats;
@@ -51,9 +52,9 @@ pub fn run(
     stats: Arc<WorkerStats>,
     access_log: Option<AccessLog>,
 ) -> io::Result<()> {
-    let rt = Runtime::with(builder().build()?)?;
+    let rt = Runtime::with_driver(builder().build()?)?;
     stats.set_runtime(Box::new(crate::probes::Uring {
-        proactor: rt.proactor().stats_handle(),
+        proactor: rt.driver().stats_handle(),
     }));
     http1::refresh_date();
     let limits = config.limits;
@@ -61,7 +62,7 @@ pub fn run(
         app,
         config,
         stats,
-        proactor: rt.proactor().clone(),
+        proactor: rt.driver().clone(),
         pool: ActivePool::new(limits),
         shutdown: Cell::new(false),
         access_log,
@@ -81,10 +82,10 @@ pub fn run(
 }
 
 async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
-    proactor::spawn(date_clock());
+    executor::spawn(date_clock());
     if ctx.access_log.is_some() {
         let c = ctx.clone();
-        proactor::spawn(async move {
+        executor::spawn(async move {
             loop {
                 proactor::time::sleep(Duration::from_secs(1)).await;
                 if let Some(log) = &c.access_log {
@@ -130,7 +131,7 @@ fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
     for fd in fds.drain(..) {
         set_nodelay(fd.as_raw_fd());
         let stream = TcpStream::from_fd(fd);
-        proactor::spawn(conn::serve(ctx.clone(), stream));
+        executor::spawn(conn::serve(ctx.clone(), stream));
     }
 }
 

@@ -32,7 +32,7 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::JoinError;
 use super::state::*;
-use crate::runtime::{Shared, schedule};
+use crate::sched::{Shared, schedule};
 
 /// Type-erased operations on a task cell.
 pub(crate) struct Vtable {
