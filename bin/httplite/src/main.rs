@@ -431,6 +431,9 @@ fn start_trace(cli: &Cli) -> Result<()> {
              `cargo run --release -p httplite --features trace -- --trace`"
         );
     }
+    if reactor::trace::chrome::on() {
+        httplite::pool_timeline::install();
+    }
     Ok(())
 }
 

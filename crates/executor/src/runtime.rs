@@ -207,7 +207,13 @@ pub(crate) fn schedule(task: TaskRef) {
             return;
         }
     }
-    reactor::trace!("wake", "task={} remote", task.header().id);
+    if trace::chrome::on() {
+        let id = task.header().id;
+        let owner = Arc::as_ptr(&task.header().shared).addr();
+        trace::chrome::remote_wake(owner, id, format_args!("\"task\":{id},\"from\":\"remote\""));
+    } else {
+        reactor::trace!("wake", "task={} remote", task.header().id);
+    }
     let shared = task.header().shared.clone();
     shared.push_remote(task);
 }
@@ -291,7 +297,7 @@ impl Core {
             let traced = trace::active().then(|| (task.header().id, std::time::Instant::now()));
             if let Some((id, _)) = traced.filter(|_| trace::chrome::on()) {
                 trace::chrome::begin(&format!("poll task={id}"), format_args!("\"task\":{id}"));
-                trace::chrome::woken_poll(id);
+                trace::chrome::woken_poll(Arc::as_ptr(&self.shared).addr(), id);
             }
             let (outcome, requeue) = task.run();
             if let Some((id, start)) = traced {
@@ -489,8 +495,14 @@ impl Wake for MainWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if trace::chrome::on() && std::thread::current().id() == self.owner {
-            trace::chrome::wake(BLOCK_ON_KEY, format_args!("\"task\":\"block_on\""));
+        if trace::chrome::on() {
+            let args = format_args!("\"task\":\"block_on\"");
+            if std::thread::current().id() == self.owner {
+                trace::chrome::wake(BLOCK_ON_KEY, args);
+            } else {
+                let owner = Arc::as_ptr(&self.shared).addr();
+                trace::chrome::remote_wake(owner, BLOCK_ON_KEY, args);
+            }
         } else {
             reactor::trace!("wake", "block_on");
         }
@@ -548,7 +560,7 @@ impl Runtime {
                 let start = trace::active().then(std::time::Instant::now);
                 if start.is_some() && trace::chrome::on() {
                     trace::chrome::begin("poll block_on", format_args!(""));
-                    trace::chrome::woken_poll(BLOCK_ON_KEY);
+                    trace::chrome::woken_poll(Arc::as_ptr(&core.shared).addr(), BLOCK_ON_KEY);
                 }
                 let poll = future.as_mut().poll(&mut cx);
                 if let Some(start) = start {
