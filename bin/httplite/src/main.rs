@@ -433,6 +433,9 @@ fn start_trace(cli: &Cli) -> Result<()> {
     }
     if reactor::trace::chrome::on() {
         httplite::pool_timeline::install();
+        if cli.runtime == RuntimeKind::Uring {
+            httplite::uring::trace::install();
+        }
     }
     Ok(())
 }

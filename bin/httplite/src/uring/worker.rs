@@ -25,6 +25,7 @@ use site::stats::WorkerStats;
 
 use super::conn;
 use super::ctx::WorkerCtx;
+use super::trace::Traced;
 use crate::config::Config;
 use crate::stackless::ctx::ActivePool;
 
@@ -69,7 +70,11 @@ pub fn run(
         open: Cell::new(0),
         all_closed: RefCell::new(None),
     });
-    let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
+    let result = if reactor::trace::chrome::on() {
+        rt.block_on(Traced::new(accept_loop(&mut port, ctx.clone()), None))
+    } else {
+        rt.block_on(accept_loop(&mut port, ctx.clone()))
+    };
     // Whatever is still open at the deadline is cancelled here: dropping the
     // runtime drops every connection task (its recv cancelled, its socket
     // closed), then the proactor waits for the kernel's last CQEs.
@@ -129,8 +134,13 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
 fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
     for fd in fds.drain(..) {
         set_nodelay(fd.as_raw_fd());
+        let raw = fd.as_raw_fd();
         let stream = TcpStream::from_fd(fd);
-        proactor::spawn(conn::serve(ctx.clone(), stream));
+        if reactor::trace::chrome::on() {
+            proactor::spawn(Traced::new(conn::serve(ctx.clone(), stream), Some(raw)));
+        } else {
+            proactor::spawn(conn::serve(ctx.clone(), stream));
+        }
     }
 }
 
