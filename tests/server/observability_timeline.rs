@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::harness::{Server, TempDir, assert_fork_refuses, get_req, run_binary};
 
 mod check;
-mod pool_uring;
+mod cross_thread;
 
 use check::{EPS, Timeline, check, chrome_args, lenient, read_closed, wait_for_file};
 

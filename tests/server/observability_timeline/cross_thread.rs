@@ -1,14 +1,14 @@
-//! The timeline's pool threads, cross-thread wakes and `--runtime uring`:
-//! a directory listing and a sha256 job each run on a `poolN` track,
-//! joined to the worker by arrows (submit → job, the job's wake → the poll
-//! it causes), and the ring's enters, SQEs and CQEs on a uring worker's
-//! track.
+//! What crosses threads on a timeline, and `--runtime uring`: a directory
+//! listing and a sha256 job each run on a `poolN` track, joined to the
+//! worker by arrows (submit → job, the job's wake → the poll it causes); a
+//! close rings a paused acceptor's doorbell; the ring's enters, SQEs and
+//! CQEs on a uring worker's track.
 
 use std::time::Duration;
 
 use super::check::{EPS, Slice, Timeline, chrome_args, read_closed, wait_for_file};
 use super::check_request;
-use crate::harness::{Server, TempDir, runtimes};
+use crate::harness::{Server, TempDir, get_req, runtimes};
 
 /// A task's poll (or a coroutine's resume) on a worker's track.
 fn is_poll(t: &Timeline, s: &Slice) -> bool {
@@ -201,4 +201,40 @@ fn timeline_on_uring_shows_the_ring_and_one_request() {
         let meta = t.meta.as_ref().unwrap();
         assert_eq!(meta["dropped_events"], 0, "{meta}");
     }
+}
+
+#[test]
+fn timeline_draws_the_doorbell_a_close_rings_for_the_paused_acceptor() {
+    let dir = TempDir::new("timeline-doorbell");
+    let file = dir.path().join("trace.json");
+    let mut args = chrome_args(file.to_str().unwrap(), "0").to_vec();
+    args.extend(["--max-connections", "1"]);
+    let mut server = Server::start("stackless", &args);
+    let mut a = server.connect();
+    assert_eq!(a.get("/_httplite/plaintext").status, 200);
+    // At the limit: the acceptor pauses, b waits in the listen queue
+    // until a's close rings the doorbell from a worker.
+    let mut b = server.connect();
+    b.send(&get_req("/_httplite/plaintext"));
+    std::thread::sleep(Duration::from_millis(100));
+    drop(a);
+    assert_eq!(b.read_response().status, 200);
+    drop(b);
+    server.terminate();
+    let t = read_closed(&file);
+    let bells: Vec<usize> = (t.slices.iter().enumerate())
+        .filter(|(_, s)| s.name == "doorbell" && t.thread(s.tid) == "acceptor")
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!bells.is_empty(), "no doorbell slice on the acceptor");
+    let rung_from_a_poll = bells.iter().any(|&i| {
+        flows_at(&t, i, "f")
+            .iter()
+            .filter_map(|&id| t.flow_slice(id, "s"))
+            .any(|s| is_poll(&t, s))
+    });
+    assert!(
+        rung_from_a_poll,
+        "no arrow from a worker's poll into a doorbell"
+    );
 }
