@@ -6,7 +6,8 @@
 
 Perfetto (ui.perfetto.dev) is the tool to explore a timeline; this script
 draws a still picture of one request for the docs, with no browser and no
-service: one lane per thread (the acceptor and the workers), slices as boxes
+service: one lane per thread (the acceptor, the workers, and a pool thread if
+one ran a task in the picture's time), slices as boxes
 (nested ones below their parent), instants as ticks, flow arrows (handoff ->
 first poll, wake -> the poll it causes), and numbered notes like the README's
 text trace: handoff, wake, first poll, the request's arrival, the poll that
@@ -175,6 +176,7 @@ class Axis:
 
 COLORS = {
     "epoll_wait": ("#e8e8e8", "#888"),
+    "io_uring_enter": ("#e8e8e8", "#888"),
     "handoff": ("#f6c58f", "#c0772a"),
     "poll": ("#9cc3ea", "#3a6ea5"),
     "resume": ("#b7a6e3", "#5b45a0"),
@@ -189,14 +191,23 @@ def color(name):
     return ("#ddd", "#777")
 
 
+def numbered(name, prefix):
+    """Whether a thread is named `prefix` and a number (w0, pool3)."""
+    return name.startswith(prefix) and name[len(prefix):].isdigit()
+
+
 def render(tr, story, title):
-    lanes = sorted((t for t, n in tr.threads.items()
-                    if n == "acceptor" or (n.startswith("w") and n[1:].isdigit())),
-                   key=lambda t: tr.sort.get(t, 999))
     hand, req = story["hand"], story["req"]
     t0 = hand["ts"] - 15
     end_s = story["last"] or story["serve"] or req
     t1 = end_s["end"] + 15
+    # The acceptor and the workers; a pool thread only if it ran something
+    # in the picture's time (a listing, a job).
+    busy = {s["tid"] for s in tr.slices if s["end"] >= t0 and s["ts"] <= t1}
+    lanes = sorted((t for t, n in tr.threads.items()
+                    if n == "acceptor" or numbered(n, "w")
+                    or (numbered(n, "pool") and t in busy)),
+                   key=lambda t: tr.sort.get(t, 999))
     stamps = []
     for s in tr.slices:
         if s["tid"] in lanes and s["end"] >= t0 and s["ts"] <= t1:
