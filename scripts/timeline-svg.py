@@ -18,7 +18,7 @@ epoll_wait) takes the width of 40 µs and is marked with its real length, so
 that microsecond steps stay readable beside second-long sleeps.
 
 The loader is lenient the way the test suite's is (tests/server/
-observability_timeline.rs): a file cut short by a crash lacks the closing `]`;
+observability_timeline/check.rs): a file cut short by a crash lacks the closing `]`;
 whole events are the lines up to the last `},` and the array is closed there.
 """
 

@@ -191,7 +191,8 @@ fn run(cli: Cli) -> Result<()> {
         && cli.trace_format != Some(TraceFormat::Chrome)
     {
         // The ring's `sqe`/`cqe`/`enter` lines, on stderr (every one: the
-        // proactor's tracing has no sampling rate and no timeline events).
+        // proactor's lines have no sampling rate; on a timeline they are
+        // events, rate-limited, see `uring::trace`).
         proactor::trace::enable();
     }
 
