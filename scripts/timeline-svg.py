@@ -101,6 +101,10 @@ class Trace:
                 return fid
         return None
 
+    def flows_of(self, event):
+        """Every event of the flow that `event` (a flow event) belongs to."""
+        return next((evs for evs in self.flows.values() if event in evs), [])
+
     def flow_end(self, fid):
         return next((e for e in self.flows.get(fid, []) if e[0] == "f"), None)
 
@@ -146,9 +150,28 @@ def find_story(tr, path):
     last = None
     if close_ep:
         last = next((s for s in on_w if s["name"] == conn and s["ts"] >= close_ep["end"]), None)
+    # Work the request handed to the pool (a listing): the pool slice that
+    # an arrow from one of the connection's polls on this worker enters,
+    # before the poll that answered.
+    pool = submit = None
+    for i, s in enumerate(tr.slices):
+        name = tr.threads.get(s["tid"], "")
+        if not (name.startswith("pool") and name[4:].isdigit()):
+            continue
+        if not (arrive and serve and arrive["end"] <= s["ts"] <= serve["ts"]):
+            continue
+        into = [e for evs in tr.flows.values() for e in evs if e[0] == "f" and e[3] == i]
+        for e in into:
+            start = next((x for x in tr.flows_of(e) if x[0] == "s"), None)
+            if start and tr.slices[start[3]]["tid"] == wtid \
+                    and tr.slices[start[3]]["name"] == conn:
+                pool, submit = s, tr.slices[start[3]]
+                break
+        if pool:
+            break
     return dict(req=req, hand=hand, first=first_s, wake_ep=wake_ep, received=received,
                 arrive=arrive, serve=serve, close_ep=close_ep, last=last, fd=fd,
-                worker=tr.threads.get(wtid, "?"), conn=conn)
+                worker=tr.threads.get(wtid, "?"), conn=conn, pool=pool, submit=submit)
 
 
 class Axis:
@@ -343,10 +366,23 @@ def render(tr, story, title):
              f"the request arrives: epoll_wait returns [{a['args'].get('fds')}] after "
              f"{us(a['args'].get('slept_us', 0))}; the reactor wakes the connection")
         n += 1
+    if st["pool"]:
+        p, sub = st["pool"], st["submit"]
+        note(n, sub["ts"], wtid, 0,
+             f"that {sub['name'].split()[0]} reads and parses the request and hands the "
+             f"{p['name']} to the blocking pool (the arrow to "
+             f"{tr.threads.get(p['tid'])}), then parks ({sub['args'].get('result', '')})")
+        n += 1
+        note(n, p["ts"], p["tid"], 0,
+             f"{tr.threads.get(p['tid'])} runs the {p['name']} ({us(p['end'] - p['ts'])}); "
+             f"its result wakes the connection from the pool thread: the arrow back")
+        n += 1
     if st["serve"]:
         s = st["serve"]
+        done = ("the pool's wake caused answers" if st["pool"]
+                else "that wake caused reads, parses and answers")
         note(n, req["ts"], wtid, 1,
-             f"the {s['name'].split()[0]} that wake caused reads, parses and answers "
+             f"the {s['name'].split()[0]} {done} "
              f"{req['name']} → {req['args'].get('status')} "
              f"({req['args'].get('body_bytes')} B body) and writes it: request slice "
              f"{us(req['end'] - req['ts'])} inside a {us(s['end'] - s['ts'])} "

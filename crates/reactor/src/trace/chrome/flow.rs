@@ -149,20 +149,30 @@ pub fn remote_wake(owner: usize, key: u64, args: fmt::Arguments<'_>) {
     }
 }
 
-/// Ends the flows of `key`'s last wakes, local and remote, if any: call it
-/// just after the [`super::begin`] of `key`'s poll or resume on the
-/// thread of runtime `owner` (see [`remote_wake`]).
+/// Ends the flows of `key`'s wakes since its last poll, local and remote,
+/// if any: call it just after the [`super::begin`] of `key`'s poll or
+/// resume on the thread of runtime `owner` (see [`remote_wake`]).
 pub fn woken_poll(owner: usize, key: u64) {
     let mut id = 0;
     with_track(|t, _| id = t.wake_flows.remove(&key).unwrap_or(0));
     flow_end(id);
     if REMOTE_LEN.load(Ordering::Relaxed) != 0 {
+        // Every wake since the last poll caused this one: all arrows end
+        // here (and none is left behind to keep the list non-empty).
+        let mut ids = Vec::new();
         let mut remote = REMOTE.lock().unwrap_or_else(|e| e.into_inner());
-        let found = remote.iter().position(|&(o, k, _)| o == owner && k == key);
-        let id = found.map_or(0, |i| remote.swap_remove(i).2);
+        remote.retain(|&(o, k, id)| {
+            let mine = o == owner && k == key;
+            if mine {
+                ids.push(id);
+            }
+            !mine
+        });
         REMOTE_LEN.store(remote.len(), Ordering::Relaxed);
         drop(remote);
-        flow_end(id);
+        for id in ids {
+            flow_end(id);
+        }
     }
 }
 
