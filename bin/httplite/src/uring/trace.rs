@@ -6,7 +6,7 @@
 //! [`install`] gives it a [`proactor::trace::Timeline`] that forwards its
 //! `io_uring_enter` slices and SQE/CQE instants to the reactor crate's
 //! chrome writer. The proactor's executor does not trace its polls, so the
-//! worker wraps each task it spawns in [`Traced`]: a `poll task=N` slice
+//! worker wraps each task it spawns in `Traced`: a `poll task=N` slice
 //! around every poll, and a waker that records each wake (inside the
 //! enter that reaped its CQE, or on the thread that woke it) with an arrow
 //! to the poll it causes.
