@@ -132,7 +132,9 @@ step "scripts/timeline-svg.py on docs/img's captures" 2 bash -c '
     for rt in stackless stackful; do
         python3 scripts/timeline-svg.py "docs/img/timeline-$rt.json" "$out/$rt.svg"
         grep -q "answers GET /_httplite/plaintext" "$out/$rt.svg"
-    done'
+    done
+    python3 scripts/timeline-svg.py docs/img/timeline-listing.json "$out/listing.svg" --path /sub/
+    grep -q "pool0 runs the listing" "$out/listing.svg"'
 
 # Memory errors and definite leaks in the runtime crates' own test suites
 # under valgrind memcheck (reactor, executor, coroutine, dispatch, pool,

@@ -6,7 +6,8 @@
 
 Perfetto (ui.perfetto.dev) is the tool to explore a timeline; this script
 draws a still picture of one request for the docs, with no browser and no
-service: one lane per thread (the acceptor and the workers), slices as boxes
+service: one lane per thread (the acceptor, the workers, and a pool thread if
+one ran a task in the picture's time), slices as boxes
 (nested ones below their parent), instants as ticks, flow arrows (handoff ->
 first poll, wake -> the poll it causes), and numbered notes like the README's
 text trace: handoff, wake, first poll, the request's arrival, the poll that
@@ -17,7 +18,7 @@ epoll_wait) takes the width of 40 µs and is marked with its real length, so
 that microsecond steps stay readable beside second-long sleeps.
 
 The loader is lenient the way the test suite's is (tests/server/
-observability_timeline.rs): a file cut short by a crash lacks the closing `]`;
+observability_timeline/check.rs): a file cut short by a crash lacks the closing `]`;
 whole events are the lines up to the last `},` and the array is closed there.
 """
 
@@ -100,6 +101,10 @@ class Trace:
                 return fid
         return None
 
+    def flows_of(self, event):
+        """Every event of the flow that `event` (a flow event) belongs to."""
+        return next((evs for evs in self.flows.values() if event in evs), [])
+
     def flow_end(self, fid):
         return next((e for e in self.flows.get(fid, []) if e[0] == "f"), None)
 
@@ -145,9 +150,28 @@ def find_story(tr, path):
     last = None
     if close_ep:
         last = next((s for s in on_w if s["name"] == conn and s["ts"] >= close_ep["end"]), None)
+    # Work the request handed to the pool (a listing): the pool slice that
+    # an arrow from one of the connection's polls on this worker enters,
+    # before the poll that answered.
+    pool = submit = None
+    for i, s in enumerate(tr.slices):
+        name = tr.threads.get(s["tid"], "")
+        if not (name.startswith("pool") and name[4:].isdigit()):
+            continue
+        if not (arrive and serve and arrive["end"] <= s["ts"] <= serve["ts"]):
+            continue
+        into = [e for evs in tr.flows.values() for e in evs if e[0] == "f" and e[3] == i]
+        for e in into:
+            start = next((x for x in tr.flows_of(e) if x[0] == "s"), None)
+            if start and tr.slices[start[3]]["tid"] == wtid \
+                    and tr.slices[start[3]]["name"] == conn:
+                pool, submit = s, tr.slices[start[3]]
+                break
+        if pool:
+            break
     return dict(req=req, hand=hand, first=first_s, wake_ep=wake_ep, received=received,
                 arrive=arrive, serve=serve, close_ep=close_ep, last=last, fd=fd,
-                worker=tr.threads.get(wtid, "?"), conn=conn)
+                worker=tr.threads.get(wtid, "?"), conn=conn, pool=pool, submit=submit)
 
 
 class Axis:
@@ -175,6 +199,7 @@ class Axis:
 
 COLORS = {
     "epoll_wait": ("#e8e8e8", "#888"),
+    "io_uring_enter": ("#e8e8e8", "#888"),
     "handoff": ("#f6c58f", "#c0772a"),
     "poll": ("#9cc3ea", "#3a6ea5"),
     "resume": ("#b7a6e3", "#5b45a0"),
@@ -189,14 +214,23 @@ def color(name):
     return ("#ddd", "#777")
 
 
+def numbered(name, prefix):
+    """Whether a thread is named `prefix` and a number (w0, pool3)."""
+    return name.startswith(prefix) and name[len(prefix):].isdigit()
+
+
 def render(tr, story, title):
-    lanes = sorted((t for t, n in tr.threads.items()
-                    if n == "acceptor" or (n.startswith("w") and n[1:].isdigit())),
-                   key=lambda t: tr.sort.get(t, 999))
     hand, req = story["hand"], story["req"]
     t0 = hand["ts"] - 15
     end_s = story["last"] or story["serve"] or req
     t1 = end_s["end"] + 15
+    # The acceptor and the workers; a pool thread only if it ran something
+    # in the picture's time (a listing, a job).
+    busy = {s["tid"] for s in tr.slices if s["end"] >= t0 and s["ts"] <= t1}
+    lanes = sorted((t for t, n in tr.threads.items()
+                    if n == "acceptor" or numbered(n, "w")
+                    or (numbered(n, "pool") and t in busy)),
+                   key=lambda t: tr.sort.get(t, 999))
     stamps = []
     for s in tr.slices:
         if s["tid"] in lanes and s["end"] >= t0 and s["ts"] <= t1:
@@ -332,10 +366,23 @@ def render(tr, story, title):
              f"the request arrives: epoll_wait returns [{a['args'].get('fds')}] after "
              f"{us(a['args'].get('slept_us', 0))}; the reactor wakes the connection")
         n += 1
+    if st["pool"]:
+        p, sub = st["pool"], st["submit"]
+        note(n, sub["ts"], wtid, 0,
+             f"that {sub['name'].split()[0]} reads and parses the request and hands the "
+             f"{p['name']} to the blocking pool (the arrow to "
+             f"{tr.threads.get(p['tid'])}), then parks ({sub['args'].get('result', '')})")
+        n += 1
+        note(n, p["ts"], p["tid"], 0,
+             f"{tr.threads.get(p['tid'])} runs the {p['name']} ({us(p['end'] - p['ts'])}); "
+             f"its result wakes the connection from the pool thread: the arrow back")
+        n += 1
     if st["serve"]:
         s = st["serve"]
+        done = ("the pool's wake caused answers" if st["pool"]
+                else "that wake caused reads, parses and answers")
         note(n, req["ts"], wtid, 1,
-             f"the {s['name'].split()[0]} that wake caused reads, parses and answers "
+             f"the {s['name'].split()[0]} {done} "
              f"{req['name']} → {req['args'].get('status')} "
              f"({req['args'].get('body_bytes')} B body) and writes it: request slice "
              f"{us(req['end'] - req['ts'])} inside a {us(s['end'] - s['ts'])} "

@@ -21,6 +21,7 @@ pub mod forwarded;
 pub mod lazy_timer;
 pub mod lifecycle;
 pub mod listen;
+pub mod pool_timeline;
 pub mod probes;
 pub mod proxy;
 pub mod proxy_protocol;

@@ -191,7 +191,8 @@ fn run(cli: Cli) -> Result<()> {
         && cli.trace_format != Some(TraceFormat::Chrome)
     {
         // The ring's `sqe`/`cqe`/`enter` lines, on stderr (every one: the
-        // proactor's tracing has no sampling rate and no timeline events).
+        // proactor's lines have no sampling rate; on a timeline they are
+        // events, rate-limited, see `uring::trace`).
         proactor::trace::enable();
     }
 
@@ -430,6 +431,12 @@ fn start_trace(cli: &Cli) -> Result<()> {
             "--trace: this build has no tracing compiled in; rebuild with \
              `cargo run --release -p httplite --features trace -- --trace`"
         );
+    }
+    if reactor::trace::chrome::on() {
+        httplite::pool_timeline::install();
+        if cli.runtime == RuntimeKind::Uring {
+            httplite::uring::trace::install();
+        }
     }
     Ok(())
 }

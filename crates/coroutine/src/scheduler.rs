@@ -139,6 +139,12 @@ impl Header {
     #[inline(never)]
     fn schedule_remote(&self) {
         let shared = &self.shared;
+        if trace::chrome::on() {
+            // Before the push: the resume it causes must find the flow.
+            let id = self.id;
+            let owner = Arc::as_ptr(shared).addr();
+            trace::chrome::remote_wake(owner, id, format_args!("\"co\":{id},\"from\":\"remote\""));
+        }
         {
             let mut inbox = shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             if inbox.closed {
@@ -363,7 +369,7 @@ impl Core {
         let traced = id.map(|id| {
             if trace::chrome::on() {
                 trace::chrome::begin(&format!("resume co={id}"), format_args!("\"co\":{id}"));
-                trace::chrome::woken_poll(id);
+                trace::chrome::woken_poll(Arc::as_ptr(&self.shared).addr(), id);
             } else {
                 trace::emit("switch", format_args!("sched -> co={id}"));
             }

@@ -19,10 +19,17 @@
 //! With `SeqCst` on all four operations at least one side sees the other's
 //! write: either the sleeper counts the close and does not sleep, or the
 //! closer sees the doorbell armed and rings. A wake cannot be lost.
+//!
+//! On a timeline (`reactor::trace::chrome`) a ring from inside a slice (a
+//! worker's poll that closed a connection) starts an arrow, and the drain
+//! that consumes the ring ends it in a short `doorbell` slice on the
+//! sleeper's track: the cross-thread wake drawn like the others.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+
+use reactor::trace::chrome;
 
 use crate::sys;
 
@@ -32,6 +39,8 @@ use crate::sys;
 pub(crate) struct Wake {
     fd: OwnedFd,
     armed: AtomicBool,
+    /// The timeline's arrow of the last ring not yet drained (0: none).
+    flow: AtomicU64,
 }
 
 impl Wake {
@@ -39,6 +48,7 @@ impl Wake {
         Ok(Wake {
             fd: reactor::sys::eventfd()?,
             armed: AtomicBool::new(false),
+            flow: AtomicU64::new(0),
         })
     }
 
@@ -49,6 +59,12 @@ impl Wake {
 
     /// Rings unconditionally (shutdown, a worker exiting).
     pub(crate) fn ring(&self) {
+        if chrome::on() {
+            let id = chrome::new_flow();
+            if chrome::flow_start(id) {
+                self.flow.store(id, Relaxed);
+            }
+        }
         // An eventfd write can only fail on a bad fd, and this one lives as
         // long as `self`; a full counter is already a pending wake.
         let _ = sys::eventfd_wake(self.fd());
@@ -57,6 +73,14 @@ impl Wake {
     /// Resets the counter so that the next ring is a new edge.
     pub(crate) fn drain(&self) {
         let _ = sys::eventfd_drain(self.fd());
+        if chrome::on() {
+            let id = self.flow.swap(0, Relaxed);
+            if id != 0 {
+                chrome::begin("doorbell", format_args!(""));
+                chrome::flow_end(id);
+                chrome::end(format_args!(""));
+            }
+        }
     }
 
     /// The sleeper announces it is about to wait for a close. It must re-check

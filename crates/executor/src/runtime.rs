@@ -163,8 +163,14 @@ impl Wake for MainWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if trace::chrome::on() && std::thread::current().id() == self.owner {
-            trace::chrome::wake(BLOCK_ON_KEY, format_args!("\"task\":\"block_on\""));
+        if trace::chrome::on() {
+            let args = format_args!("\"task\":\"block_on\"");
+            if std::thread::current().id() == self.owner {
+                trace::chrome::wake(BLOCK_ON_KEY, args);
+            } else {
+                let owner = Arc::as_ptr(&self.shared).addr();
+                trace::chrome::remote_wake(owner, BLOCK_ON_KEY, args);
+            }
         } else {
             reactor::trace!("wake", "block_on");
         }
@@ -237,7 +243,7 @@ impl<D: Driver> Runtime<D> {
                 let start = trace::active().then(std::time::Instant::now);
                 if start.is_some() && trace::chrome::on() {
                     trace::chrome::begin("poll block_on", format_args!(""));
-                    trace::chrome::woken_poll(BLOCK_ON_KEY);
+                    trace::chrome::woken_poll(Arc::as_ptr(&core.shared).addr(), BLOCK_ON_KEY);
                 }
                 let poll = future.as_mut().poll(&mut cx);
                 if let Some(start) = start {

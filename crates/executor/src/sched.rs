@@ -204,7 +204,13 @@ pub(crate) fn schedule(task: TaskRef) {
             return;
         }
     }
-    reactor::trace!("wake", "task={} remote", task.header().id);
+    if trace::chrome::on() {
+        let id = task.header().id;
+        let owner = Arc::as_ptr(&task.header().shared).addr();
+        trace::chrome::remote_wake(owner, id, format_args!("\"task\":{id},\"from\":\"remote\""));
+    } else {
+        reactor::trace!("wake", "task={} remote", task.header().id);
+    }
     let shared = task.header().shared.clone();
     shared.push_remote(task);
 }
@@ -288,7 +294,7 @@ impl Sched {
             let traced = trace::active().then(|| (task.header().id, std::time::Instant::now()));
             if let Some((id, _)) = traced.filter(|_| trace::chrome::on()) {
                 trace::chrome::begin(&format!("poll task={id}"), format_args!("\"task\":{id}"));
-                trace::chrome::woken_poll(id);
+                trace::chrome::woken_poll(Arc::as_ptr(&self.shared).addr(), id);
             }
             let (outcome, requeue) = task.run();
             if let Some((id, start)) = traced {

@@ -45,7 +45,9 @@
 //!   that of a pinned event loop whose submission happened to start them.
 //!
 //! [`PoolStats`] reports the queue length, threads alive and busy, and tasks
-//! completed and rejected.
+//! completed and rejected. An [`Observer`] ([`set_observer`]) sees every
+//! task submitted and run, named by [`Pool::spawn_blocking_as`], to draw
+//! the pool threads on a timeline.
 //!
 //! ## Example
 //!
@@ -65,12 +67,14 @@
 #![deny(missing_docs)]
 
 mod handle;
+mod observe;
 mod pool;
 mod sys;
 
 use std::sync::OnceLock;
 
 pub use handle::{JoinError, JoinHandle};
+pub use observe::{Observer, set_observer};
 pub use pool::{Builder, Full, Pool, PoolStats};
 
 static DEFAULT: OnceLock<Pool> = OnceLock::new();

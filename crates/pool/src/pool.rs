@@ -267,20 +267,37 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.spawn_blocking_as("task", f)
+    }
+
+    /// [`Pool::spawn_blocking`] of a task that an [`Observer`](crate::Observer)
+    /// sees as `what` (`"listing"`, `"sha256"`...).
+    pub fn spawn_blocking_as<F, T>(&self, what: &'static str, f: F) -> Result<JoinHandle<T>, Full>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         let completion = Completion::new();
+        let observer = crate::observe::observer();
+        let token = observer.map_or(0, |o| o.submit(what));
         let task: Task = {
             let completion = completion.clone();
             let shared = self.shared.clone();
             Box::new(move || {
-                if !completion.start() {
-                    return; // cancelled while queued
+                if let Some(o) = observer {
+                    o.start(what, token);
                 }
-                let result = catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-                    shared.panicked.fetch_add(1, Relaxed);
-                    JoinError::Panicked(p)
-                });
-                shared.completed.fetch_add(1, Relaxed);
-                completion.finish(result);
+                if completion.start() {
+                    let result = catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+                        shared.panicked.fetch_add(1, Relaxed);
+                        JoinError::Panicked(p)
+                    });
+                    shared.completed.fetch_add(1, Relaxed);
+                    completion.finish(result);
+                } // else cancelled while queued
+                if let Some(o) = observer {
+                    o.finish();
+                }
             })
         };
         self.submit(task)?;

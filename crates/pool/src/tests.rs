@@ -256,3 +256,68 @@ fn threads_take_the_builders_affinity_and_nice_not_the_submitters() {
         "the builder's CPUs, not the pinned submitter's one"
     );
 }
+
+#[test]
+fn an_observer_sees_a_task_submitted_then_started_then_finished() {
+    use crate::Observer;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::thread::ThreadId;
+
+    struct Log {
+        events: Mutex<Vec<(ThreadId, String)>>,
+        next: AtomicU64,
+    }
+    impl Log {
+        fn push(&self, event: String) {
+            let me = std::thread::current().id();
+            self.events.lock().unwrap().push((me, event));
+        }
+    }
+    impl Observer for Log {
+        fn submit(&self, what: &'static str) -> u64 {
+            let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+            self.push(format!("submit {what} {token}"));
+            token
+        }
+        fn start(&self, what: &'static str, token: u64) {
+            self.push(format!("start {what} {token}"));
+        }
+        fn finish(&self) {
+            self.push("finish".into());
+        }
+    }
+    static LOG: Log = Log {
+        events: Mutex::new(Vec::new()),
+        next: AtomicU64::new(0),
+    };
+    // Other tests of this process may be observed too: follow ours only.
+    crate::set_observer(&LOG);
+    let pool = Pool::builder().max_threads(1).build();
+    let handle = pool.spawn_blocking_as("sha256", || 5).unwrap();
+    assert_eq!(handle.join().unwrap(), 5);
+    let me = std::thread::current().id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let events = LOG.events.lock().unwrap().clone();
+        let token = events
+            .iter()
+            .find(|(t, e)| *t == me && e.starts_with("submit sha256 "))
+            .map(|(_, e)| e["submit sha256 ".len()..].to_string())
+            .expect("the submission is observed on the submitting thread");
+        let start = events
+            .iter()
+            .position(|(t, e)| *t != me && *e == format!("start sha256 {token}"))
+            .expect("the start is observed on a pool thread, with the token");
+        let pool_thread = events[start].0;
+        let next = events[start + 1..].iter().find(|(t, _)| *t == pool_thread);
+        match next {
+            Some((_, e)) => {
+                assert_eq!(e, "finish");
+                break;
+            }
+            None => assert!(Instant::now() < deadline, "no finish: {events:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -239,18 +239,9 @@ impl Proactor {
     /// notifier's word, the buffer ring) or held by an operation's future
     /// and parked in its slot if the future goes first ([`Proactor::release`]).
     pub(crate) unsafe fn push(&self, sqe: &Sqe) {
-        trace!(
-            "sqe",
-            "op={} fd={} user_data={:#x}{}",
-            op_name(sqe.opcode),
-            sqe.fd,
-            sqe.user_data,
-            if sqe.opcode == IORING_OP_RECV && sqe.ioprio & IORING_RECV_MULTISHOT != 0 {
-                " MULTISHOT"
-            } else {
-                ""
-            }
-        );
+        if trace::enabled() {
+            trace::sqe(sqe);
+        }
         let mut ring = self.inner.ring.borrow_mut();
         // SAFETY: forwarded to our caller's contract.
         if unsafe { ring.push(sqe) }.is_ok() {
@@ -424,24 +415,21 @@ impl Proactor {
         };
         let mut cqes = inner.cqe_buf.borrow_mut();
         cqes.clear();
+        let submitted;
         {
             let mut ring = inner.ring.borrow_mut();
             let before = ring.pending();
             let t0 = trace::enabled().then(Instant::now);
+            if t0.is_some() {
+                trace::enter_begin(wait, timeout);
+            }
             ring.enter(u32::from(wait), timeout)?;
             inner.stats.enters.bump();
-            inner.stats.sqes.add((before - ring.pending()) as u64);
+            submitted = before - ring.pending();
+            inner.stats.sqes.add(submitted as u64);
             ring.reap(&mut cqes);
             if let Some(t0) = t0 {
-                trace!(
-                    "enter",
-                    "submitted={} wait={} timeout={:?} cqes={} slept={:?}",
-                    before - ring.pending(),
-                    wait,
-                    timeout,
-                    cqes.len(),
-                    t0.elapsed()
-                );
+                trace::entered(t0, submitted, wait, timeout, cqes.len());
             }
         }
         let n = cqes.len();
@@ -466,31 +454,16 @@ impl Proactor {
             w.wake();
         }
         inner.wake_buf.replace(wakes);
+        if trace::enabled() {
+            trace::enter_end(submitted, n);
+        }
         Ok(n)
     }
 
     fn dispatch(&self, cqe: &Cqe, wakes: &mut Vec<Waker>) {
-        trace!(
-            "cqe",
-            "user_data={:#x} res={} flags={}{}{}",
-            cqe.user_data,
-            cqe.res,
-            if cqe.flags & IORING_CQE_F_MORE != 0 {
-                "MORE "
-            } else {
-                ""
-            },
-            if cqe.flags & IORING_CQE_F_BUFFER != 0 {
-                "BUFFER="
-            } else {
-                ""
-            },
-            if cqe.flags & IORING_CQE_F_BUFFER != 0 {
-                (cqe.flags >> IORING_CQE_BUFFER_SHIFT).to_string()
-            } else {
-                String::new()
-            }
-        );
+        if trace::enabled() {
+            trace::cqe(cqe);
+        }
         match cqe.user_data {
             NOTIFY_UD => {
                 self.inner.notify_armed.set(false);

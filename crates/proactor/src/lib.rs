@@ -109,7 +109,9 @@
 //!
 //! With the `trace` feature and [`trace::enable`], every SQE (`op`, `fd`,
 //! `user_data`), every CQE (`res`, `MORE`, `BUFFER=id`) and every enter
-//! (submitted, waited, slept) prints a line. [`Proactor::stats`] counts
+//! (submitted, waited, slept) prints a line; with [`trace::enable_timeline`]
+//! they go to a program's timeline instead (enters as slices, SQEs and CQEs
+//! as instants). [`Proactor::stats`] counts
 //! SQEs, CQEs, enters, ENOBUFS, cancellations, discarded bytes and re-arms.
 //!
 //! `examples/echo.rs` is a runnable echo server; `examples/probe.rs` prints

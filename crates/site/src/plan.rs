@@ -46,6 +46,10 @@ use crate::stats::{ErrorKind, WorkerStats};
 /// directory listing: milliseconds for thousands of entries).
 pub type PoolWork = Box<dyn FnOnce() -> StaticReply + Send>;
 
+/// What [`PoolWork`] is called on a timeline's pool track
+/// (`pool::Pool::spawn_blocking_as`): the plan offloads listings only.
+pub const POOL_WORK: &str = "listing";
+
 /// What [`Step::Offload`]'s work came to: its reply, or why there is none
 /// (it panicked, or the pool's queue was full).
 pub type Offloaded = Result<Result<StaticReply, pool::JoinError>, pool::Full>;

@@ -223,8 +223,10 @@ unsafe impl BlockingIo for Stackful {
         pool: &pool::Pool,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<Result<T, pool::JoinError>, pool::Full> {
-        // Coroutines share the worker thread: park this one, not the thread.
-        coroutine::spawn_blocking_in(pool, f)
+        // Coroutines share the worker thread: park this one, not the thread
+        // (`coroutine::spawn_blocking_in`, with the work named).
+        let handle = pool.spawn_blocking_as(site::plan::POOL_WORK, f)?;
+        Ok(coroutine::await_future(handle).unwrap_or(Err(pool::JoinError::Cancelled)))
     }
 }
 

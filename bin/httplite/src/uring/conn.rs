@@ -77,6 +77,8 @@ pub(super) struct Conn {
 /// Serves one connection to the end. Never panics on bad input: protocol
 /// errors are answered and the connection closed.
 pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
+    // The first poll ends the handoff's arrow on a timeline.
+    crate::driver::trace_arrival(stream.as_raw_fd());
     let guard = ctx.open_connection();
     let now = Instant::now();
     let mut conn = Conn {

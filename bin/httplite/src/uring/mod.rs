@@ -23,12 +23,14 @@
 //! | `slow.rs` | the answers that wait: bodies, sleeps, jobs, files, echo |
 //! | `io.rs` | sends with an owned buffer, `sendfile(2)`, waits under a deadline |
 //! | `setup.rs` | whether io_uring is available, and the line that says why not |
+//! | `trace.rs` | the ring's work and the tasks' polls on a timeline |
 
 mod conn;
 mod ctx;
 mod io;
 pub mod setup;
 mod slow;
+pub mod trace;
 mod worker;
 
 pub use worker::run;

@@ -63,7 +63,9 @@ impl Conn {
                     let ended = self.tick(d).await?;
                     Event::Ticked { ended }
                 }
-                Step::Offload(work) => match self.ctx.app.jobs.pool().spawn_blocking(work) {
+                Step::Offload(work) => match (self.ctx.app.jobs.pool())
+                    .spawn_blocking_as(site::plan::POOL_WORK, work)
+                {
                     Ok(listing) => Event::Offloaded(Ok(listing.await)),
                     Err(full) => Event::Offloaded(Err(full)),
                 },

@@ -33,6 +33,13 @@ use std::time::Instant;
 use super::Limiter;
 use super::sink;
 
+mod flow;
+
+pub use flow::{
+    fd_flow, flow_end, flow_start, flow_step, handoff_flow, new_flow, remote_wake, take_fd_flow,
+    wake, woken_poll,
+};
+
 /// Whether events go to a chrome trace (rather than text lines).
 static ON: AtomicBool = AtomicBool::new(false);
 /// The next flow id (0 means "none").
@@ -146,14 +153,19 @@ impl Track {
 }
 
 /// Where a thread's track sits in the UI: the acceptor first, then the
-/// workers in order, then the rest (pool threads, connection threads).
+/// workers in order, then the pool threads in order, then the rest
+/// (connection threads).
 fn sort_index(name: &str, tid: u32) -> u64 {
     match name {
         "acceptor" | "signals" => 0,
-        _ => match name.strip_prefix('w').and_then(|n| n.parse::<u64>().ok()) {
-            Some(n) => 1 + n,
-            None => 1_000 + u64::from(tid),
-        },
+        _ => {
+            let numbered = |prefix| name.strip_prefix(prefix)?.parse::<u64>().ok();
+            match (numbered("w"), numbered("pool")) {
+                (Some(n), _) => 1 + n,
+                (_, Some(n)) => 500 + n,
+                _ => 1_000 + u64::from(tid),
+            }
+        }
     }
 }
 
@@ -279,142 +291,6 @@ pub fn complete_since(name: &str, start: Instant, args: fmt::Arguments<'_>) {
     });
 }
 
-/// A new flow id, for [`flow_start`] and its steps.
-pub fn new_flow() -> u64 {
-    NEXT_FLOW.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Starts flow `id` in the current slice (`s`). Returns whether it was
-/// written: only inside an admitted slice, which the arrow leaves from.
-pub fn flow_start(id: u64) -> bool {
-    let mut written = false;
-    with_track(|t, ns| {
-        if matches!(t.open.last(), Some(Some(_))) {
-            t.write(
-                's',
-                Some("flow"),
-                ns,
-                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
-            );
-            written = true;
-        }
-    });
-    written
-}
-
-/// A step of flow `id` in the current slice (`t`): the arrow passes
-/// through it.
-pub fn flow_step(id: u64) {
-    if id == 0 {
-        return;
-    }
-    with_track(|t, ns| {
-        if matches!(t.open.last(), Some(Some(_))) {
-            t.write(
-                't',
-                Some("flow"),
-                ns,
-                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
-            );
-        }
-    });
-}
-
-/// Ends flow `id` (`f`): in the current slice (`"bp":"e"`, the enclosing
-/// slice), or, on a thread outside any slice (a connection's own thread),
-/// at the next slice that begins there.
-pub fn flow_end(id: u64) {
-    if id == 0 {
-        return;
-    }
-    with_track(|t, ns| match t.open.last() {
-        Some(Some(_)) => t.write(
-            'f',
-            Some("flow"),
-            ns,
-            format_args!(",\"cat\":\"flow\",\"id\":{id},\"bp\":\"e\""),
-        ),
-        Some(None) => t.dropped += 1,
-        None => t.write(
-            'f',
-            Some("flow"),
-            ns,
-            format_args!(",\"cat\":\"flow\",\"id\":{id}"),
-        ),
-    });
-}
-
-/// Records a wake of `key` (a task or coroutine id) on this thread with an
-/// instant event, and starts a flow that [`woken_poll`] ends when `key`
-/// next runs here.
-pub fn wake(key: u64, args: fmt::Arguments<'_>) {
-    let id = new_flow();
-    with_track(|t, ns| {
-        if !t.inside_admitted() {
-            t.dropped += 1;
-            return;
-        }
-        if !admit(t, ns) {
-            return;
-        }
-        t.write(
-            'i',
-            Some("wake"),
-            ns,
-            format_args!(",\"s\":\"t\"{}", Args(args)),
-        );
-        if matches!(t.open.last(), Some(Some(_))) {
-            t.write(
-                's',
-                Some("flow"),
-                ns,
-                format_args!(",\"cat\":\"flow\",\"id\":{id}"),
-            );
-            t.wake_flows.insert(key, id);
-        }
-    });
-}
-
-/// Ends the flow of `key`'s last wake on this thread, if any: call it just
-/// after the [`begin`] of `key`'s poll or resume.
-pub fn woken_poll(key: u64) {
-    let mut id = 0;
-    with_track(|t, _| id = t.wake_flows.remove(&key).unwrap_or(0));
-    flow_end(id);
-}
-
-/// Flow ids of handed-off connections, by fd number: set by the acceptor,
-/// read by the worker's handoff loop, taken by the connection's first poll.
-/// One atomic per fd: no lock between the acceptor and the workers.
-static FD_FLOWS: [AtomicU64; FD_SLOTS] = [const { AtomicU64::new(0) }; FD_SLOTS];
-const FD_SLOTS: usize = 1 << 16;
-
-/// A new flow for the connection on `fd`, remembered for the worker.
-pub fn handoff_flow(fd: i32) -> u64 {
-    let id = new_flow();
-    if let Some(slot) = usize::try_from(fd).ok().and_then(|f| FD_FLOWS.get(f)) {
-        slot.store(id, Ordering::Relaxed);
-    }
-    id
-}
-
-/// The flow of the connection handed over on `fd` (0: none).
-pub fn fd_flow(fd: i32) -> u64 {
-    usize::try_from(fd)
-        .ok()
-        .and_then(|f| FD_FLOWS.get(f))
-        .map_or(0, |s| s.load(Ordering::Relaxed))
-}
-
-/// Takes the flow of the connection on `fd`, so that only its first poll
-/// ends it (0: none, or taken already).
-pub fn take_fd_flow(fd: i32) -> u64 {
-    usize::try_from(fd)
-        .ok()
-        .and_then(|f| FD_FLOWS.get(f))
-        .map_or(0, |s| s.swap(0, Ordering::Relaxed))
-}
-
 /// `fmt::Arguments` of JSON members, written as `,"args":{...}` (or
 /// nothing when empty).
 struct Args<'a>(fmt::Arguments<'a>);
@@ -490,6 +366,7 @@ mod tests {
         assert_eq!(sort_index("acceptor", 9), 0);
         assert_eq!(sort_index("w0", 9), 1);
         assert_eq!(sort_index("w12", 9), 13);
+        assert_eq!(sort_index("pool3", 9), 503);
         assert_eq!(sort_index("httplite-pool", 9), 1_009);
     }
 

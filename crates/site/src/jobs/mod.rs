@@ -202,7 +202,7 @@ impl Jobs {
         match self
             .inner
             .pool
-            .spawn_blocking(move || jobs.run(id, kind, &input))
+            .spawn_blocking_as(kind.name(), move || jobs.run(id, kind, &input))
         {
             Ok(_detached) => {
                 self.lock().stats.submitted += 1;
