@@ -396,8 +396,8 @@ impl Future for Recv<'_> {
             return Poll::Ready(r.map_err(Stop::Io));
         }
         if this.waiting == Waiting::Idle && conn.ctx.shutdown.get() {
-            let grace_end =
-                conn.request_started + driver::FIRST_REQUEST_GRACE.min(conn.ctx.config.header_timeout);
+            let grace_end = conn.request_started
+                + driver::FIRST_REQUEST_GRACE.min(conn.ctx.config.header_timeout);
             // A client accepted just before shutdown has its first
             // request on the way: it gets the grace, not a close.
             if conn.served != 0 || Instant::now() >= grace_end {
@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn an_idle_connections_future_stays_small() {
         let size = boxed_size(serve as fn(Rc<WorkerCtx>, TcpStream) -> _);
-        
+
         assert!(size <= 184, "the connection's future grew to {size} bytes");
     }
 }
