@@ -3,16 +3,17 @@
 //!
 //! 1. `IORING_OP_SEND` vs `IORING_OP_SEND_ZC` for 4 KiB .. 1 MiB sends;
 //! 2. a file to a socket: `sendfile(2)` with a ring poll when the socket is
-//!    full (the server today) vs `IORING_OP_SPLICE` through a pipe, for a
-//!    64 KiB and a 16 MiB file;
+//!    full (the server today) vs `IORING_OP_SPLICE` through a pipe, for
+//!    64 KiB, 1 MiB, 4 MiB and 16 MiB files;
 //! 3. plain fds vs registered (fixed) files for 4 KiB sends and recvs.
 //!
 //! The sender runs on CPU 0, a plain blocking reader on CPU 1 (pinned when
 //! the machine has two). Each case runs ROUNDS times (default 3); the
-//! figures are the median and the (min–max) of the sender's CPU time (user
-//! + system: the process's minus the reader thread's, so the kernel's
+//! figures are the median and the (min–max) of the sender's CPU time, user
+//! and system (the process's minus the reader thread's, so the kernel's
 //! io-wq workers count; with `DEFER_TASKRUN` the send work itself runs in
-//! the sender's thread) per operation or per GiB, and the wall throughput. Ends in a few seconds.
+//! the sender's thread), per operation or per GiB, and the wall
+//! throughput. Ends within a minute.
 //!
 //! ```text
 //! cargo run --release -p proactor --example send_paths [-- ROUNDS [sends|files|fixed]]
@@ -211,8 +212,10 @@ fn temp_file(len: u64) -> OwnedFd {
 async fn sendfile_ring_poll(p: &Proactor, sock: RawFd, file: RawFd, len: u64) {
     let mut off: libc::off_t = 0;
     while (off as u64) < len {
+        // At most 1 MiB per call, as the server does.
+        let chunk = (len - off as u64).min(MIB) as usize;
         // SAFETY: both fds are open; `off` is a valid offset the kernel advances.
-        let n = unsafe { libc::sendfile(sock, file, &mut off, (len - off as u64) as usize) };
+        let n = unsafe { libc::sendfile(sock, file, &mut off, chunk) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "sendfile: {e}");
@@ -237,7 +240,12 @@ fn files(p: &Proactor, rt: &Runtime, rounds: usize) {
         "| file | repeats | sendfile CPU µs/file | SPLICE CPU µs/file | sendfile MiB/s | SPLICE MiB/s |"
     );
     println!("|---|---|---|---|---|---|");
-    for (len, reps) in [(64 << 10, 2000usize), (16 * MIB, 16)] {
+    for (len, reps) in [
+        (64 << 10, 2000usize),
+        (MIB, 128),
+        (4 * MIB, 32),
+        (16 * MIB, 16),
+    ] {
         let file = temp_file(len);
         let ffd = file.as_raw_fd();
         let (mut cs, mut cz, mut ws, mut wz) = (vec![], vec![], vec![], vec![]);
