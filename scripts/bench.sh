@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The comparison benchmark: every httplite configuration (runtime × dispatch ×
-# workers) and the peers (nginx, tokio + hyper, may_minihttp) over every
+# workers) and the peers (nginx, tokio + hyper, may_minihttp, monoio) over every
 # workload, interleaved and repeated, then target/bench/report.md with SVG
 # charts.
 #
@@ -74,6 +74,7 @@ CARGO_TARGET_DIR="$PWD/target/peers" cargo build --release -q \
 HTTPLITE=target/release/httplite
 PEER_HYPER=target/peers/release/peer-hyper
 PEER_MAY=target/peers/release/peer-may
+PEER_MONOIO=target/peers/release/peer-monoio
 
 OUT=target/bench
 mkdir -p "$OUT"
@@ -111,7 +112,7 @@ for rt in "${RUNTIMES[@]}"; do
         done
     fi
 done
-CONFIGS+=("nginx|nginx|-|-|1" "tokio-hyper|hyper|-|-|1" "may_minihttp|may|-|-|1")
+CONFIGS+=("nginx|nginx|-|-|1" "tokio-hyper|hyper|-|-|1" "may_minihttp|may|-|-|1" "monoio|monoio|-|-|1")
 
 # Workloads: name|connections|path-kind|mode|capped (1: saturated, --cap)
 WORKLOADS=(
@@ -128,7 +129,7 @@ path_for() { # kind pathkind -> path or empty if unsupported
     case "$2" in
         plain) echo "/_httplite/plaintext" ;;
         static) case "$1" in httplite|nginx) echo "/file.bin" ;; *) echo "" ;; esac ;;
-        sleep) case "$1" in httplite|hyper|may) echo "/_httplite/sleep?ms=10" ;; *) echo "" ;; esac ;;
+        sleep) case "$1" in httplite|hyper|may|monoio) echo "/_httplite/sleep?ms=10" ;; *) echo "" ;; esac ;;
         # may_minihttp ignores `Connection: close` (it keeps the connection
         # open), so a churn run would measure keep-alive; leave it out.
         churn) case "$1" in may) echo "" ;; *) echo "/_httplite/plaintext" ;; esac ;;
@@ -165,6 +166,9 @@ start_server() { # kind runtime dispatch workers -> SPID (to signal), MPID (to w
             SPID=$!; MPID=$SPID ;;
         may)
             cap_spawn "$CG" taskset -c 0 "$PEER_MAY" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
+            SPID=$!; MPID=$SPID ;;
+        monoio)
+            cap_spawn "$CG" taskset -c 0 "$PEER_MONOIO" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
             SPID=$!; MPID=$SPID ;;
     esac
     for _ in $(seq 1 50); do
@@ -295,10 +299,11 @@ if [ "$MEMORY" = 1 ]; then
     echo "idle memory: nginx" >&2
     row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --nginx | last_row) || row=""
     echo "nginx,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
-    for p in hyper may; do
+    for p in hyper may monoio; do
         echo "idle memory: $p" >&2
         v=$(N=$MEM_N timeout 300 scripts/lib/peer-metrics.sh memory "$p") || v=""
-        echo "$([ $p = hyper ] && echo tokio-hyper || echo may_minihttp),$v" >> "$OUT/memory.csv"
+        case $p in hyper) name=tokio-hyper ;; may) name=may_minihttp ;; *) name=$p ;; esac
+        echo "$name,$v" >> "$OUT/memory.csv"
     done
 fi
 # Connect to first byte per design (scripts/bench-designs.sh first-byte):
@@ -317,7 +322,7 @@ if [ "$INSTR" = 1 ]; then
         b=$(echo "$tab" | awk -F'|' '/16 pipelined/ {gsub(/ /,"",$4); print $4}')
         echo "httplite $rt,$a,$b" >> "$OUT/instructions.csv"
     done
-    for p in nginx hyper may; do
+    for p in nginx hyper may monoio; do
         echo "instructions: $p" >&2
         v=$(ROUNDS=$INSTR_ROUNDS K2=$INSTR_K2 timeout 900 scripts/lib/peer-metrics.sh instructions "$p") || v=","
         case $p in hyper) name=tokio-hyper ;; may) name=may_minihttp ;; *) name=$p ;; esac

@@ -3,8 +3,8 @@
 # benches/peers, and nginx for instructions), by the same method as
 # scripts/idle-memory.sh and scripts/instructions-per-request.sh.
 #
-# Usage: scripts/lib/peer-metrics.sh memory hyper|may              -> bytes per idle connection
-#        scripts/lib/peer-metrics.sh instructions hyper|may|nginx  -> "one_at_a_time,pipelined16"
+# Usage: scripts/lib/peer-metrics.sh memory hyper|may|monoio              -> bytes per idle connection
+#        scripts/lib/peer-metrics.sh instructions hyper|may|monoio|nginx  -> "one_at_a_time,pipelined16"
 # Env: N (10000), K1 (1000), K2 (21000), ROUNDS (3). Run scripts/bench.sh first
 # (it builds target/peers/release/peer-*).
 set -euo pipefail
@@ -13,6 +13,7 @@ WHAT=$1
 case "$2" in
     hyper) BIN=target/peers/release/peer-hyper ;;
     may) BIN=target/peers/release/peer-may ;;
+    monoio) BIN=target/peers/release/peer-monoio ;;
     nginx) BIN=nginx ;;
     *) echo "unknown peer $2" >&2; exit 2 ;;
 esac

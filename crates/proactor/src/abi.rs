@@ -200,6 +200,8 @@ pub const IORING_ENTER_EXT_ARG: u32 = 1 << 3;
 pub const IORING_REGISTER_PROBE: u32 = 8;
 pub const IORING_REGISTER_PBUF_RING: u32 = 22;
 pub const IORING_UNREGISTER_PBUF_RING: u32 = 23;
+pub const IORING_REGISTER_FILES: u32 = 2;
+pub const IORING_UNREGISTER_FILES: u32 = 3;
 
 // Opcodes (enum io_uring_op).
 pub const IORING_OP_NOP: u8 = 0;
@@ -241,12 +243,18 @@ pub fn op_name(op: u8) -> std::borrow::Cow<'static, str> {
 }
 
 // sqe->flags.
+pub const IOSQE_FIXED_FILE: u8 = 1 << 0;
+pub const IOSQE_IO_LINK: u8 = 1 << 2;
 pub const IOSQE_BUFFER_SELECT: u8 = 1 << 5;
 pub const IOSQE_CQE_SKIP_SUCCESS: u8 = 1 << 6;
 
 // sqe->ioprio for accept and recv.
 pub const IORING_ACCEPT_MULTISHOT: u16 = 1 << 0;
 pub const IORING_RECV_MULTISHOT: u16 = 1 << 1;
+/// `IORING_OP_SEND_ZC`'s ioprio: the notification says whether the kernel
+/// copied after all (bit 31 of its `res`, [`IORING_NOTIF_USAGE_ZC_COPIED`]).
+pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
 
 // sqe->cancel_flags.
 pub const IORING_ASYNC_CANCEL_ALL: u32 = 1 << 0;

@@ -63,7 +63,11 @@
 //! - **send** with an owned buffer ([`op::send`], [`TcpStream::send_all`]),
 //!   always `MSG_NOSIGNAL`; **read** into an owned buffer ([`op::read`]);
 //!   **close**, **shutdown**, and the ring's own **timeout**
-//!   ([`Proactor::timeout_op`]).
+//!   ([`Proactor::timeout_op`]);
+//! - the measured alternatives ([`transfer`]): **`SEND_ZC`** with its
+//!   notification CQE, **`SPLICE`** through a pipe, **registered (fixed)
+//!   files** (`examples/send_paths.rs` measures each against the plain
+//!   form).
 //!
 //! ## Cancellation and buffer ownership
 //!
@@ -136,6 +140,7 @@ pub mod sys;
 mod teardown;
 pub mod time;
 pub mod trace;
+pub mod transfer;
 
 pub use bufring::BufRing;
 pub use driver::{Builder, EnterGuard, Proactor};

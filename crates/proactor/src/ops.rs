@@ -4,7 +4,7 @@
 //! slot holds what the completion needs: the waker of the future that asked,
 //! the CQEs that arrived and were not read yet (a multishot operation posts
 //! many), and, once the future is gone, the resources the kernel may still
-//! touch (*parked*). Freeing a slot bumps its generation, so a late CQE for a
+//! touch (*parked*, kept beside the table by slot). Freeing a slot bumps its generation, so a late CQE for a
 //! freed slot (or for its next owner) is recognised as stale and ignored.
 //!
 //! A slot is freed only when both sides are done with it: the kernel has
@@ -13,7 +13,7 @@
 //! (see [`crate::Proactor`]'s cancellation rule).
 
 use std::any::Any;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::task::Waker;
 
 /// What kind of operation a slot tracks: it decides what happens to the
@@ -55,18 +55,77 @@ impl OpKey {
     }
 }
 
+/// A slot. Every connection's armed recv holds one for the connection's
+/// life, so it is kept small (48 bytes): the CQEs not read yet are one
+/// inline and the rest boxed, and what an orphan parks lives beside the
+/// table ([`Ops`]), not in every slot.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub generation: u32,
     pub live: bool,
     pub kind: Kind,
-    pub waker: Option<Waker>,
-    pub cqes: VecDeque<Completion>,
     /// The last CQE (no `F_MORE`) has arrived.
     pub done: bool,
     /// The future was dropped before `done`.
     pub orphan: bool,
-    pub parked: Option<Box<dyn Any>>,
+    pub waker: Option<Waker>,
+    pub cqes: Cqes,
+}
+
+/// The CQEs of one operation not read yet, in order. Nearly always none or
+/// one: the first is stored inline, and a queue is allocated only while
+/// more than one waits (a multishot recv whose task is busy).
+#[derive(Debug, Default)]
+pub(crate) struct Cqes {
+    first: Option<Completion>,
+    #[expect(
+        clippy::box_collection,
+        reason = "one pointer in every slot; an empty VecDeque is four words"
+    )]
+    rest: Option<Box<VecDeque<Completion>>>,
+}
+
+impl Cqes {
+    /// Appends a CQE.
+    pub fn push_back(&mut self, c: Completion) {
+        if self.first.is_none() {
+            debug_assert!(self.rest.is_none());
+            self.first = Some(c);
+        } else {
+            self.rest.get_or_insert_default().push_back(c);
+        }
+    }
+
+    /// The oldest CQE.
+    pub fn pop_front(&mut self) -> Option<Completion> {
+        let c = self.first.take()?;
+        if let Some(rest) = &mut self.rest {
+            self.first = rest.pop_front();
+            if rest.is_empty() {
+                // Freed once drained: an idle connection keeps no queue.
+                self.rest = None;
+            }
+        }
+        Some(c)
+    }
+
+    /// No CQE waits.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Forgets every CQE.
+    pub fn clear(&mut self) {
+        self.first = None;
+        self.rest = None;
+    }
+
+    /// Takes every CQE, oldest first.
+    pub fn drain(&mut self, _: std::ops::RangeFull) -> impl Iterator<Item = Completion> {
+        let first = self.first.take();
+        let rest = self.rest.take().map(|b| *b).unwrap_or_default();
+        first.into_iter().chain(rest)
+    }
 }
 
 /// The slab of slots.
@@ -76,6 +135,8 @@ pub(crate) struct Ops {
     free: Vec<u32>,
     live: usize,
     orphans: usize,
+    /// What orphans park (by slot index), freed with their slot.
+    parked: HashMap<u32, Box<dyn Any>>,
 }
 
 impl Ops {
@@ -89,11 +150,10 @@ impl Ops {
                     generation: 0,
                     live: false,
                     kind,
-                    waker: None,
-                    cqes: VecDeque::new(),
                     done: false,
                     orphan: false,
-                    parked: None,
+                    waker: None,
+                    cqes: Cqes::default(),
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -131,7 +191,9 @@ impl Ops {
         let s = self.slot(key);
         s.orphan = true;
         s.waker = None;
-        s.parked = parked;
+        if let Some(p) = parked {
+            self.parked.insert(key.idx, p);
+        }
         self.orphans += 1;
     }
 
@@ -144,13 +206,14 @@ impl Ops {
         s.generation = s.generation.wrapping_add(1);
         s.waker = None;
         s.cqes.clear();
-        if s.orphan {
-            self.orphans -= 1;
-        }
-        s.orphan = false;
+        let orphan = std::mem::replace(&mut s.orphan, false);
         self.live -= 1;
         self.free.push(idx);
-        s.parked.take()
+        if orphan {
+            self.orphans -= 1;
+            return self.parked.remove(&idx);
+        }
+        None
     }
 
     /// Operations whose slot is in use.
@@ -202,5 +265,38 @@ mod tests {
         let parked = ops.remove(k.idx).expect("parked buffer");
         assert_eq!(parked.downcast_ref::<Vec<u8>>().unwrap()[0], 0xAA);
         assert_eq!(ops.orphans(), 0);
+        assert!(ops.parked.is_empty(), "the parked map kept the buffer");
+    }
+
+    /// A slot is per armed recv, so per idle connection: it must stay small.
+    #[test]
+    fn a_slot_stays_small() {
+        assert!(
+            size_of::<Slot>() <= 48,
+            "a slot grew to {} bytes",
+            size_of::<Slot>()
+        );
+    }
+
+    #[test]
+    fn cqes_come_out_in_order_and_the_queue_goes_when_drained() {
+        let c = |res| Completion { res, flags: 0 };
+        let mut q = Cqes::default();
+        assert!(q.is_empty());
+        q.push_back(c(1));
+        assert!(q.rest.is_none(), "one CQE allocated a queue");
+        q.push_back(c(2));
+        q.push_back(c(3));
+        assert_eq!(q.pop_front(), Some(c(1)));
+        q.push_back(c(4));
+        assert_eq!(q.pop_front(), Some(c(2)));
+        assert_eq!(q.pop_front(), Some(c(3)));
+        assert!(q.rest.is_none(), "a drained queue was kept");
+        assert_eq!(q.pop_front(), Some(c(4)));
+        assert_eq!(q.pop_front(), None);
+        q.push_back(c(5));
+        q.push_back(c(6));
+        assert_eq!(q.drain(..).map(|c| c.res).collect::<Vec<_>>(), [5, 6]);
+        assert!(q.is_empty());
     }
 }
