@@ -255,6 +255,11 @@ impl TcpStream {
         op::send(&self.p, self.raw(), buf).await
     }
 
+    /// [`TcpStream::send`] with more `send(2)` flags ([`op::send_with`]).
+    pub async fn send_with<B: IoBuf>(&self, buf: B, flags: libc::c_int) -> (io::Result<usize>, B) {
+        op::send_with(&self.p, self.raw(), buf, flags).await
+    }
+
     /// Sends all of `buf`, resubmitting the rest after partial sends.
     pub async fn send_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         let mut tail = Tail { buf, start: 0 };

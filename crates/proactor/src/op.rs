@@ -164,12 +164,24 @@ fn result(c: Completion) -> io::Result<usize> {
 
 /// `send(fd, buf, MSG_NOSIGNAL)`: bytes sent, and the buffer back.
 pub async fn send<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
+    send_with(p, fd, buf, 0).await
+}
+
+/// `send(fd, buf, MSG_NOSIGNAL | flags)`: [`send`] with more flags, e.g.
+/// `MSG_MORE` for a response head whose file body follows at once (the
+/// kernel then holds the short segment for it).
+pub async fn send_with<B: IoBuf>(
+    p: &Proactor,
+    fd: RawFd,
+    buf: B,
+    flags: libc::c_int,
+) -> (io::Result<usize>, B) {
     let sqe = Sqe {
         opcode: IORING_OP_SEND,
         fd,
         addr: buf.as_ptr() as u64,
         len: buf.len().min(u32::MAX as usize) as u32,
-        op_flags: libc::MSG_NOSIGNAL as u32,
+        op_flags: (libc::MSG_NOSIGNAL | flags) as u32,
         ..Sqe::default()
     };
     // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes.

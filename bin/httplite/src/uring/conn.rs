@@ -280,6 +280,12 @@ impl Conn {
     /// 4 KiB buffers): opening 10,000 connections (scripts/idle-memory.sh)
     /// peaked at 2.4 MB of them, heap that stayed resident after.
     pub(super) async fn flush(&mut self) -> Res {
+        self.write_out(0).await
+    }
+
+    /// [`Conn::flush`] with more `send(2)` flags: `MSG_MORE` when a file
+    /// body follows at once.
+    pub(super) async fn write_out(&mut self, flags: libc::c_int) -> Res {
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
@@ -290,10 +296,10 @@ impl Conn {
         if active.is_between_requests() {
             let answer = active.wbuf.split();
             self.release_active();
-            return uio::send_all(&self.stream, answer, at).await.0;
+            return uio::send_all(&self.stream, answer, at, flags).await.0;
         }
         let wbuf = std::mem::take(&mut active.wbuf);
-        let (r, wbuf) = uio::send_all(&self.stream, wbuf, at).await;
+        let (r, wbuf) = uio::send_all(&self.stream, wbuf, at, flags).await;
         self.io().wbuf = wbuf;
         r
     }

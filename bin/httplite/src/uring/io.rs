@@ -58,10 +58,16 @@ pub(super) async fn until<F: Future>(at: Instant, kind: TimeoutKind, fut: F) -> 
 /// Sends all of `buf` (one `IORING_OP_SEND` nearly always), the write
 /// timeout counted from the start; the buffer comes back emptied, ready
 /// for the next answers (a fresh one if a timeout left it with the kernel).
-pub(super) async fn send_all(stream: &TcpStream, buf: BytesMut, at: Instant) -> (Res, BytesMut) {
+/// `flags`: more `send(2)` flags (`MSG_MORE` before a file body).
+pub(super) async fn send_all(
+    stream: &TcpStream,
+    buf: BytesMut,
+    at: Instant,
+    flags: libc::c_int,
+) -> (Res, BytesMut) {
     let mut tail = SendBuf { buf, start: 0 };
     while tail.start < tail.buf.len() {
-        let (r, t) = match until(at, TimeoutKind::Write, stream.send(tail)).await {
+        let (r, t) = match until(at, TimeoutKind::Write, stream.send_with(tail, flags)).await {
             Ok(sent) => sent,
             Err(stop) => return (Err(stop), BytesMut::new()),
         };

@@ -70,7 +70,8 @@ impl Conn {
                     Err(full) => Event::Offloaded(Err(full)),
                 },
                 Step::SendFile { file, offset, len } => {
-                    self.flush().await?;
+                    // The head shares the body's first segment.
+                    self.write_out(libc::MSG_MORE).await?;
                     self.send_file(&file, offset, len).await?;
                     Event::Sent
                 }
@@ -206,7 +207,7 @@ impl Conn {
                 }
                 buf.truncate(n);
                 let at = Instant::now() + write_timeout;
-                let (r, back) = uio::send_all(&self.stream, buf, at).await;
+                let (r, back) = uio::send_all(&self.stream, buf, at, 0).await;
                 r?;
                 buf = back;
                 off += n as u64;
