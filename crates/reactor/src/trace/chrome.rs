@@ -218,6 +218,17 @@ fn admit(t: &mut Track, ns: u64) -> bool {
     }
 }
 
+/// [`admit`] for an event inside the thread's open slices: dropped, and
+/// counted, when an enclosing slice was itself dropped (its events would
+/// hang in the air) or the rate limit says no.
+fn admit_inside(t: &mut Track, ns: u64) -> bool {
+    if !t.inside_admitted() {
+        t.dropped += 1;
+        return false;
+    }
+    admit(t, ns)
+}
+
 /// Opens a duration slice (`B`) named `name`; `args` are JSON members
 /// (`"task":3`) or nothing. Every `begin` needs its [`end`] on the same
 /// thread, properly nested.
@@ -271,11 +282,7 @@ pub fn complete_since(name: &str, start: Instant, args: fmt::Arguments<'_>) {
     let Some(epoch) = super::epoch() else { return };
     let start_ns = u64::try_from(start.saturating_duration_since(epoch).as_nanos()).unwrap_or(0);
     with_track(|t, ns| {
-        if !t.inside_admitted() {
-            t.dropped += 1;
-            return;
-        }
-        if !admit(t, ns) {
+        if !admit_inside(t, ns) {
             return;
         }
         let from = start_ns.max(t.last_ns).min(ns);

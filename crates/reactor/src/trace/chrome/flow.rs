@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::{Args, NEXT_FLOW, admit, with_track};
+use super::{Args, NEXT_FLOW, admit_inside, with_track};
 
 /// A new flow id, for [`flow_start`] and its steps.
 pub fn new_flow() -> u64 {
@@ -83,11 +83,7 @@ pub fn flow_end(id: u64) {
 pub fn wake(key: u64, args: fmt::Arguments<'_>) {
     let id = new_flow();
     with_track(|t, ns| {
-        if !t.inside_admitted() {
-            t.dropped += 1;
-            return;
-        }
-        if !admit(t, ns) {
+        if !admit_inside(t, ns) {
             return;
         }
         t.write(
@@ -121,11 +117,7 @@ pub fn remote_wake(owner: usize, key: u64, args: fmt::Arguments<'_>) {
     let id = new_flow();
     let mut started = false;
     with_track(|t, ns| {
-        if !t.inside_admitted() {
-            t.dropped += 1;
-            return;
-        }
-        if !admit(t, ns) {
+        if !admit_inside(t, ns) {
             return;
         }
         let own_slice = t.open.is_empty();
