@@ -3,7 +3,11 @@
 //! [`crate::proxy`] for the rules and [`HeaderReader`] for how it never
 //! reads past the header), then serve the connection as any other, with
 //! the header's client as its address. A separate task future, so the
-//! connection loop of the listeners without the option is untouched.
+//! connection loop of the listeners without the option is untouched; the
+//! connection itself is spawned as a task of its own rather than awaited
+//! here, so that `Connection`'s poll keeps one caller (its task's run) and
+//! stays inlined into it (awaited here as well, it was compiled out of
+//! line, which cost every plaintext request instructions).
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -43,12 +47,22 @@ pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
     };
     proxy::trace_accepted(fd, client);
     match &ctx.tls {
-        None => conn::serve_with(ctx.clone(), stream, guard, client).await,
+        None => drop(executor::spawn(conn::serve_with(
+            ctx.clone(),
+            stream,
+            guard,
+            client,
+        ))),
         Some(tls) => {
             // As without the option: a session that cannot start closes
             // the connection (the guard counts it closed).
             if let Ok(stream) = TlsStream::new(stream, tls) {
-                conn::serve_with(ctx.clone(), stream, guard, client).await;
+                drop(executor::spawn(conn::serve_with(
+                    ctx.clone(),
+                    stream,
+                    guard,
+                    client,
+                )));
             }
         }
     }

@@ -156,13 +156,17 @@ impl<S: Transport> Conn<S> {
             client,
             ..
         } = self;
-        let client = client.as_deref().copied();
         let io = ctx.pool.ensure(active);
         loop {
             match io.decoder.decode(&mut io.rbuf) {
                 Ok(Some(Message::Head(req))) => {
-                    let started = head_started.take().unwrap_or_else(|| ctx.reactor.now());
-                    *request_started = started;
+                    // `None`: the head came whole in this poll, so it began
+                    // at the reactor's time, which does not move before the
+                    // answer is logged; read only if a log or the general
+                    // path needs it (a clock read and a store per request
+                    // otherwise). Borrowed by the log (one pointer in its
+                    // closure) and cleared after the answer.
+                    let started = &*head_started;
                     *served += 1;
                     let handled = respond::handle(
                         &ctx.app,
@@ -170,12 +174,16 @@ impl<S: Transport> Conn<S> {
                         &mut io.wbuf,
                         req,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, client, req, out, started),
+                        |req, out| log(ctx, stream, client, req, out, *started),
                     );
+                    let started = head_started.take();
                     match handled {
                         Handled::Done(true) => {}
                         Handled::Done(false) => return Some(Resume::Close),
-                        Handled::Slow(slow) => return Some(Resume::Slow(Box::new(slow))),
+                        Handled::Slow(slow) => {
+                            *request_started = started.unwrap_or_else(|| ctx.reactor.now());
+                            return Some(Resume::Slow(Box::new(slow)));
+                        }
                     }
                     if io.wbuf.len() >= FLUSH_AT {
                         return Some(Resume::Top);

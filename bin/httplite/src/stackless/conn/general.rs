@@ -339,14 +339,13 @@ impl<S: Transport> Conn<S> {
                 }
                 Step::Done(outcome) => {
                     let started = self.request_started;
-                    let client = self.client.as_deref().copied();
                     log(
                         &self.ctx,
                         &self.stream,
-                        client,
+                        &self.client,
                         plan.request(),
                         outcome,
-                        started,
+                        Some(started),
                     );
                     return Ok(outcome.keep_alive);
                 }
