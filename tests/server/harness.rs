@@ -298,7 +298,7 @@ impl Server {
         cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("cannot start the httplite binary");
+        let mut child = spawn_retrying_busy(&mut cmd).expect("cannot start the httplite binary");
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
 
@@ -1250,4 +1250,21 @@ pub fn curl(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Spawns `cmd`, retrying while exec says `ETXTBSY`. Tests that copy the
+/// binary (the upgrade tests) write an executable, and a `fork` by another
+/// test thread in that instant inherits the write fd until its own exec:
+/// the file is "busy" for that moment (the same race cargo retries).
+fn spawn_retrying_busy(cmd: &mut Command) -> io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
 }
