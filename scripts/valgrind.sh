@@ -81,7 +81,9 @@ while read -r crate kind exe; do
     # test's own thread then has the (slowed-down) machine to itself.
     extra=()
     [ "$crate" = proactor ] && extra=("${PROACTOR_SKIP[@]}")
-    RUST_BACKTRACE=0 "${VG[@]}" --log-file="$log" "$exe" --test-threads=1 -q "${extra[@]}" \
+    # Bounded: a test that waits forever under memcheck fails (exit 124)
+    # instead of holding CI until its own limit.
+    RUST_BACKTRACE=0 timeout 600 "${VG[@]}" --log-file="$log" "$exe" --test-threads=1 -q "${extra[@]}" \
         >"$LOGS/${crate}-${kind}.out" 2>&1 || rc=$?
     errors=$(grep -Eo 'ERROR SUMMARY: [0-9,]+' "$log" | tail -1 | grep -Eo '[0-9,]+' || echo "?")
     lost=$(grep -Eo 'definitely lost: [0-9,]+ bytes' "$log" | tail -1 | grep -Eo '[0-9,]+' || echo 0)
