@@ -405,11 +405,17 @@ impl Proactor {
     pub fn turn(&self, wait: bool) -> io::Result<usize> {
         let inner = &*self.inner;
         let timeout = if wait {
-            inner
+            let due = inner
                 .timers
                 .borrow()
                 .next()
-                .map(|at| at.saturating_duration_since(Instant::now()))
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            // The valgrind cap (see `Builder::max_wait`): the nearer of the
+            // two, so that a wait with no timer at all still ends.
+            match (due, inner.max_wait) {
+                (Some(d), Some(m)) => Some(d.min(m)),
+                (d, m) => d.or(m),
+            }
         } else {
             None
         };
