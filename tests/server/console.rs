@@ -57,8 +57,21 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
         );
         stdin.write_all(b"jobs\n").unwrap();
         wait_for_output(&server, "most recent");
-        // The table's row for the job submitted above.
-        wait_for_output(&server, "wordcount    done");
+        // The table's row for the job submitted above, once it has run: each
+        // `jobs` prints a snapshot, so ask again until one shows it done
+        // (on a loaded machine the first may still say queued).
+        let done = wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+            if server.stdout().contains("wordcount    done") {
+                return true;
+            }
+            stdin.write_all(b"jobs\n").unwrap();
+            false
+        });
+        assert!(
+            done,
+            "{rt}: the job never showed done:\n{}",
+            server.stdout()
+        );
         stdin.write_all(b"frobnicate\n").unwrap();
         wait_for_output(
             &server,
