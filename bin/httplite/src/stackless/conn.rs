@@ -177,51 +177,75 @@ pub fn serve_with<S: Transport>(
 impl<S: Transport> Future for Connection<S> {
     type Output = ();
 
+    /// The hot path only: a connection in the fast path, polled after a
+    /// wake, that answers and waits again (or ends). Everything else (the
+    /// move to the general path, polling it, the way back, finishing) is in
+    /// [`Connection::drive`], out of line. Kept free of loops on purpose:
+    /// with the state machine's loop in here, LLVM hoisted a dozen field
+    /// and thread-local addresses out of it and spilled them to the stack
+    /// on every poll, ~20 instructions per request for a loop that nearly
+    /// always runs once.
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `Connection` is `Unpin`: the connection moves between the states.
         let this = self.get_mut();
-        if reactor::trace::chrome::on()
-            && let State::Fast(conn) = &this.state
-        {
-            driver::trace_arrival(std::os::fd::AsRawFd::as_raw_fd(&conn.stream));
-        }
-        // Whether the task was woken for this poll, rather than arriving in
-        // the fast path from the general one within it.
-        let mut woken = true;
-        loop {
-            let stop = match &mut this.state {
-                State::Fast(conn) => match conn.poll_fast(cx, woken) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(fast::Exit::Stop(stop)) => stop,
-                    Poll::Ready(fast::Exit::Resume(resume)) => {
-                        let State::Fast(mut conn) =
-                            std::mem::replace(&mut this.state, State::Finished)
-                        else {
-                            unreachable!("matched above")
-                        };
-                        this.state = State::General(Box::pin(async move {
-                            let stop = conn.run(resume).await;
-                            (conn, stop)
-                        }));
-                        continue;
-                    }
-                },
-                State::General(general) => match general.as_mut().poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready((conn, None)) => {
-                        this.state = State::Fast(conn);
-                        woken = false;
-                        continue;
-                    }
-                    Poll::Ready((conn, Some(stop))) => {
-                        this.state = State::Fast(conn);
-                        stop
-                    }
-                },
-                State::Finished => return Poll::Ready(()),
+        if let State::Fast(conn) = &mut this.state {
+            if reactor::trace::chrome::on() {
+                driver::trace_arrival(std::os::fd::AsRawFd::as_raw_fd(&conn.stream));
+            }
+            return match conn.poll_fast(cx, true) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(exit) => this.drive(cx, Some(exit)),
             };
-            if let State::Fast(conn) = std::mem::replace(&mut this.state, State::Finished) {
+        }
+        this.drive(cx, None)
+    }
+}
+
+impl<S: Transport> Connection<S> {
+    /// The state machine around the fast path: `exit` is what the fast path
+    /// just returned (`None`: the general path is running and was woken).
+    #[inline(never)]
+    fn drive(&mut self, cx: &mut Context<'_>, mut exit: Option<fast::Exit>) -> Poll<()> {
+        loop {
+            let stop = match exit.take() {
+                Some(fast::Exit::Stop(stop)) => stop,
+                Some(fast::Exit::Resume(resume)) => {
+                    let State::Fast(mut conn) = std::mem::replace(&mut self.state, State::Finished)
+                    else {
+                        unreachable!("the fast path returned it")
+                    };
+                    self.state = State::General(Box::pin(async move {
+                        let stop = conn.run(resume).await;
+                        (conn, stop)
+                    }));
+                    continue;
+                }
+                None => match &mut self.state {
+                    State::General(general) => match general.as_mut().poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready((conn, None)) => {
+                            // Idle between requests again: the fast path
+                            // takes over (below), without a wake this time.
+                            self.state = State::Fast(conn);
+                            continue;
+                        }
+                        Poll::Ready((conn, Some(stop))) => {
+                            self.state = State::Fast(conn);
+                            stop
+                        }
+                    },
+                    State::Fast(conn) => match conn.poll_fast_outlined(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(e) => {
+                            exit = Some(e);
+                            continue;
+                        }
+                    },
+                    State::Finished => return Poll::Ready(()),
+                },
+            };
+            if let State::Fast(conn) = std::mem::replace(&mut self.state, State::Finished) {
                 conn.finish(stop);
             }
             return Poll::Ready(());
