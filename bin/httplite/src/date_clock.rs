@@ -1,7 +1,9 @@
 //! The `Date` header's clock for event-loop workers.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reactor::Tick;
 
 /// Keeps `http1`'s cached `Date` current from the reactor's cached clock:
 /// one comparison per reactor turn, and a wall-clock read only when the
@@ -9,13 +11,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, Default)]
 pub struct DateClock {
     /// When the wall clock reaches its next whole second.
-    next: Cell<Option<Instant>>,
+    /// On the reactor's clock: the per-turn check compares two words, with
+    /// no conversion to `Instant` (see `Reactor::tick`).
+    next: Cell<Option<Tick>>,
 }
 
 impl DateClock {
     /// Call after every reactor turn with the time it woke up.
     #[inline]
-    pub fn tick(&self, now: Instant) {
+    pub fn tick(&self, now: Tick) {
         if self.next.get().is_none_or(|next| now >= next) {
             self.refresh();
         }
@@ -30,6 +34,6 @@ impl DateClock {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let to_next_second = Duration::from_nanos(1_000_000_000 - u64::from(subsec));
-        self.next.set(Some(Instant::now() + to_next_second));
+        self.next.set(Some(Tick::read() + to_next_second));
     }
 }

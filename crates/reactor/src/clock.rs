@@ -11,6 +11,35 @@ use std::time::{Duration, Instant};
 /// Nanoseconds on the monotonic clock (the same clock `Instant` reads on Linux).
 pub(crate) type Nanos = u64;
 
+/// A reading of the reactor's cached clock ([`crate::Reactor::tick`]): whole
+/// nanoseconds of `CLOCK_MONOTONIC`. Where `Instant` costs a conversion
+/// per loop turn (seconds and nanoseconds, normalised, with an overflow
+/// check), a `Tick` is the reactor's own `u64`: for code that only keeps
+/// "when" and compares it (an idle deadline counted from the last request,
+/// the `Date` header's next second), and converts it to an `Instant`
+/// ([`crate::Reactor::instant_at`]) only on the rare path that needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Tick(pub(crate) Nanos);
+
+impl Tick {
+    /// Reads the clock now (not the reactor's cached reading).
+    #[inline]
+    pub fn read() -> Tick {
+        Tick(read())
+    }
+}
+
+impl std::ops::Add<Duration> for Tick {
+    type Output = Tick;
+
+    /// Saturating: a `Tick` is far from its end (`u64` nanoseconds is 584
+    /// years of uptime), and a deadline "never" needs no panic path.
+    #[inline]
+    fn add(self, d: Duration) -> Tick {
+        Tick(self.0.saturating_add(saturating_nanos(d)))
+    }
+}
+
 /// Converts between [`Nanos`] and `Instant` around one pair of readings taken
 /// together.
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +134,15 @@ mod tests {
         let at = clock.instant(ns);
         // Within the gap between the two base readings (well under 1 ms).
         assert!(at + Duration::from_millis(1) >= a && at <= b);
+    }
+
+    #[test]
+    fn ticks_add_durations_and_saturate() {
+        let t = Tick(5);
+        assert_eq!(t + Duration::from_nanos(7), Tick(12));
+        assert!(t + Duration::from_secs(1) > t);
+        assert_eq!(Tick(u64::MAX - 1) + Duration::from_secs(1), Tick(u64::MAX));
+        assert_eq!(Tick(1) + Duration::MAX, Tick(u64::MAX));
     }
 
     #[test]

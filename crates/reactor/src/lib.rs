@@ -107,6 +107,7 @@ pub mod time;
 mod timer;
 pub mod trace;
 
+pub use clock::Tick;
 pub use counter::Counter;
 pub use interest::{Interest, Readiness};
 pub use notify::Notifier;

@@ -252,7 +252,7 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> 
         .stack_size(stack_size)
         .on_turn({
             let date = DateClock::default();
-            move |r: &Reactor| date.tick(r.now())
+            move |r: &Reactor| date.tick(r.tick())
         })
         .build()?;
     ctx.stats.set_runtime(Box::new(crate::probes::Stackful {

@@ -375,11 +375,15 @@ fn log<S: Transport>(
     out: Outcome,
     started: Option<Instant>,
 ) {
-    let started = started.unwrap_or_else(|| ctx.reactor.now());
-    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
-    driver::trace_outcome(fd, req, out, started);
+    // Converted only where used: `Reactor::now` is arithmetic with an
+    // overflow check, which the compiler cannot drop as dead code.
+    let started = || started.unwrap_or_else(|| ctx.reactor.now());
+    if reactor::trace::active() {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+        driver::trace_outcome(fd, req, out, started());
+    }
     if ctx.access_log.is_some() {
-        access_log(ctx, stream, client, req, out, started);
+        access_log(ctx, stream, client, req, out, started());
     }
 }
 

@@ -46,7 +46,7 @@ pub fn run(
     let rt = executor::Builder::new()
         .on_turn({
             let date = DateClock::default();
-            move |r: &Reactor| date.tick(r.now())
+            move |r: &Reactor| date.tick(r.tick())
         })
         .build()?;
     stats.set_runtime(Box::new(crate::probes::Stackless {

@@ -199,17 +199,20 @@ impl<S: Transport> Conn<S> {
             self.ctx.pool.put_drained(active);
         }
         let ctx = &*self.ctx;
-        let now = ctx.reactor.now();
         if self.served != 0 && ctx.idle_is_longest {
             // The heap's deadline cannot be later than this one (no
-            // timeout is longer): there is nothing to move.
-            self.timer
-                .extend(now, ctx.config.idle_timeout, TimeoutKind::Idle);
+            // timeout is longer): there is nothing to move, and the time
+            // is kept as the reactor's tick, unconverted.
+            self.timer.extend(
+                ctx.reactor.tick(),
+                ctx.config.idle_timeout,
+                TimeoutKind::Idle,
+            );
         } else if self.served == 0 {
-            let at = now + ctx.config.header_timeout;
+            let at = ctx.reactor.now() + ctx.config.header_timeout;
             self.timer.arm(&ctx.reactor, at, TimeoutKind::Header);
         } else {
-            let at = now + ctx.config.idle_timeout;
+            let at = ctx.reactor.now() + ctx.config.idle_timeout;
             self.timer.arm(&ctx.reactor, at, TimeoutKind::Idle);
         }
     }

@@ -4,7 +4,7 @@ use std::io;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use reactor::Reactor;
+use reactor::{Reactor, Tick};
 
 use super::{Res, Stop};
 use crate::lazy_timer::LazyTimer;
@@ -17,8 +17,9 @@ pub(super) struct Timer {
     pub(super) lazy: LazyTimer,
     /// The deadline that counts is `since + after`, added up only when the
     /// heap's timer fires: going idle after a request (see [`Timer::extend`])
-    /// then costs no clock arithmetic at all.
-    since: Instant,
+    /// then costs no clock arithmetic at all (a [`Tick`] is copied as it
+    /// is, never converted until then).
+    since: Tick,
     after: Duration,
     pub(super) kind: TimeoutKind,
 }
@@ -28,7 +29,7 @@ impl Timer {
     pub(super) fn new(reactor: &Reactor, deadline: Instant, kind: TimeoutKind) -> Timer {
         Timer {
             lazy: LazyTimer::new(reactor, deadline),
-            since: deadline,
+            since: reactor.tick_of(deadline),
             after: Duration::ZERO,
             kind,
         }
@@ -37,7 +38,7 @@ impl Timer {
     /// Sets the deadline.
     pub(super) fn arm(&mut self, reactor: &Reactor, deadline: Instant, kind: TimeoutKind) {
         self.kind = kind;
-        self.since = deadline;
+        self.since = reactor.tick_of(deadline);
         self.after = Duration::ZERO;
         self.lazy.arm(reactor, deadline);
     }
@@ -46,7 +47,7 @@ impl Timer {
     /// comes no earlier than the deadline the heap holds (the longest
     /// timeout, counted from now): nothing to re-arm, nothing to add.
     #[inline]
-    pub(super) fn extend(&mut self, since: Instant, after: Duration, kind: TimeoutKind) {
+    pub(super) fn extend(&mut self, since: Tick, after: Duration, kind: TimeoutKind) {
         self.kind = kind;
         self.since = since;
         self.after = after;
@@ -60,7 +61,8 @@ impl Timer {
         if reactor.poll_timer(self.lazy.key(), cx).is_pending() {
             return false;
         }
-        self.lazy.poll_expired(reactor, cx, self.since + self.after)
+        self.lazy
+            .poll_expired(reactor, cx, reactor.instant_at(self.since) + self.after)
     }
 }
 
