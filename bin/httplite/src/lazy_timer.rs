@@ -12,7 +12,7 @@
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use reactor::{Reactor, TimerKey};
+use reactor::{Reactor, Tick, TimerKey};
 
 /// A key into the reactor's timer heap and the deadline it is armed for.
 /// Remove it with [`LazyTimer::remove`] when the connection ends.
@@ -21,6 +21,9 @@ pub struct LazyTimer {
     key: TimerKey,
     /// The deadline the heap holds for `key` (it fires then, or has fired).
     armed: Instant,
+    /// The same on the reactor's clock, for [`LazyTimer::is_unfired`]'s
+    /// per-wait check (a compare of two words, no conversion).
+    armed_tick: Tick,
 }
 
 impl LazyTimer {
@@ -29,6 +32,7 @@ impl LazyTimer {
         LazyTimer {
             key: reactor.insert_timer(at),
             armed: at,
+            armed_tick: reactor.tick_of(at),
         }
     }
 
@@ -39,6 +43,7 @@ impl LazyTimer {
         if at < self.armed {
             reactor.reset_timer(self.key, at);
             self.armed = at;
+            self.armed_tick = reactor.tick_of(at);
         }
     }
 
@@ -62,6 +67,7 @@ impl LazyTimer {
             }
             reactor.reset_timer(self.key, deadline);
             self.armed = deadline;
+            self.armed_tick = reactor.tick_of(deadline);
         }
     }
 
@@ -76,7 +82,7 @@ impl LazyTimer {
     /// by an earlier [`LazyTimer::poll_expired`] is then still in place.
     #[inline]
     pub fn is_unfired(&self, reactor: &Reactor) -> bool {
-        reactor.now() < self.armed
+        reactor.tick() < self.armed_tick
     }
 
     /// Takes the timer out of the reactor's heap.

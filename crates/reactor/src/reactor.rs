@@ -47,6 +47,9 @@ struct Inner {
     /// every turn cost ~20 instructions per request on the plaintext path,
     /// for a value most turns never read ([`Reactor::now`] converts).
     now_ns: Cell<Nanos>,
+    /// `now_ns` as an `Instant`, converted at the first [`Reactor::now`]
+    /// after a turn (cleared by the turn: one store).
+    now: Cell<Option<Instant>>,
     stats: Arc<Counters>,
 }
 
@@ -147,6 +150,7 @@ impl Reactor {
                 events: RefCell::new(Events::with_capacity(EVENTS_PER_WAIT)),
                 wake_buf: Cell::new(Vec::new()),
                 now_ns: Cell::new(now_ns),
+                now: Cell::new(None),
                 clock,
                 stats: Arc::default(),
             }),
@@ -265,6 +269,7 @@ impl Reactor {
         }
         let now = clock::read();
         inner.now_ns.set(now);
+        inner.now.set(None);
         if inner
             .timers
             .borrow()
@@ -329,11 +334,22 @@ impl Reactor {
     /// The time the last [`Reactor::turn`] woke up: a cached clock, at most
     /// one loop iteration old, for deadlines that need no precision finer
     /// than that (idle and header timeouts). Converted from the reactor's
-    /// own clock on each call: code on a per-request path that only keeps
-    /// and compares the time should take [`Reactor::tick`] instead.
+    /// own clock at the first call after a turn: code on a per-request path
+    /// that only keeps and compares the time should take [`Reactor::tick`]
+    /// instead.
     #[inline]
     pub fn now(&self) -> Instant {
-        self.inner.clock.instant(self.inner.now_ns.get())
+        match self.inner.now.get() {
+            Some(now) => now,
+            None => self.convert_now(),
+        }
+    }
+
+    #[inline(never)]
+    fn convert_now(&self) -> Instant {
+        let now = self.inner.clock.instant(self.inner.now_ns.get());
+        self.inner.now.set(Some(now));
+        now
     }
 
     /// [`Reactor::now`] as the reactor's own clock reading: a copy of one
