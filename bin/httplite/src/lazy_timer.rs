@@ -47,6 +47,19 @@ impl LazyTimer {
         }
     }
 
+    /// [`LazyTimer::arm`] for a deadline on the reactor's clock: the
+    /// compare is of two words, and the deadline becomes an `Instant` only
+    /// if the heap is touched.
+    #[inline]
+    pub fn arm_tick(&mut self, reactor: &Reactor, at: Tick) {
+        if at < self.armed_tick {
+            let instant = reactor.instant_at(at);
+            reactor.reset_timer(self.key, instant);
+            self.armed = instant;
+            self.armed_tick = at;
+        }
+    }
+
     /// True once `deadline` (at or after the armed one) has passed: the
     /// timer fired for it, or fired late enough that the reactor's clock is
     /// past it. Otherwise `cx` is woken when the timer fires; a fire that
