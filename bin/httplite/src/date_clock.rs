@@ -11,7 +11,7 @@ use reactor::Tick;
 #[derive(Debug, Default)]
 pub struct DateClock {
     /// When the wall clock reaches its next whole second.
-    /// On the reactor's clock: the per-turn check compares two words, with
+    /// On the reactor's clock: the per-turn check compares integers, with
     /// no conversion to `Instant` (see `Reactor::tick`).
     next: Cell<Option<Tick>>,
 }

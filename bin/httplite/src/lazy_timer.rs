@@ -140,6 +140,28 @@ mod tests {
         t.remove(&reactor);
     }
 
+    /// The same through `arm_tick`: a later tick leaves the heap alone, an
+    /// earlier one moves the timer, and it fires then.
+    #[test]
+    fn an_earlier_tick_moves_the_timer_and_a_later_one_does_not() {
+        let reactor = Reactor::new().unwrap();
+        let start = reactor.now();
+        let mut t = LazyTimer::new(&reactor, start + Duration::from_secs(60));
+        t.arm_tick(&reactor, reactor.tick() + Duration::from_secs(120));
+        assert_eq!(t.armed, start + Duration::from_secs(60));
+        let sooner = reactor.tick() + Duration::from_millis(20);
+        t.arm_tick(&reactor, sooner);
+        assert_eq!(t.armed_tick, sooner);
+        assert_eq!(t.armed, reactor.instant_at(sooner));
+        assert!(t.is_unfired(&reactor));
+        assert!(
+            turn_until_fired(&reactor, &mut t, reactor.instant_at(sooner)),
+            "did not fire within a second"
+        );
+        assert!(!t.is_unfired(&reactor));
+        t.remove(&reactor);
+    }
+
     /// An earlier deadline moves the timer in the heap at once.
     #[test]
     fn an_earlier_deadline_moves_the_timer() {

@@ -73,20 +73,8 @@ impl<S: Transport> Conn<S> {
     /// once.
     #[inline(always)]
     pub(super) fn poll_fast(&mut self, cx: &mut Context<'_>, woken: bool) -> Poll<Exit> {
-        if woken {
-            match self.read_now() {
-                Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
-                Some(Ok(_)) => {
-                    if let Some(exit) = self.answer_and_flush() {
-                        return Poll::Ready(exit);
-                    }
-                    self.go_idle();
-                }
-                Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
-                // Nothing there (a wake for something else, or a stale
-                // edge); readiness is cleared now: wait again.
-                None => self.release_active(),
-            }
+        if woken && let Some(exit) = self.read_and_answer() {
+            return Poll::Ready(exit);
         }
         // Idle between requests, holding no buffers.
         if self.stream.poll_readable(cx).is_pending() {
@@ -94,6 +82,43 @@ impl<S: Transport> Conn<S> {
         }
         // Readable already (the next request came in meanwhile).
         self.poll_fast_loop(cx)
+    }
+
+    /// [`Conn::poll_fast`]'s loop, for a socket found readable: read,
+    /// answer, write, and again until a read finds nothing.
+    #[inline(never)]
+    fn poll_fast_loop(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
+        loop {
+            if let Some(exit) = self.read_and_answer() {
+                return Poll::Ready(exit);
+            }
+            if self.stream.poll_readable(cx).is_pending() {
+                return self.idle_pending(cx);
+            }
+        }
+    }
+
+    /// One read without waiting, and what it brought answered and written;
+    /// then the connection goes idle. `Some` when the fast path ends. A
+    /// read that finds nothing (a wake for something else, or a stale
+    /// edge) clears readiness: the caller waits again.
+    #[inline(always)]
+    fn read_and_answer(&mut self) -> Option<Exit> {
+        match self.read_now() {
+            Some(Ok(0)) => Some(Exit::Stop(Stop::Done)),
+            Some(Ok(_)) => {
+                let exit = self.answer_and_flush();
+                if exit.is_none() {
+                    self.go_idle();
+                }
+                exit
+            }
+            Some(Err(e)) => Some(Exit::Stop(Stop::Io(e))),
+            None => {
+                self.release_active();
+                None
+            }
+        }
     }
 
     /// Nothing to read: `Pending` after checking for shutdown and the
@@ -109,54 +134,39 @@ impl<S: Transport> Conn<S> {
         Poll::Pending
     }
 
-    /// [`Conn::poll_fast`]'s loop, for a socket found readable: read,
-    /// answer, write, and again until a read finds nothing.
-    #[inline(never)]
-    fn poll_fast_loop(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
-        loop {
-            match self.read_now() {
-                Some(Ok(0)) => return Poll::Ready(Exit::Stop(Stop::Done)),
-                Some(Ok(_)) => {
-                    if let Some(exit) = self.answer_and_flush() {
-                        return Poll::Ready(exit);
-                    }
-                    self.go_idle();
-                }
-                Some(Err(e)) => return Poll::Ready(Exit::Stop(Stop::Io(e))),
-                None => self.release_active(),
-            }
-            if self.stream.poll_readable(cx).is_pending() {
-                return self.idle_pending(cx);
-            }
-        }
-    }
-
     /// After a read: answers everything buffered and writes the answers.
     /// `None` when all went out and the socket was drained (the connection
     /// goes idle); otherwise why the fast path ends.
     #[inline(always)]
     fn answer_and_flush(&mut self) -> Option<Exit> {
+        match self.answer_once() {
+            Err(exit) => Some(exit),
+            Ok(false) => None,
+            Ok(true) => self.answer_more(),
+        }
+    }
+
+    /// Answers what is buffered and writes it. `Err` when the fast path
+    /// ends; `Ok(true)` when the next request may be in the socket already
+    /// (a pipelining or fast client), worth a read with the buffers in hand.
+    #[inline(always)]
+    fn answer_once(&mut self) -> Result<bool, Exit> {
         if let Some(resume) = self.answer_buffered() {
-            return Some(Exit::Resume(resume));
+            return Err(Exit::Resume(resume));
         }
         match self.try_flush() {
             Ok(Flushed::All) => {}
-            Ok(Flushed::Blocked) => return Some(Exit::Resume(Resume::Top)),
-            Err(stop) => return Some(Exit::Stop(stop)),
+            Ok(Flushed::Blocked) => return Err(Exit::Resume(Resume::Top)),
+            Err(stop) => return Err(Exit::Stop(stop)),
         }
         if self.ctx.shutdown.is_set() {
-            return Some(Exit::Stop(Stop::Shutdown));
+            return Err(Exit::Stop(Stop::Shutdown));
         }
-        // A pipelining or fast client may have sent the next request
-        // already: try with the buffers in hand.
-        if self.drained || !self.stream.is_read_ready() {
-            return None;
-        }
-        self.answer_more()
+        Ok(!self.drained && self.stream.is_read_ready())
     }
 
-    /// [`Conn::answer_and_flush`] again for as long as reads with the
-    /// buffers in hand find more requests (a pipelining client).
+    /// [`Conn::answer_once`] again for as long as reads with the buffers
+    /// in hand find more requests.
     #[inline(never)]
     fn answer_more(&mut self) -> Option<Exit> {
         loop {
@@ -166,19 +176,10 @@ impl<S: Transport> Conn<S> {
                 Some(Err(e)) => return Some(Exit::Stop(Stop::Io(e))),
                 None => return None,
             }
-            if let Some(resume) = self.answer_buffered() {
-                return Some(Exit::Resume(resume));
-            }
-            match self.try_flush() {
-                Ok(Flushed::All) => {}
-                Ok(Flushed::Blocked) => return Some(Exit::Resume(Resume::Top)),
-                Err(stop) => return Some(Exit::Stop(stop)),
-            }
-            if self.ctx.shutdown.is_set() {
-                return Some(Exit::Stop(Stop::Shutdown));
-            }
-            if self.drained || !self.stream.is_read_ready() {
-                return None;
+            match self.answer_once() {
+                Err(exit) => return Some(exit),
+                Ok(false) => return None,
+                Ok(true) => {}
             }
         }
     }
