@@ -154,11 +154,11 @@ impl<R: 'static> Drop for Oneshot<R> {
     }
 }
 
-fn result(c: Completion) -> io::Result<usize> {
-    if c.res < 0 {
-        Err(io::Error::from_raw_os_error(-c.res))
+pub(crate) fn result(res: i32) -> io::Result<usize> {
+    if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
     } else {
-        Ok(c.res as usize)
+        Ok(res as usize)
     }
 }
 
@@ -176,17 +176,23 @@ pub async fn send_with<B: IoBuf>(
     buf: B,
     flags: libc::c_int,
 ) -> (io::Result<usize>, B) {
-    let sqe = Sqe {
-        opcode: IORING_OP_SEND,
-        fd,
-        addr: buf.as_ptr() as u64,
-        len: buf.len().min(u32::MAX as usize) as u32,
-        op_flags: (libc::MSG_NOSIGNAL | flags) as u32,
-        ..Sqe::default()
-    };
+    let sqe = send_sqe(fd, buf.as_ptr(), buf.len(), flags);
     // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes.
     let (c, buf) = unsafe { Oneshot::new(p, Kind::Other, sqe, buf) }.await;
-    (result(c), buf)
+    (result(c.res), buf)
+}
+
+/// The SQE of `send(fd, ptr, len, MSG_NOSIGNAL | flags)` (also on a fixed
+/// file, with `IOSQE_FIXED_FILE` added: `transfer::send_fixed`).
+pub(crate) fn send_sqe(fd: RawFd, ptr: *const u8, len: usize, flags: libc::c_int) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_SEND,
+        fd,
+        addr: ptr as u64,
+        len: len.min(u32::MAX as usize) as u32,
+        op_flags: (libc::MSG_NOSIGNAL | flags) as u32,
+        ..Sqe::default()
+    }
 }
 
 /// `read(fd, buf)` into the buffer's spare capacity from its start (the
@@ -209,7 +215,7 @@ pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Resu
         // SAFETY: the kernel wrote c.res ≤ capacity bytes from the start.
         unsafe { buf.set_len(c.res as usize) };
     }
-    (result(c), buf)
+    (result(c.res), buf)
 }
 
 /// `shutdown(fd, how)` as a ring operation.
@@ -226,7 +232,7 @@ pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::R
         ..Sqe::default()
     };
     // SAFETY: SHUTDOWN points to no memory.
-    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(drop)
 }
 
 /// Waits until `fd` is ready for `events` (`POLLIN`, `POLLOUT`...) with a
@@ -245,7 +251,7 @@ pub async fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
         ..Sqe::default()
     };
     // SAFETY: POLL_ADD points to no memory.
-    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(|n| n as u32)
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(|n| n as u32)
 }
 
 /// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
@@ -257,5 +263,5 @@ pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
         ..Sqe::default()
     };
     // SAFETY: CLOSE points to no memory.
-    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0).map(drop)
+    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(drop)
 }

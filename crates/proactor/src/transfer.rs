@@ -29,17 +29,9 @@ use std::task::{Context, Poll};
 
 use crate::Proactor;
 use crate::abi::*;
-use crate::op::{IoBuf, IoBufMut, Oneshot};
+use crate::op::{IoBuf, IoBufMut, Oneshot, result, send_sqe};
 use crate::ops::{Kind, OpKey};
 use crate::sys;
-
-fn result(res: i32) -> io::Result<usize> {
-    if res < 0 {
-        Err(io::Error::from_raw_os_error(-res))
-    } else {
-        Ok(res as usize)
-    }
-}
 
 /// What a zero-copy send reports: bytes sent, and whether the kernel
 /// copied them after all (its notification's `COPIED` bit: what loopback
@@ -233,18 +225,6 @@ pub fn unregister_files(p: &Proactor) -> io::Result<()> {
     Ok(())
 }
 
-fn send_sqe(fd: i32, fixed: bool, ptr: *const u8, len: usize) -> Sqe {
-    Sqe {
-        opcode: IORING_OP_SEND,
-        flags: if fixed { IOSQE_FIXED_FILE } else { 0 },
-        fd,
-        addr: ptr as u64,
-        len: len.min(u32::MAX as usize) as u32,
-        op_flags: libc::MSG_NOSIGNAL as u32,
-        ..Sqe::default()
-    }
-}
-
 fn recv_sqe(fd: i32, fixed: bool, ptr: *mut u8, cap: usize) -> Sqe {
     Sqe {
         opcode: IORING_OP_RECV,
@@ -258,7 +238,10 @@ fn recv_sqe(fd: i32, fixed: bool, ptr: *mut u8, cap: usize) -> Sqe {
 
 /// `send` on the fixed file at `index` ([`register_files`]).
 pub async fn send_fixed<B: IoBuf>(p: &Proactor, index: u32, buf: B) -> (io::Result<usize>, B) {
-    let sqe = send_sqe(index as i32, true, buf.as_ptr(), buf.len());
+    let sqe = Sqe {
+        flags: IOSQE_FIXED_FILE,
+        ..send_sqe(index as i32, buf.as_ptr(), buf.len(), 0)
+    };
     // SAFETY: `addr` points into `buf`'s stable memory, `len` bytes.
     let (c, buf) = unsafe { Oneshot::new(p, Kind::Other, sqe, buf) }.await;
     (result(c.res), buf)
