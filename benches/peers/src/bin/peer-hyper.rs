@@ -10,40 +10,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use httplite_peers::{args, sleep_ms};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
-fn args() -> (SocketAddr, usize) {
-    let mut bind: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    let mut workers = 1;
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--bind" => bind = it.next().expect("--bind ADDR").parse().expect("address"),
-            "--workers" => workers = it.next().expect("--workers N").parse().expect("number"),
-            other => panic!("unknown argument {other}"),
-        }
-    }
-    (bind, workers)
-}
-
-fn sleep_ms(req: &Request<Incoming>) -> Option<u64> {
-    let path = req.uri().path();
-    if path != "/sleep" && path != "/_httplite/sleep" {
-        return None;
-    }
-    req.uri()
-        .query()?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("ms="))
-        .and_then(|v| v.parse().ok())
-}
-
 async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    if let Some(ms) = sleep_ms(&req) {
+    if let Some(ms) = req.uri().path_and_query().and_then(|t| sleep_ms(t.as_str())) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     let mut resp = Response::new(Full::new(Bytes::from_static(b"Hello, World!")));

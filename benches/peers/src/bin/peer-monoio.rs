@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use httplite_peers::{args, sleep_ms};
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
@@ -29,31 +30,6 @@ thread_local! {
 
 fn date_line() -> Vec<u8> {
     format!("Date: {}\r\n", httpdate::fmt_http_date(SystemTime::now())).into_bytes()
-}
-
-fn args() -> (SocketAddr, usize) {
-    let mut bind: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    let mut workers = 1;
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--bind" => bind = it.next().expect("--bind ADDR").parse().expect("address"),
-            "--workers" => workers = it.next().expect("--workers N").parse().expect("number"),
-            other => panic!("unknown argument {other}"),
-        }
-    }
-    (bind, workers)
-}
-
-fn sleep_ms(path: &str) -> Option<u64> {
-    let (p, query) = path.split_once('?')?;
-    if p != "/sleep" && p != "/_httplite/sleep" {
-        return None;
-    }
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("ms="))
-        .and_then(|v| v.parse().ok())
 }
 
 fn header<'a>(req: &'a httparse::Request, name: &str) -> Option<&'a [u8]> {
