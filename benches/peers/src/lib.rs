@@ -20,6 +20,19 @@ pub fn args() -> (SocketAddr, usize) {
     (bind, workers)
 }
 
+/// Runs `worker(addr)` on one thread per `--workers` (each worker binds its
+/// own SO_REUSEPORT listener), as httplite's reuseport mode does, and waits
+/// for them.
+pub fn run_workers(worker: fn(SocketAddr)) {
+    let (addr, workers) = args();
+    let handles: Vec<_> = (0..workers)
+        .map(|_| std::thread::spawn(move || worker(addr)))
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
 /// The `N` of a request target `/sleep?ms=N` or `/_httplite/sleep?ms=N`
 /// (other query parameters allowed), or `None`: how long the sleep
 /// workload asks the server to wait before answering.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use httplite_peers::{args, sleep_ms};
+use httplite_peers::{run_workers, sleep_ms};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -56,11 +56,5 @@ fn worker(addr: SocketAddr) {
 }
 
 fn main() {
-    let (addr, workers) = args();
-    let handles: Vec<_> = (0..workers)
-        .map(|_| std::thread::spawn(move || worker(addr)))
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
+    run_workers(worker);
 }

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use httplite_peers::{args, sleep_ms};
+use httplite_peers::{run_workers, sleep_ms};
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
@@ -159,11 +159,5 @@ fn worker(addr: SocketAddr) {
 }
 
 fn main() {
-    let (addr, workers) = args();
-    let handles: Vec<_> = (0..workers)
-        .map(|_| std::thread::spawn(move || worker(addr)))
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
+    run_workers(worker);
 }
