@@ -8,11 +8,12 @@
 # httplite configurations get CPUs 0,1 and so share CPU 1 with wrk; their
 # requests/s is not comparable with the 1-worker rows (the report says so).
 #
-# Every run starts a fresh server in a cgroup of its own
-# (scripts/lib/cpu-cap.sh), runs one wrk, and reads the server's CPU time from
-# the cgroup (every thread and process it ran: nginx's worker, fork's
-# children). Order: for each round, for each workload, every configuration in
-# turn, so drift on the shared machine spreads over all of them.
+# Every server runs in a cgroup of its own (scripts/lib/cpu-cap.sh), which
+# counts its CPU time (every thread and process it ran: nginx's worker, fork's
+# children), and with address-space randomisation off (setarch -R), so that
+# each round runs the same memory layout. Order: for each round, for each
+# workload, every configuration in turn (slice by slice in the saturated
+# ones), so drift on the shared machine spreads over all of them.
 #
 # Saturated workloads (plaintext keep-alive, pipelined, churn): the cgroup caps
 # the server at --cap % of one core (default 50), below what wrk on its own
@@ -22,6 +23,13 @@
 # measures how often it slept: the figure that flipped between two values
 # from round to round (docs/benchmarks.md). A run where the server was
 # throttled in under 80 % of the periods was not saturated and is marked so.
+# These workloads run in slices: for each of them, each round starts every
+# configuration at once, warms each up, then gives each in turn a --slice of
+# load, --slices times over; a cell's figure for the round is the median of
+# its slices. The host slows the whole machine down by up to a third for
+# seconds to a minute at a time (docs/benchmarks.md); interleaved short
+# slices put a short spell on one slice of each server instead of on one
+# server's whole run.
 # Open workloads (the static file, 10 ms sleeps at 5,000 connections) run
 # uncapped: their requests/s and latency are the figures.
 #
@@ -31,9 +39,13 @@
 #             stackless reuseport/2 workers, plus the peers) and smaller
 #             memory / instruction runs, shorter micro-benchmarks
 #   --cap PCT   the saturated workloads' CPU cap, % of one core (default 50)
+#   --slices N, --slice D   the saturated workloads' slices per round
+#             (default 5) and their length (default 1s); --duration is the
+#             open workloads' run
 #   --no-micro  skip the criterion micro-benchmarks (switch, spawn, wake,
 #             timers) and the memory per suspended coroutine / pending task
-# Output: target/bench/results.csv, memory.csv, instructions.csv, micro-rss.txt,
+# Output: target/bench/results.csv (a row per run, or per round of slices),
+#         slices.csv (every slice), memory.csv, instructions.csv, micro-rss.txt,
 #         report.md, *.svg (criterion's own results stay in target/criterion)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +56,8 @@ MEMORY=1
 INSTR=1
 MICRO=1
 CAP=50
+SLICES=5
+SLICE=1s
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -53,10 +67,13 @@ while [ $# -gt 0 ]; do
         --no-instructions) INSTR=0; shift ;;
         --no-micro) MICRO=0; shift ;;
         --cap) CAP=$2; shift 2 ;;
+        --slices) SLICES=$2; shift 2 ;;
+        --slice) SLICE=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 50 ] || { echo "--rounds must be 1..50" >&2; exit 2; }
+[[ "$SLICES" =~ ^[0-9]+$ ]] && [ "$SLICES" -ge 1 ] && [ "$SLICES" -le 50 ] || { echo "--slices must be 1..50" >&2; exit 2; }
 [[ "$CAP" =~ ^[0-9]+$ ]] && [ "$CAP" -ge 1 ] && [ "$CAP" -le 100 ] || { echo "--cap must be 1..100" >&2; exit 2; }
 source scripts/lib/cpu-cap.sh
 [ "$(cap_mode)" != none ] || { echo "bench.sh: needs a cgroup cpu controller (scripts/lib/cpu-cap.sh)" >&2; exit 1; }
@@ -83,7 +100,7 @@ rm -f "$OUT"/*.svg "$OUT"/first-byte.md "$OUT"/memory.csv "$OUT"/instructions.cs
 TMP=$(mktemp -d)
 # A server still running when the script ends (Ctrl-C, an error) is stopped
 # before its cgroup is removed: rmdir fails while a process is inside.
-trap '[ -n "${MPID:-}" ] && stop_server; cap_remove_all; rm -rf "$TMP"' EXIT
+trap 'declare -F stop_all > /dev/null && stop_all; cap_remove_all; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"
 head -c 1048576 /dev/urandom > "$TMP/www/file.bin"
 # nginx's worker drops to an unprivileged user when started as root.
@@ -141,80 +158,77 @@ nginx_conf() { # the shared config plus the static file
         sed -e "s|^http {|http {\n    sendfile on;|" -e "s|^    server {|    server {\n        root $TMP/www;\n        location = /file.bin { default_type application/octet-stream; }|"
 }
 
-SPID="" MPID="" KIND="" CG="" NCG=0
-start_server() { # kind runtime dispatch workers -> SPID (to signal), MPID (to wait), CG
-    local kind=$1 rt=$2 disp=$3 w=$4 cpus=0 flags=()
+# Servers live in numbered slots (a round of slices runs every configuration
+# at once): PIDS[slot], KINDS[slot], CGS[slot], PORTS[slot].
+PIDS=() KINDS=() CGS=() PORTS=() NCG=0
+start_server() { # slot kind runtime dispatch workers
+    local slot=$1 kind=$2 rt=$3 disp=$4 w=$5 cpus=0 flags=() port cg log
     [ "$w" = 2 ] && cpus=0,1
     PORT=$((PORT + 1)); [ "$PORT" -gt 60000 ] && PORT=10000
-    KIND=$kind
-    NCG=$((NCG + 1)); CG=httplite-bench-$$-$NCG
-    cap_create "$CG"
+    port=$PORT log="$TMP/server-$slot.log"
+    NCG=$((NCG + 1)); cg=httplite-bench-$$-$NCG
+    cap_create "$cg"
+    KINDS[slot]=$kind CGS[slot]=$cg PORTS[slot]=$port
+    # setarch -R: the same address-space layout in every round, one thing
+    # less that differs between rounds (docs/benchmarks.md).
+    local run=(taskset -c "$cpus" setarch -R)
     case "$kind" in
         httplite)
             [ "$disp" != - ] && flags+=(--dispatch "$disp")
             [ "$w" != - ] && flags+=(--workers "$w")
-            cap_spawn "$CG" taskset -c "$cpus" "$HTTPLITE" --bind "127.0.0.1:$PORT" --runtime "$rt" \
-                "${flags[@]}" --root "$TMP/www" --quiet > "$TMP/server.log" 2>&1
-            SPID=$!; MPID=$SPID ;;
+            cap_spawn "$cg" "${run[@]}" "$HTTPLITE" --bind "127.0.0.1:$port" --runtime "$rt" \
+                "${flags[@]}" --root "$TMP/www" --quiet > "$log" 2>&1 ;;
         nginx)
             rm -f "$TMP/nginx.pid"
-            nginx_conf "$PORT" > "$TMP/nginx.conf"
-            cap_spawn "$CG" taskset -c 0 nginx -c "$TMP/nginx.conf" -p "$TMP" > "$TMP/server.log" 2>&1
-            SPID=$!; MPID=$SPID ;;
-        hyper)
-            cap_spawn "$CG" taskset -c 0 "$PEER_HYPER" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
-            SPID=$!; MPID=$SPID ;;
-        may)
-            cap_spawn "$CG" taskset -c 0 "$PEER_MAY" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
-            SPID=$!; MPID=$SPID ;;
-        monoio)
-            cap_spawn "$CG" taskset -c 0 "$PEER_MONOIO" --bind "127.0.0.1:$PORT" --workers "$w" > "$TMP/server.log" 2>&1
-            SPID=$!; MPID=$SPID ;;
+            nginx_conf "$port" > "$TMP/nginx.conf"
+            cap_spawn "$cg" "${run[@]}" nginx -c "$TMP/nginx.conf" -p "$TMP" > "$log" 2>&1 ;;
+        hyper) cap_spawn "$cg" "${run[@]}" "$PEER_HYPER" --bind "127.0.0.1:$port" --workers "$w" > "$log" 2>&1 ;;
+        may) cap_spawn "$cg" "${run[@]}" "$PEER_MAY" --bind "127.0.0.1:$port" --workers "$w" > "$log" 2>&1 ;;
+        monoio) cap_spawn "$cg" "${run[@]}" "$PEER_MONOIO" --bind "127.0.0.1:$port" --workers "$w" > "$log" 2>&1 ;;
     esac
+    PIDS[slot]=$!
     for _ in $(seq 1 50); do
-        curl -s -o /dev/null "http://127.0.0.1:$PORT/_httplite/plaintext" && return 0
+        curl -s -o /dev/null "http://127.0.0.1:$port/_httplite/plaintext" && return 0
         sleep 0.1
     done
-    echo "$kind did not start:" >&2; cat "$TMP/server.log" >&2; return 1
+    echo "$kind did not start:" >&2; cat "$log" >&2; return 1
 }
 
-stop_server() {
-    if [ "$KIND" = nginx ]; then kill -QUIT "$MPID" 2>/dev/null || true
-    else kill -TERM "$SPID" 2>/dev/null || true; fi
-    for _ in $(seq 1 50); do kill -0 "$MPID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$MPID" 2>/dev/null || true
-    wait "$MPID" 2>/dev/null || true
-    cap_remove "$CG"
-    MPID=""
+stop_server() { # slot
+    local slot=$1 pid=${PIDS[$1]:-}
+    [ -n "$pid" ] || return 0
+    if [ "${KINDS[slot]}" = nginx ]; then kill -QUIT "$pid" 2>/dev/null || true
+    else kill -TERM "$pid" 2>/dev/null || true; fi
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    cap_remove "${CGS[slot]}"
+    PIDS[slot]=""
 }
 
-CSV="$OUT/results.csv"
-echo "round,config,kind,runtime,dispatch,workers,workload,connections,cap_pct,throttled_frac,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors" > "$CSV"
+stop_all() { local slot; for slot in "${!PIDS[@]}"; do stop_server "$slot"; done; }
 
-run_one() { # round config-line workload-line
-    local round=$1 name kind rt disp w wl conns pk mode capped path cap=0
-    IFS='|' read -r name kind rt disp w <<<"$2"
-    IFS='|' read -r wl conns pk mode capped <<<"$3"
-    path=$(path_for "$kind" "$pk")
-    [ -z "$path" ] && return 0
-    [ "$capped" = 1 ] && cap=$CAP
-    start_server "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$cap,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; stop_server; return 0; }
-    cap_set "$CG" "$cap"
-    local args=(-t1 -c"$conns" -d"$DURATION" --timeout 5s)
+CSV="$OUT/results.csv" SLICES_CSV="$OUT/slices.csv"
+HEADER="round,config,kind,runtime,dispatch,workers,workload,connections,cap_pct,throttled_frac,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors"
+echo "$HEADER" > "$CSV"
+echo "slice,$HEADER" > "$SLICES_CSV"
+
+measure() { # slot duration mode conns path cap prefix -> a CSV row on stdout
+    local slot=$1 dur=$2 mode=$3 conns=$4 path=$5 cap=$6 prefix=$7 cg=${CGS[$1]}
+    local args=(-t1 -c"$conns" -d"$dur" --timeout 5s)
     case "$mode" in
         latency) args+=(--latency) ;;
         pipeline) args+=(-s scripts/lib/pipeline.lua) ;;
         close) args+=(--latency -H "Connection: close") ;;
     esac
     local before after t0 t1
-    before=$(cap_usage_ns "$CG"); t0=$(cap_throttled "$CG")
+    before=$(cap_usage_ns "$cg"); t0=$(cap_throttled "$cg")
     TIMEFORMAT='%U %S %R'
-    { time WRK_PATH=$path taskset -c 1 wrk "${args[@]}" "http://127.0.0.1:$PORT$path" \
+    { time WRK_PATH=$path taskset -c 1 setarch -R wrk "${args[@]}" "http://127.0.0.1:${PORTS[slot]}$path" \
         > "$TMP/wrk.out" 2> "$TMP/wrk.err"; } 2> "$TMP/wrk.time" || true
-    after=$(cap_usage_ns "$CG"); t1=$(cap_throttled "$CG")
-    stop_server
+    after=$(cap_usage_ns "$cg"); t1=$(cap_throttled "$cg")
     python3 - "$TMP/wrk.out" "$TMP/wrk.time" "$before" "$after" "$((t1 - t0))" "$cap" "$CAP_PERIOD_US" \
-        "$round,$name,$kind,$rt,$disp,$w,$wl,$conns" >> "$CSV" <<'PY'
+        "$prefix" <<'PY'
 import re, sys
 out = open(sys.argv[1]).read()
 u, s, r = (float(x) for x in open(sys.argv[2]).read().split()[-3:])
@@ -240,7 +254,80 @@ per = f"{cpu * 1e6 / reqs:.3f}" if reqs else ""
 frac = f"{min(1.0, throttled * period / 1e6 / dur):.2f}" if cap and dur else ""
 print(f"{prefix},{cap},{frac},{reqs},{dur:.3f},{rps:.0f},{lat(50)},{lat(99)},{cpu:.3f},{per},{u + s:.3f},{r:.3f},{errs}")
 PY
+}
+
+progress() { # the last row of results.csv, on stderr
     tail -1 "$CSV" | awk -F, -v total="$TOTAL" -v n="$N_DONE" '{printf "[%d/%d] round %s %-32s %-18s cap %3s%% throttled %4s %10s req/s  p99 %8s ms  cpu %7s us/req  errors %s\n", n, total, $1, $2, $7, $9, $10, $13, $15, $17, $20}' >&2
+}
+
+run_one() { # round config-line workload-line: an open workload, one run
+    local round=$1 name kind rt disp w wl conns pk mode capped path
+    IFS='|' read -r name kind rt disp w <<<"$2"
+    IFS='|' read -r wl conns pk mode capped <<<"$3"
+    path=$(path_for "$kind" "$pk")
+    [ -z "$path" ] && return 0
+    N_DONE=$((N_DONE + 1))
+    start_server 0 "$kind" "$rt" "$disp" "$w" || { echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,0,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"; stop_server 0; return 0; }
+    cap_set "${CGS[0]}" 0
+    measure 0 "$DURATION" "$mode" "$conns" "$path" 0 "$round,$name,$kind,$rt,$disp,$w,$wl,$conns" >> "$CSV"
+    stop_server 0
+    progress
+}
+
+run_sliced() { # round workload-line config-lines...: a saturated workload, in slices
+    local round=$1 wl conns pk mode capped slot s c name kind rt disp w path names=() paths=() metas=()
+    IFS='|' read -r wl conns pk mode capped <<<"$2"
+    shift 2
+    slot=0
+    for c in "$@"; do
+        IFS='|' read -r name kind rt disp w <<<"$c"
+        path=$(path_for "$kind" "$pk")
+        [ -z "$path" ] && continue
+        if start_server "$slot" "$kind" "$rt" "$disp" "$w"; then
+            cap_set "${CGS[slot]}" "$CAP"
+            names[slot]=$name paths[slot]=$path metas[slot]="$name,$kind,$rt,$disp,$w,$wl,$conns"
+            # Warm-up, not measured: the first second of a fresh server is slower.
+            taskset -c 1 wrk -t1 -c"$conns" -d1s "http://127.0.0.1:${PORTS[slot]}$path" > /dev/null 2>&1 || true
+        else
+            echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$CAP,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"
+            stop_server "$slot"
+        fi
+        slot=$((slot + 1))
+    done
+    for s in $(seq 1 "$SLICES"); do
+        for slot in "${!names[@]}"; do
+            measure "$slot" "$SLICE" "$mode" "$conns" "${paths[slot]}" "$CAP" "$s,$round,${metas[slot]}" >> "$SLICES_CSV"
+        done
+    done
+    stop_all
+    # The round's row: the median slice (CPU per request, requests/s, latency),
+    # the least-throttled slice (so an unsaturated one shows), sums of the rest.
+    for slot in "${!names[@]}"; do
+        N_DONE=$((N_DONE + 1))
+        python3 - "$SLICES_CSV" "$round" "${names[slot]}" "$wl" >> "$CSV" <<'PY'
+import csv, statistics, sys
+path, rnd, cfg, wl = sys.argv[1:]
+rows = [r for r in csv.DictReader(open(path)) if (r["round"], r["config"], r["workload"]) == (rnd, cfg, wl)]
+def num(r, k):
+    try:
+        return float(r[k])
+    except ValueError:
+        return None
+def median(k, digits):
+    v = [x for x in (num(r, k) for r in rows) if x is not None]
+    return f"{statistics.median(v):.{digits}f}" if v else ""
+def total(k, digits):
+    return f"{sum(num(r, k) or 0 for r in rows):.{digits}f}"
+fracs = [x for x in (num(r, "throttled_frac") for r in rows) if x is not None]
+r0 = rows[0]
+errs = sum(int(r["errors"]) if r["errors"].isdigit() else 1 for r in rows)
+print(",".join([rnd, cfg, r0["kind"], r0["runtime"], r0["dispatch"], r0["workers"], wl, r0["connections"],
+                r0["cap_pct"], f"{min(fracs):.2f}" if fracs else "", total("requests", 0), total("duration_s", 3),
+                median("rps", 0), median("p50_ms", 3), median("p99_ms", 3), total("server_cpu_s", 3),
+                median("cpu_us_per_req", 3), total("wrk_cpu_s", 3), total("wrk_wall_s", 3), str(errs)]))
+PY
+        progress
+    done
 }
 
 N_RUNS_PER_ROUND=0
@@ -252,21 +339,20 @@ for wl in "${WORKLOADS[@]}"; do
     done
 done
 TOTAL=$((N_RUNS_PER_ROUND * ROUNDS))
-echo "$TOTAL runs of $DURATION each (${#CONFIGS[@]} configurations, ${#WORKLOADS[@]} workloads, $ROUNDS rounds)" >&2
+echo "$TOTAL cells ($ROUNDS rounds; ${#CONFIGS[@]} configurations, ${#WORKLOADS[@]} workloads): saturated ones in $SLICES slices of $SLICE, open ones in one run of $DURATION" >&2
 N_DONE=0
 START=$(date +%s)
 for round in $(seq 1 "$ROUNDS"); do
+    # Rotate the configuration order each round so none always runs first.
+    n=${#CONFIGS[@]} order=()
+    for i in $(seq 0 $((n - 1))); do order+=("${CONFIGS[$(( (i + round - 1) % n ))]}"); done
     for wl in "${WORKLOADS[@]}"; do
-        # Rotate the configuration order each round so none always runs first.
-        n=${#CONFIGS[@]}
-        for i in $(seq 0 $((n - 1))); do
-            c=${CONFIGS[$(( (i + round - 1) % n ))]}
-            IFS='|' read -r _ kind _ _ _ <<<"$c"
-            IFS='|' read -r _ _ pk _ _ <<<"$wl"
-            [ -z "$(path_for "$kind" "$pk")" ] && continue
-            N_DONE=$((N_DONE + 1))
-            run_one "$round" "$c" "$wl"
-        done
+        IFS='|' read -r _ _ _ _ capped <<<"$wl"
+        if [ "$capped" = 1 ]; then
+            run_sliced "$round" "$wl" "${order[@]}"
+        else
+            for c in "${order[@]}"; do run_one "$round" "$c" "$wl"; done
+        fi
     done
 done
 echo "throughput runs took $(( $(date +%s) - START ))s" >&2
@@ -357,5 +443,5 @@ if [ "$MICRO" = 1 ]; then
         || echo "micro: coroutine_rss failed" >&2
 fi
 
-python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK" "$CAP"
+python3 scripts/lib/bench_report.py "$OUT" "$DURATION" "$ROUNDS" "$QUICK" "$CAP" "$SLICES" "$SLICE"
 echo "wrote $OUT/report.md" >&2
