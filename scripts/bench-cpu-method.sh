@@ -36,8 +36,6 @@ start() { # cgroup cap -> SPID, PORT, URL
     taskset -c 1 wrk -t1 -c256 -d1s "$URL" > /dev/null
 }
 stop() { kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""; cap_remove "$1"; }
-# cpuacct's split of the cgroup's time into user and kernel (v1 only).
-split_ns() { local d=/sys/fs/cgroup/cpuacct/$1; [ -f "$d/cpuacct.usage_sys" ] && cat "$d/cpuacct.usage_sys" || echo 0; }
 
 if [ "$MODE" = slices ]; then
     SERVERS=${1:-3} SLICES=${2:-10} CAP=${3:-0}
@@ -50,9 +48,9 @@ if [ "$MODE" = slices ]; then
         cg=cpu-method-$$-s$srv
         start "$cg" "$CAP"
         for sl in $(seq 1 "$SLICES"); do
-            u0=$(cap_usage_ns "$cg") k0=$(split_ns "$cg")
+            u0=$(cap_usage_ns "$cg") k0=$(cap_system_ns "$cg")
             out=$(taskset -c 1 wrk -t1 -c256 -d1s "$URL")
-            u1=$(cap_usage_ns "$cg") k1=$(split_ns "$cg")
+            u1=$(cap_usage_ns "$cg") k1=$(cap_system_ns "$cg")
             python3 - "$(grep -Eo '[0-9]+ requests in [0-9.]+s' <<<"$out")" "$((u1 - u0))" "$((k1 - k0))" "$srv" "$sl" <<'PY'
 import sys
 reqs, secs = int(sys.argv[1].split()[0]), float(sys.argv[1].split()[-1].rstrip("s"))

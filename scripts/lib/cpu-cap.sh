@@ -5,6 +5,7 @@
 #   cap_set NAME PCT          cap it at PCT % of one CPU (0 = no cap)
 #   cap_spawn NAME CMD...     start CMD in the background inside it; $! is CMD's PID
 #   cap_usage_ns NAME         CPU time of everything that ever ran in it, in ns
+#   cap_system_ns NAME        the part of that spent in the kernel, in ns
 #   cap_throttled NAME        how many CFS periods it was throttled in so far
 #   cap_remove NAME           remove it (after its processes have exited)
 #   cap_remove_all            remove every cgroup this shell created (for an EXIT trap)
@@ -87,6 +88,13 @@ cap_usage_ns() {
     case "$(cap_mode)" in
         v2) awk '/^usage_usec/ { printf "%.0f\n", $2 * 1000 }' "/sys/fs/cgroup/$1/cpu.stat" ;;
         v1) cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" ;;
+    esac
+}
+
+cap_system_ns() {
+    case "$(cap_mode)" in
+        v2) awk '/^system_usec/ { printf "%.0f\n", $2 * 1000 }' "/sys/fs/cgroup/$1/cpu.stat" ;;
+        v1) cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage_sys" ;;
     esac
 }
 
