@@ -82,6 +82,8 @@ pub fn is_cancelled(err: &io::Error) -> bool {
 /// coroutine suspended (or now, if it has not): if it was false, the
 /// coroutine was not in the middle of an unwind, whatever other contexts of
 /// the thread are doing now, so a new unwind is safe.
+#[cold]
+#[inline(never)]
 pub(crate) fn cancel_exit(ctl: &Control, maybe_unwinding: bool) -> Result<(), Cancelled> {
     if maybe_unwinding || ctl.unwinding.get() {
         return Err(Cancelled);
@@ -202,6 +204,7 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
         };
         let (raw, payload) =
             RawCoroutine::new(stack, raw::next_id(), payload, entry::<F, Y, R>, false);
+        raw.list_as_generator();
         // SAFETY: the payload lives at the top of the stack `raw` owns.
         let slots = unsafe { NonNull::from(&payload.as_ref().slots) };
         Ok(Coroutine {
@@ -224,7 +227,7 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
         unsafe { resume_isolated(&mut self.raw) };
         // SAFETY: the slots live on the stack, still mapped until `release`.
         let slots = unsafe { self.slots.as_ref() };
-        if self.raw.state() != State::Finished {
+        if !self.raw.is_finished() {
             let y = if size_of::<Y>() == 0 {
                 // A zero-sized value has no bytes to pass: `suspend` forgot
                 // it, and this read moves it out of nothing, which saves the
@@ -248,7 +251,7 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
 
     /// Whether the body has returned (or panicked).
     pub fn is_finished(&self) -> bool {
-        self.raw.state() == State::Finished
+        self.raw.is_finished()
     }
 
     /// The coroutine's process-wide unique id (as printed on overflow).
@@ -259,16 +262,19 @@ impl<Y: 'static, R: 'static> Coroutine<Y, R> {
 
 impl<Y, R> Drop for Coroutine<Y, R> {
     fn drop(&mut self) {
-        if self.raw.state() == State::Finished {
+        if self.raw.is_finished() {
             return;
         }
         // Not running: that would take the body holding `&mut self`.
         debug_assert!(!raw::is_running(self.raw.control()));
         self.raw.control().cancel.set(true);
-        // SAFETY: live, not on the resumer chain (we hold it).
-        // A cancelled body cannot suspend again (`suspend` unwinds or returns
-        // at once), so this single resume runs it to the end.
-        unsafe { resume_isolated(&mut self.raw) };
+        // A cancelled body unwinds from its pending `suspend`; if it catches
+        // the unwind and suspends again, that `suspend` comes straight back
+        // here (see `Yielder::suspend`), and is resumed until the body ends.
+        while !self.raw.is_finished() {
+            // SAFETY: live, not on the resumer chain (we hold it).
+            unsafe { resume_isolated(&mut self.raw) };
+        }
         debug_assert_eq!(self.raw.state(), State::Finished);
         // SAFETY: as in `resume`.
         let out = unsafe { self.slots.as_ref() }.returned.take();
@@ -314,17 +320,10 @@ impl<Y> Yielder<Y> {
         // reach another stack through a non-'static closure (a runtime's
         // `block_on` inside the body): suspending from there would park this
         // coroutine on a stack it does not own, and resuming it later would
-        // run on that stack's reused frames.
-        assert!(
-            raw::is_running(ctl),
-            "Yielder::suspend called outside its own coroutine (coroutine {} is not the one \
-             running on this thread): a generator can only suspend itself from its own body, \
-             not from a coroutine it started",
-            ctl.id
-        );
-        if ctl.cancel.get() {
-            let _ = cancel_exit(ctl, std::thread::panicking());
-            return;
+        // run on that stack's reused frames. One comparison of the stack
+        // pointer with the coroutine's stack bounds.
+        if !raw::is_running(ctl) {
+            suspend_misplaced(ctl.id);
         }
         if size_of::<Y>() == 0 {
             std::mem::forget(value); // moved out by `resume` (see there)
@@ -332,13 +331,30 @@ impl<Y> Yielder<Y> {
             // SAFETY: as above.
             unsafe { self.slot.as_ref() }.set(Some(value));
         }
+        // Read before the switch: whether *this* context was unwinding when
+        // it suspended is what a cancellation needs to know (see
+        // `cancel_exit`).
         let was_panicking = std::thread::panicking();
         // SAFETY: we run on this coroutine's own stack (checked above).
         unsafe { raw::suspend(ctl) };
+        // Cancelled while suspended: unwind, or return at once when an
+        // unwind is unsafe. A cancelled body that catches the unwind and
+        // suspends again lands here again straight away, as the owner's
+        // drop keeps resuming it until it ends.
         if ctl.cancel.get() {
             let _ = cancel_exit(ctl, was_panicking);
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn suspend_misplaced(id: u64) -> ! {
+    panic!(
+        "Yielder::suspend called outside its own coroutine (coroutine {id} is not the one \
+         running on this thread): a generator can only suspend itself from its own body, \
+         not from a coroutine it started"
+    )
 }
 
 impl<Y> fmt::Debug for Yielder<Y> {
@@ -362,28 +378,48 @@ impl<Y> fmt::Debug for Yielder<Y> {
 /// runtime of its own); restored, the resumer finds its own whatever the
 /// body did.
 ///
+/// Outside any runtime (the common case) nothing is written, and the test
+/// for it is one thread-local load: the scheduled-coroutine pointer is only
+/// ever set while a runtime is. The clearing path is a function of its own,
+/// out of line, so that the registers it needs across the switch do not
+/// cost the common path spills.
+///
 /// # Safety
 /// As [`RawCoroutine::resume`].
 #[inline(always)]
 unsafe fn resume_isolated(raw: &mut RawCoroutine) {
-    let core = crate::scheduler::CORE.with(|c| c.get());
-    let current = crate::wait::current_frame();
-    if core.is_null() && current.is_null() {
-        // Nothing to clear (a generator resumed outside any runtime, the
-        // common case): no thread-local is written. The body cannot leave
-        // one set behind either: a runtime it runs clears both on the way
+    if crate::scheduler::CORE.with(|c| c.get()).is_null() {
+        debug_assert!(crate::wait::current_frame().is_null());
+        // SAFETY: the caller's contract. The body cannot leave a
+        // thread-local set behind: a runtime it runs clears both on the way
         // out, and it has no scheduled coroutine to be.
-        // SAFETY: the caller's contract.
-        unsafe { raw.resume() };
-        return;
+        return unsafe { raw.resume() };
     }
-    crate::scheduler::CORE.with(|c| c.set(std::ptr::null()));
-    crate::wait::set_current(std::ptr::null());
-    // SAFETY: the caller's contract. The switch does not unwind (the body's
-    // panics are caught at its entry), so the restore below always runs.
-    unsafe { raw.resume() };
+    let (ctl, sp) = raw.parts();
+    // SAFETY: the caller's contract.
+    let sp = unsafe { resume_cleared(ctl, sp) };
+    raw.set_sp(sp);
+}
+
+/// [`resume_isolated`] inside a runtime. Given the control block and stack
+/// pointer by value, not the `RawCoroutine`: a pointer to it passed to a
+/// function that is not inlined would make the compiler keep the whole
+/// coroutine in memory on the common path too.
+///
+/// # Safety
+/// As [`raw::resume_at`].
+#[cold]
+#[inline(never)]
+unsafe fn resume_cleared(ctl: NonNull<Control>, sp: *mut u8) -> *mut u8 {
+    let core = crate::scheduler::CORE.with(|c| c.replace(std::ptr::null()));
+    let current = crate::wait::set_current(std::ptr::null());
+    // SAFETY: the caller's contract (the block is live while its
+    // `RawCoroutine` is). The switch does not unwind (the body's panics are
+    // caught at its entry), so the restore below always runs.
+    let sp = unsafe { raw::resume_at(ctl.as_ref(), sp) };
     crate::wait::restore_current(current);
     crate::scheduler::CORE.with(|c| c.set(core));
+    sp
 }
 
 /// The first function on a new generator's stack (see `switch`).

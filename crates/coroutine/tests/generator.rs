@@ -211,3 +211,51 @@ fn a_generator_body_does_not_see_its_resumers_scheduler() {
         assert!(coroutine::in_coroutine());
     });
 }
+
+/// A cancelled body that catches the unwind and suspends again: each later
+/// `suspend` returns at once, and dropping the generator still runs the
+/// body to its end (the drop resumes it until it finishes).
+#[test]
+fn a_cancelled_body_that_catches_the_unwind_still_ends() {
+    let reached = Rc::new(Cell::new(0));
+    let r = reached.clone();
+    let mut co = Coroutine::<u32, ()>::new(move |y| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| y.suspend(1)));
+        let payload = caught.expect_err("the pending suspend unwinds on cancellation");
+        assert!(payload.is::<coroutine::Cancelled>());
+        r.set(1);
+        y.suspend(2); // cancelled: returns at once
+        r.set(2);
+        y.suspend(3);
+        r.set(3);
+    });
+    assert_eq!(co.resume(), CoroutineResult::Yield(1));
+    drop(co);
+    assert_eq!(reached.get(), 3, "the body ran to its end");
+}
+
+/// `current_id` names the coroutine whose stack the caller is on: the
+/// generator inside its body (resumed from the thread's stack or from a
+/// scheduled coroutine), the scheduled coroutine again once the generator
+/// has suspended, nothing on the thread's own stack.
+#[test]
+fn current_id_names_the_generator_inside_its_body() {
+    assert_eq!(coroutine::current_id(), None);
+    let mut g = Coroutine::<Option<u64>, ()>::new(|y| {
+        loop {
+            y.suspend(coroutine::current_id());
+        }
+    });
+    let id = g.id();
+    assert_eq!(g.resume(), CoroutineResult::Yield(Some(id)));
+    assert_eq!(coroutine::current_id(), None);
+    coroutine::run(move || {
+        let h = coroutine::spawn(move || {
+            let me = coroutine::current_id().expect("a scheduled coroutine has an id");
+            assert_ne!(me, id);
+            assert_eq!(g.resume(), CoroutineResult::Yield(Some(id)));
+            assert_eq!(coroutine::current_id(), Some(me));
+        });
+        assert_eq!(h.join().ok(), Some(()));
+    });
+}

@@ -22,6 +22,15 @@
 //! symmetric `switch` function; x86_64 splits them so that the CPU's
 //! return-address predictor stays right: see `x86_64.rs`.)
 //!
+//! The two stack pointers travel differently. The resumer's is stored in
+//! memory (`*caller_sp`, in the coroutine's control block), because the
+//! coroutine may suspend from any function, far from the code it landed
+//! in. The coroutine's comes back in a register, as [`resume`]'s return
+//! value (null once it has finished), so a resumer can keep it in a
+//! register from one resume to the next instead of reading back what the
+//! other side just wrote: that store-and-reload cost a third of the round
+//! trip (see `x86_64.rs`, "What a round trip costs").
+//!
 //! ```text
 //!   context A switches into B                    coroutine B (suspended earlier)
 //!   ┌──────────────┐                             ┌──────────────┐
@@ -57,7 +66,7 @@ compile_error!(
      architecture's C ABI, swap stack pointers, restore (see src/switch/x86_64.rs)"
 );
 
-pub(crate) use arch::{finish, init_frame, resume, suspend};
+pub(crate) use arch::{current_sp, finish, init_frame, resume, suspend};
 
 /// A coroutine's first function: called by the trampoline with the argument
 /// given to [`init_frame`], on the coroutine's own stack. It must never
@@ -83,9 +92,8 @@ mod tests {
         for i in 0..3 {
             LOG.with(|l| l.set(l.get() * 10 + step + i));
             let main = MAIN_SP.with(|m| m.get());
-            let save = CO_SP.with(|c| c.as_ptr());
             // SAFETY: `main` was stored by the resume that is running us.
-            unsafe { suspend(save, main) };
+            unsafe { suspend(main) };
         }
         unreachable!("the test never resumes a fourth time")
     }
@@ -104,8 +112,11 @@ mod tests {
         for _ in 0..3 {
             let save = MAIN_SP.with(|m| m.as_ptr());
             let to = CO_SP.with(|c| c.get());
-            // SAFETY: `to` is a frame made by init_frame or saved by suspend.
-            unsafe { resume(save, to) };
+            // SAFETY: `to` is a frame made by init_frame or handed back by
+            // the last suspend.
+            let back = unsafe { resume(save, to) };
+            assert!(!back.is_null(), "the entry never finishes");
+            CO_SP.with(|c| c.set(back));
         }
         assert_eq!(LOG.with(|l| l.get()), 123);
         crate::valgrind::stack_deregister(vg);

@@ -216,14 +216,16 @@ const X87_CW_DEFAULT: u64 = 0x037F;
 
 /// Switches from the resumer into a coroutine whose stack pointer is `to`,
 /// storing the resumer's stack pointer in `*caller_sp`. Returns when the
-/// coroutine [`suspend`]s (or [`finish`]es) back to that pointer.
+/// coroutine [`suspend`]s, with its new stack pointer (the value to pass as
+/// `to` next time), or when it [`finish`]es, with null.
 ///
 /// # Safety
 /// `caller_sp` must be valid for a pointer-sized write until the coroutine
 /// switches back. `to` must come from [`init_frame`] or an earlier
 /// [`suspend`] of a coroutine not running now, on a stack still mapped.
 #[inline(always)]
-pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
+pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) -> *mut u8 {
+    let back: *mut u8;
     // SAFETY: the caller's contract; every register the coroutine may
     // change is declared clobbered, and rbx/rbp are saved by hand.
     unsafe {
@@ -237,12 +239,14 @@ pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
             // and moves onto the coroutine's stack (rdx).
             "call [rdx]",
             // Back: the coroutine's `ret` popped the return address, so rsp
-            // points at what we pushed again.
+            // points at what we pushed again, and rsi holds the coroutine's
+            // stack pointer (0 if it finished).
             load_fp!(),
             "pop rbp",
             "pop rbx",
             in("rdi") caller_sp,
             in("rdx") to,
+            lateout("rsi") back,
             // Everything else the coroutine's code may have changed: the
             // caller-saved registers, and r12-r15 (the compiler saves them
             // around this block only if it has values in them).
@@ -250,17 +254,19 @@ pub(crate) unsafe fn resume(caller_sp: *mut *mut u8, to: *mut u8) {
             clobber_abi("C"),
         );
     }
+    back
 }
 
-/// On a running coroutine's stack: saves its context (stack pointer into
-/// `*save`) and returns into the resumer whose stack pointer is `caller_sp`.
-/// Returns when the coroutine is resumed again.
+/// On a running coroutine's stack: saves its context and returns into the
+/// resumer whose stack pointer is `caller_sp`, handing it the coroutine's
+/// stack pointer in a register (what its [`resume`] returns). Returns when
+/// the coroutine is resumed again.
 ///
 /// # Safety
-/// `save` must be valid for a pointer-sized write; `caller_sp` must be the
-/// value the [`resume`] that is running this coroutine stored.
+/// `caller_sp` must be the value the [`resume`] that is running this
+/// coroutine stored.
 #[inline(always)]
-pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
+pub(crate) unsafe fn suspend(caller_sp: *mut u8) {
     // SAFETY: the caller's contract; as in `resume` for the clobbers.
     unsafe {
         asm!(
@@ -269,9 +275,9 @@ pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
             save_fp!(),
             "lea rax, [rip + 2f]", // where the next resume continues us
             "push rax",
-            "mov [rsi], rsp", // *save = our stack pointer
-            "mov rsp, rcx",   // onto the resumer's stack...
-            "ret",            // ...and back after its `call` (RSB-predicted)
+            "mov rsi, rsp", // our stack pointer, for the resumer: a register, not memory
+            "mov rsp, rcx", // onto the resumer's stack...
+            "ret",          // ...and back after its `call` (RSB-predicted)
             // The next `resume` lands here by `call [rdx]`: rsp is the
             // resumer's stack (its return address on top), rdi = caller_sp
             // slot, rdx = our saved stack pointer.
@@ -281,7 +287,6 @@ pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
             load_fp!(),
             "pop rbp",
             "pop rbx",
-            in("rsi") save,
             in("rcx") caller_sp,
             out("r12") _, out("r13") _, out("r14") _, out("r15") _,
             clobber_abi("C"),
@@ -290,7 +295,7 @@ pub(crate) unsafe fn suspend(save: *mut *mut u8, caller_sp: *mut u8) {
 }
 
 /// Leaves a coroutine for good: returns into the resumer whose stack
-/// pointer is `caller_sp`, saving nothing.
+/// pointer is `caller_sp`, whose [`resume`] then returns null.
 ///
 /// # Safety
 /// As [`suspend`]; nothing on this stack may be used again.
@@ -299,12 +304,23 @@ pub(crate) unsafe fn finish(caller_sp: *mut u8) -> ! {
     // SAFETY: the caller's contract.
     unsafe {
         asm!(
+            "xor esi, esi", // no stack pointer: finished
             "mov rsp, {0}", // onto the resumer's stack
             "ret",          // into `resume`, after its `call`
             in(reg) caller_sp,
             options(noreturn),
         );
     }
+}
+
+/// The stack pointer of the calling code, for "is this code running on
+/// that stack?" checks.
+#[inline(always)]
+pub(crate) fn current_sp() -> usize {
+    let sp: usize;
+    // SAFETY: reads a register, touches no memory.
+    unsafe { asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    sp
 }
 
 /// A new coroutine's first "continuation": reached from [`resume`]'s
@@ -390,7 +406,6 @@ mod tests {
 
     thread_local! {
         static MAIN_SP: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static CO_SP: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
         static SEEN: Cell<u32> = const { Cell::new(0) };
     }
 
@@ -409,9 +424,8 @@ mod tests {
     unsafe extern "C" fn entry(_: *mut u8) -> ! {
         SEEN.with(|s| s.set(mxcsr()));
         let main = MAIN_SP.with(|m| m.get());
-        let save = CO_SP.with(|c| c.as_ptr());
         // SAFETY: `main` was stored by the resume that started us.
-        unsafe { suspend(save, main) };
+        unsafe { suspend(main) };
         unreachable!()
     }
 
