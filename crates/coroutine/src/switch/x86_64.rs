@@ -81,75 +81,78 @@
 //! that blocks the whole pipeline weighs most where there is little else to
 //! overlap it with, which is what a bare switch is.
 //!
-//! **The rest: bookkeeping around the switch.** What then separated 6.0 ns
-//! from corosensei's 2.2 ns was not the switch's dozen instructions
-//! (rewritten in corosensei's exact register protocol, they measured the
-//! same) but bookkeeping around them, found by taking out one piece at a
-//! time: clearing and restoring the scheduler's thread-locals around every
-//! generator resume (6.0 → 4.57 ns; now they are read, and written only when
-//! set), a `Running`/`Suspended` state cell written by both sides (4.57 →
-//! 3.94 ns; gone, see `raw::State`), and the `Option` slot that carried a
-//! zero-sized yield value (3.94 → 3.39 ns; skipped for ZSTs). Not every store
-//! counts: taking out the `RUNNING` thread-local's two stores, or the
-//! assertion that reads it, changed nothing measurable. The state cell and
-//! the slot have in common that one side of the switch stored to them and
-//! the other read them back a few instructions later; which part of the CPU
-//! charges for that (store-to-load forwarding, memory-dependence
-//! prediction) cannot be told apart without performance counters, which this
-//! machine lacks. The issue that asked for this work measured 112 ns on an
-//! Intel Xeon with the bare switch *slower* than the scheduled one (67.7 ns):
-//! a penalty that shrinks when more work separates the two sides fits both
-//! causes above, but that machine was not available to re-measure on.
+//! **Bookkeeping around the switch** separated the next 6.0 ns from
+//! corosensei's 2.2 ns, found by taking out one piece at a time: clearing
+//! and restoring the scheduler's thread-locals around every generator
+//! resume (6.0 → 4.57 ns), a `Running`/`Suspended` state cell both sides
+//! wrote (4.57 → 3.94 ns; see `raw::State`), and the `Option` slot of a
+//! zero-sized yield value (3.94 → 3.39 ns). All three were written by one
+//! side of the switch and read back by the other a few instructions later.
 //!
-//! **What is left** (3.39 ns against 2.18 ns, 1.55×, on an AMD EPYC of
-//! family 25 model 17; the goal is 1.2×) was looked for again in issue
-//! #21's second pass, in a loop outside criterion (20 million round trips,
-//! median of 7, pinned), which reproduces the ratio (3.82 ns against
-//! 2.73 ns with the workspace's `lto = "fat"` profile). What that found:
+//! **The stack pointer went through memory** (issue #21's third pass, at
+//! 3.39 ns against 2.18 ns, 1.55×). `suspend` stored the coroutine's stack
+//! pointer into its control block and the resumer loaded it back for the
+//! next resume, a dozen instructions later; that load feeds the landing's
+//! `lea rsp, [rdx + 8]` and every pop after it, so the round trip's
+//! critical path ran through a store-to-load forward. Now `suspend` hands
+//! it over in `rsi` and [`resume`] returns it, and a generator keeps it in
+//! its `RawCoroutine` (the scheduler, which resumes by control-block
+//! pointer, still keeps its coroutines' in the block). With the guards
+//! below taken out, to see the switch alone: 2.88 → 2.19 ns in the bare
+//! loop (`benches/examples/switch_loop.rs`, medians of 7, pinned),
+//! corosensei 2.25 ns in the same run.
 //!
-//! - **Without cross-crate inlining it was 3.4× corosensei** (9.4 ns
-//!   against 2.73 ns): a crate that uses this one with Cargo's default
-//!   release profile (no LTO) called `resume_ctl` and, on the coroutine's
-//!   side, `is_running` out of line, because neither was generic or
-//!   `#[inline]`. Marked `#[inline]` they measure 5.46 ns (2.0×); with LTO
-//!   nothing changed (3.82 ns), since LTO had inlined them already.
-//!   corosensei is 2.73 ns either way: its whole path is generic.
-//! - **A store costs about a cycle of the round trip.** corosensei's loop
-//!   with k extra volatile stores per round trip measured 2.73, 3.00,
-//!   3.27 and 3.81 ns for k = 0, 1, 2, 4: about 0.27 ns, one cycle at this
-//!   clock, per store, and the same whether or not the value is loaded
-//!   back after the switch. A round trip makes about ten stores (pushes,
-//!   return addresses, the saved stack pointers), so stores are one
-//!   limit.
-//! - **But counting stores does not predict ours.** Removing both of
-//!   `RUNNING`'s stores from the generator's round trip (a version that
-//!   leaves it in place when the resumer is the thread's own stack and
-//!   checks the stack pointer instead; tried, not kept) took the
-//!   loop's stores from 14 to 12 and its time from 3.85 ns to 3.82 ns;
-//!   reordering the same checks moved it to 4.08 ns. Code layout alone
-//!   moves it as much: one generic `resume` marked `#[inline(never)]`
-//!   measured 4.92 ns where the same code inlined measured 2.73 ns. This
-//!   machine is a VM with no performance counters (`perf` has only
-//!   `cpu-clock`), so which front-end or memory-ordering limit charges
-//!   for the rest could not be named; the measurements above are where
-//!   the next attempt should start, on a machine with counters.
-//! - **Instructions, counted** (callgrind, which needs no hardware
-//!   counters: `benches/examples/switch_loop.rs` run for 1 and 2 million
-//!   round trips, the difference divided by a million): **58 instructions
-//!   per round trip against corosensei's 31**. The switches themselves are
-//!   the same dozen each; the rest is ours. On the resumer's side
-//!   (`Coroutine::resume`): the finished checks before and after, the
-//!   scheduler's two thread-locals tested, `RUNNING` saved, set and
-//!   restored, and three spills and reloads of the loop's own values,
-//!   because `RUNNING`'s previous value holds `rbx`, the one register
-//!   besides `rbp` that the switch preserves by hand (corosensei's loop
-//!   keeps its counter there). On the coroutine's side
-//!   (`Yielder::suspend`): the `is_running` check, `thread::panicking()`
-//!   and two reads of the cancel flag. Each of those is a guard a caller
-//!   relies on (a `Yielder` reached from another coroutine's stack, a
-//!   cancellation during an unwind), which is why they were kept; the
-//!   1.54× in time is smaller than the 1.87× in instructions, since loads
-//!   and predictable branches overlap with the switch's stores.
+//! Keeping it in a register needs the compiler's help: once a function
+//! that is not inlined receives `&mut` the coroutine, it has "escaped", any
+//! later `asm!` (the switch itself, criterion's `black_box`) may have
+//! changed it, and the loop stores and reloads it every round trip again.
+//! Two such calls did that here (the stack's release on the finished path,
+//! the resume inside a runtime on the cold path): 3.85 ns in criterion,
+//! against 2.78 ns once they took values instead.
+//!
+//! **The guards, priced one at a time** (bare loop, medians of 7). Keeping
+//! the thread's `RUNNING` pointer (saved, set and restored around every
+//! resume, the saved value held in `rbx` across the switch) cost 0.6 ns
+//! with the other guards in place (3.63 → 3.01 ns), so generators no
+//! longer set it: the SIGSEGV handler and `current_id` find them by stack
+//! address. Each of the rest, added alone to the floor: the test for a
+//! runtime whose thread-locals must be hidden from the body 0.25 ns (one
+//! thread-local now, two before; moving its clearing path out of line,
+//! where the registers it keeps across the switch cost the common path
+//! nothing, took 2.76 → 2.59 ns with every guard in); the check that
+//! `Yielder::suspend` runs on the coroutine's own stack 0.2 ns (one compare
+//! of the stack pointer with the stack's bounds); a cancel check before the
+//! switch 0.05 ns, now gone (a cancelled body that suspends again bounces
+//! back to the drop, which resumes it until it ends); `thread::panicking()`
+//! nothing measurable. Each remaining one is a guard a caller relies on.
+//!
+//! **Where it stands**, at the end of that pass (AMD EPYC, family 25 model
+//! 17): 43 instructions per round trip against corosensei's 32 (callgrind,
+//! `switch_loop` for 1 and 2 million round trips; 58 before); in the bare
+//! loop 2.62 ns against 2.28 ns, 1.13× (3.90 ns, 1.71×, before; medians of
+//! 9, interleaved); in criterion `switch/coroutine` 2.76–3.00 ns against
+//! `switch/corosensei` 2.21–2.80 ns over 7 runs, ratios 1.04–1.27, median
+//! 1.18. The goal, 1.2× in one criterion run, is met by the median and by
+//! 4 of those 7 runs: this VM's host has slow spells of seconds that hit
+//! whichever benchmark is running (corosensei alone ranged 2.18–2.80 ns
+//! that day), so one run's ratio moves by more than the distance to the
+//! goal. Without cross-crate inlining everything above is worse: the path
+//! must stay `#[inline]` or generic (a crate built without LTO measured
+//! 9.4 ns before `resume_ctl` and `is_running` were marked so).
+//!
+//! **Placement.** The same code can run at different speeds depending on
+//! where the resumer's stack lies relative to the coroutine's, modulo a
+//! page: `benches/examples/switch_offsets.rs` resumes from 256 depths 16
+//! bytes apart. In an intermediate build one depth was 40 % slower in 3 of
+//! 3 runs (3.52–3.59 ns against 2.56 ns), a pattern that fits *4K
+//! aliasing* (a load whose address matches a recent store's in its low 12
+//! bits is held back as if it depended on it); with no performance
+//! counters on this VM that stays a hypothesis. In the final build, taking
+//! each depth's best of 3 runs, no depth is over 1.2× the median (ours
+//! 2.66 ns median, 3.08 worst; corosensei 2.47 and 2.68), per-depth ratio
+//! 1.035–1.198. The Intel Xeon figure of issue #21 (112 ns, the bare
+//! switch slower than the scheduled one) could not be re-measured: no
+//! Intel machine was available to this work.
 //!
 //! ## The frames
 //!
@@ -162,8 +165,9 @@
 //!   │ rbp                  │             │ rbp                  │
 //!   │ [x87 CW │ MXCSR]     │             │ [x87 CW │ MXCSR]     │ fp-state only
 //!   │ continuation (`2:`)  │ sp + 0      │ return address       │ ◀ pushed by
-//!   └──────────────────────┘ ◀ ctl.sp    └──────────────────────┘   `call`;
-//!                                                  ▲ ctl.caller_sp
+//!   └──────────────────────┘ ◀ its sp    └──────────────────────┘   `call`;
+//!     (handed to the resumer in rsi,               ▲ ctl.caller_sp
+//!      returned by `resume`)                         (stored by the landing)
 //! ```
 //!
 //! Both have the same shape, so one landing sequence restores either: skip
