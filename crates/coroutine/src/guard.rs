@@ -13,19 +13,21 @@
 //!    standard library already gives its own threads one (for its own
 //!    stack-overflow message); we add one only where none exists.
 //! 2. **Knowing whose fault it is.** The handler may only do
-//!    async-signal-safe things: no locks, no allocation. It reads one
-//!    thread-local pointer, the control block of the coroutine running on
-//!    this thread, which holds its id and its guard page's range (see
-//!    `raw.rs`). If the faulting address (`si_addr`) is inside that range, it
-//!    writes a message with `write(2)` and calls `abort()`.
+//!    async-signal-safe things: no locks, no allocation. It reads two
+//!    thread-locals that need neither (see `raw.rs`): the control block of
+//!    the scheduled coroutine being run, and the head of the thread's list of
+//!    live generators, linked through their control blocks. Each block holds
+//!    its coroutine's id and its guard page's range; if the faulting address
+//!    (`si_addr`) is inside one, the handler writes a message with
+//!    `write(2)` and calls `abort()`.
 //!
 //! 3. **Overflows that fault in the kernel.** When a signal arrives for a
 //!    handler installed without `SA_ONSTACK` while a coroutine is near the
 //!    bottom of its stack, the kernel cannot write the signal frame: it then
 //!    forces a SIGSEGV of its own, with `si_code == SI_KERNEL` and no fault
 //!    address. The handler then looks at the interrupted stack pointer
-//!    instead: within a signal frame's size of the guard page, on the
-//!    running coroutine's stack, it is the same overflow, one signal frame
+//!    instead: within a signal frame's size of the guard page, on one of
+//!    those coroutines' stacks, it is the same overflow, one signal frame
 //!    early, and reported as such.
 //!
 //! Any other fault is not ours: the handler passes it on to the handler that
