@@ -415,10 +415,8 @@ fn release_stack(ctl: NonNull<Control>, mut stack: Stack, watermarks: bool) -> O
 
 impl Drop for RawCoroutine {
     fn drop(&mut self) {
-        if self.stack.is_some() {
-            Self::unlist(self.ctl);
-        }
         if let Some(stack) = self.stack.take() {
+            Self::unlist(self.ctl);
             if self.control().state.get() == State::Finished {
                 stack::give(stack);
             } else {

@@ -116,10 +116,13 @@ fn run_child(mode: &str, guard: Option<&str>) -> (Option<i32>, String) {
     )
 }
 
-fn spawned_id(stderr: &str) -> &str {
+/// The id the child printed for its `what` ("spawned", "generator")
+/// coroutine.
+fn announced_id<'a>(stderr: &'a str, what: &str) -> &'a str {
+    let prefix = format!("child: {what} coroutine ");
     stderr
         .lines()
-        .find_map(|l| l.strip_prefix("child: spawned coroutine "))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .unwrap_or_else(|| panic!("child did not start:\n{stderr}"))
 }
 
@@ -133,7 +136,7 @@ fn overflow_is_reported_with_the_coroutines_id() {
             signal == Some(libc::SIGABRT) || signal == Some(libc::SIGSEGV),
             "guard {guard:?}: child died of {signal:?}\n{stderr}"
         );
-        let id = spawned_id(&stderr);
+        let id = announced_id(&stderr, "spawned");
         let expected = format!("coroutine {id} overflowed its stack");
         assert!(
             stderr.contains(&expected),
@@ -151,10 +154,7 @@ fn a_generators_overflow_is_reported_with_its_id() {
     for mode in ["generator", "generator-in-runtime"] {
         let (signal, stderr) = run_child(mode, None);
         assert_eq!(signal, Some(libc::SIGABRT), "{mode}: {stderr}");
-        let id = stderr
-            .lines()
-            .find_map(|l| l.strip_prefix("child: generator coroutine "))
-            .unwrap_or_else(|| panic!("{mode}: child did not start:\n{stderr}"));
+        let id = announced_id(&stderr, "generator");
         let expected = format!("coroutine {id} overflowed its stack");
         assert!(
             stderr.contains(&expected),
@@ -178,7 +178,7 @@ fn other_faults_keep_the_default_action() {
 fn an_overflow_found_by_the_kernel_writing_a_signal_frame_is_reported() {
     let (signal, stderr) = run_child("signal", None);
     assert_eq!(signal, Some(libc::SIGABRT), "{stderr}");
-    let id = spawned_id(&stderr);
+    let id = announced_id(&stderr, "spawned");
     let expected = format!("coroutine {id} overflowed its stack: the kernel found no room");
     assert!(stderr.contains(&expected), "no `{expected}` in:\n{stderr}");
 }
