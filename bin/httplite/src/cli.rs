@@ -10,9 +10,14 @@ use site::header_rules::HeaderRule;
 
 /// A small, fast HTTP/1.1 server on a hand-written epoll runtime.
 ///
-/// Without --root it serves a built-in index page at / naming the built-in
-/// endpoints; with --root it serves the files under DIR. Built-in endpoints
-/// always live under /_httplite/ (plaintext, json, stats, echo, sleep, jobs).
+/// With --root it serves the files under DIR on --bind, and nothing else:
+/// the operator's endpoints under /_httplite/ (stats, the dashboard, jobs,
+/// echo, sleep, health, plaintext, json) are served on --admin listeners
+/// only, unless --expose names some for --bind too.
+///
+/// Without --root it runs in demo and benchmark mode: every endpoint on
+/// every listener, and the dashboard at /. That is for a first run and for
+/// benchmarks on loopback, not a deployment.
 #[derive(Debug, Parser)]
 #[command(name = "httplite", version, about, long_about)]
 pub struct Cli {
@@ -24,6 +29,29 @@ pub struct Cli {
     /// given, if any [default: 127.0.0.1:8080].
     #[arg(long, short = 'b', value_name = "ADDR", value_parser = BindAddr::parse)]
     pub bind: Vec<BindAddr>,
+
+    /// An admin listener, repeatable: `127.0.0.1:9090`, `[::1]:9090` or
+    /// `unix:/run/httplite-admin.sock` (with --socket-mode). It serves the
+    /// endpoints under /_httplite/ and the dashboard at /, never --root's
+    /// files; plain HTTP unless --admin-tls-cert is given. Keep it off the
+    /// internet (loopback, a Unix socket, a firewall): it runs jobs and
+    /// publishes the server's internals.
+    #[arg(long, value_name = "ADDR", value_parser = BindAddr::parse)]
+    pub admin: Vec<BindAddr>,
+
+    /// Also serve these endpoints on --bind when there is a --root
+    /// (comma-separated): plaintext, json, stats, dashboard (its page and
+    /// its event stream), jobs, echo, sleep, health. Logged as a warning at
+    /// start-up. Without --root every endpoint is on --bind already.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = site::exposure::Endpoint::parse, requires = "root")]
+    pub expose: Vec<site::exposure::Endpoint>,
+
+    /// Answer health checks at PATH on every listener (e.g. /healthz): 200
+    /// `ok` while serving, 503 with `Connection: close` while draining
+    /// (see --drain-delay), as /_httplite/health does on --admin.
+    #[arg(long, value_name = "PATH", value_parser = parse_health_path)]
+    pub health: Option<String>,
 
     /// Permissions of the Unix socket files this process creates, in
     /// octal (e.g. 660) [default: what the umask leaves].
@@ -241,6 +269,16 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
+    /// Serve HTTPS on --admin with this certificate (a PEM file, as
+    /// --tls-cert). Needs --admin-tls-key. Without it --admin is plain
+    /// HTTP, even when --bind is HTTPS.
+    #[arg(long, value_name = "FILE", requires_all = ["admin_tls_key", "admin"])]
+    pub admin_tls_cert: Option<PathBuf>,
+
+    /// The private key of --admin-tls-cert (a PEM file, as --tls-key).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    pub admin_tls_key: Option<PathBuf>,
+
     /// With TLS: answer a plain HTTP request sent to the HTTPS port with
     /// 308 to its https:// URL instead of 400.
     #[arg(long, requires = "tls_cert")]
@@ -337,6 +375,20 @@ impl ProxyOn {
             _ => BindAddr::parse(s).map(ProxyOn::Bind),
         }
     }
+}
+
+/// `--health`'s path: absolute, outside /_httplite/, no query.
+pub fn parse_health_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') || s.contains(['?', '#', ' ']) {
+        return Err(format!("{s:?} is not a path (e.g. /healthz)"));
+    }
+    if s.starts_with(site::action::PREFIX) {
+        return Err(format!(
+            "{s:?} is under {}: that is /_httplite/health's place",
+            site::action::PREFIX
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// An octal file mode, e.g. `660` or `0o660`.

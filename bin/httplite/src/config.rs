@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::cli::Cli;
 use crate::forwarded::Trusted;
 use crate::proxy::{Listeners, Proxy};
+use crate::surface::AdminListeners;
 
 /// Limits and timeouts shared by all workers.
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct Config {
     /// `--proxy-protocol` and `--trusted-proxy` (the listeners are filled
     /// in once bound: see `main`).
     pub proxy: Proxy,
+    /// The `--admin` listeners (filled in once bound: see `main`).
+    pub admin: AdminListeners,
 }
 
 impl Config {
@@ -41,6 +44,7 @@ impl Config {
                 listeners: Listeners::None,
                 trusted: Trusted::new(&cli.trusted_proxy),
             },
+            admin: AdminListeners::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod proxy;
 pub mod proxy_protocol;
 pub mod signals;
 pub mod stackless;
+pub mod surface;
 pub mod tls;
 pub mod upgrade;
 pub mod uring;

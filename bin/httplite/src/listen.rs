@@ -1,5 +1,5 @@
-//! Where the server listens: the `--bind` addresses, bound here, or the
-//! sockets inherited from whoever started us.
+//! Where the server listens: the `--bind` and `--admin` addresses, bound
+//! here, or the sockets inherited from whoever started us.
 //!
 //! Two ways to inherit:
 //! - **Socket activation** (systemd's protocol): `LISTEN_PID` is our PID,
@@ -11,7 +11,8 @@
 //!   `+`: `3+4,5`.
 //!
 //! Inherited sockets must match `--bind` when it is given (a port 0 in
-//! `--bind` matches any port); a mismatch is a one-line error. The
+//! `--bind` matches any port), and every `--admin` must be among them (the
+//! rest are `--bind`'s); a mismatch is a one-line error. The
 //! variables are removed from the environment once read, so that no child
 //! mistakes them for its own.
 
@@ -31,25 +32,33 @@ const SD_LISTEN_FDS_START: RawFd = 3;
 /// What [`open`] found.
 #[derive(Debug)]
 pub struct Opened {
-    /// The listeners, in `--bind` order when it was given.
+    /// The listeners: the public ones (in `--bind` order when it was
+    /// given), then the last [`admin`](Opened::admin) are `--admin`'s.
     pub listeners: Vec<Listener>,
+    /// How many of `listeners`, at the end, are admin listeners.
+    pub admin: usize,
     /// `Some("socket activation")` or `Some("upgrade")` when inherited.
     pub inherited: Option<&'static str>,
 }
 
-/// Binds `binds` (default `127.0.0.1:8080`), or takes the inherited
-/// sockets and checks them against `binds`. `copies` is the number of
-/// sockets per TCP address (the workers, in reuseport mode).
+/// Binds `binds` (default `127.0.0.1:8080`) and `admins`, or takes the
+/// inherited sockets and checks them against both. `copies` is the number
+/// of sockets per TCP address (the workers, in reuseport mode).
 pub fn open(
     binds: &[BindAddr],
+    admins: &[BindAddr],
     socket_mode: Option<u32>,
     copies: usize,
     backlog: i32,
 ) -> Result<Opened> {
     if let Some((how, listeners)) = inherited()? {
-        let listeners = match_binds(how, listeners, binds)?;
+        let (admin, rest) = take_admins(how, listeners, admins)?;
+        let mut listeners = match_binds(how, rest, binds)?;
+        let count = admin.len();
+        listeners.extend(admin);
         return Ok(Opened {
             listeners,
+            admin: count,
             inherited: Some(how),
         });
     }
@@ -59,8 +68,8 @@ pub fn open(
     } else {
         binds
     };
-    let mut listeners = Vec::with_capacity(binds.len());
-    for bind in binds {
+    let mut listeners = Vec::with_capacity(binds.len() + admins.len());
+    for (bind, flag) in (binds.iter().map(|b| (b, "--bind"))).chain(admins.iter().map(|a| (a, "--admin"))) {
         let endpoint = match bind {
             BindAddr::Tcp(a) => Endpoint::Tcp(*a),
             BindAddr::Unix(p) => Endpoint::Unix {
@@ -73,11 +82,12 @@ pub fn open(
             BindAddr::Unix(_) => 1,
         };
         let l = Listener::bind(&endpoint, copies, backlog)
-            .with_context(|| format!("--bind {bind}: cannot listen"))?;
+            .with_context(|| format!("{flag} {bind}: cannot listen"))?;
         listeners.push(l);
     }
     Ok(Opened {
         listeners,
+        admin: admins.len(),
         inherited: None,
     })
 }
@@ -151,6 +161,35 @@ fn take_fd(fd: RawFd) -> Result<OwnedFd> {
     // this process alone; it is taken once, at start-up, before anything
     // else could have claimed the number.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Takes the inherited listeners `--admin` names, in its order, out of
+/// `inherited`; the rest are returned as `--bind`'s.
+fn take_admins(
+    how: &str,
+    mut inherited: Vec<Listener>,
+    admins: &[BindAddr],
+) -> Result<(Vec<Listener>, Vec<Listener>)> {
+    let mut taken = Vec::with_capacity(admins.len());
+    for admin in admins {
+        match inherited.iter().position(|l| matches(admin, l.addr())) {
+            Some(i) => taken.push(inherited.remove(i)),
+            None => {
+                let passed: Vec<String> = (taken.iter().chain(&inherited))
+                    .map(|l| l.addr().to_string())
+                    .collect();
+                bail!(
+                    "{how} passed {} but --admin asks for {admin}",
+                    if passed.is_empty() {
+                        "nothing".into()
+                    } else {
+                        passed.join(", ")
+                    }
+                );
+            }
+        }
+    }
+    Ok((taken, inherited))
 }
 
 /// Checks inherited listeners against `--bind` (when given) and orders

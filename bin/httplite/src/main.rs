@@ -21,11 +21,13 @@ use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::proxy::Listeners;
 use httplite::signals::{self, Reloads};
-use httplite::tls::Tls;
+use httplite::surface::AdminListeners;
+use httplite::tls::{Tls, TlsByListener};
 use httplite::upgrade::{self, Upgrader};
 use site::access_log::{AccessLog, Format, LogSink, WhenFull};
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
+use site::exposure::Exposure;
 use site::routes::App;
 use site::static_files::StaticRoot;
 use site::stats::Stats;
@@ -75,13 +77,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// An `--admin` on a `--bind`'s port (or path) could not be told apart
+/// from it: a connection is placed by its socket's address.
+fn check_admin_binds(cli: &Cli) -> Result<(), String> {
+    let default = [BindAddr::Tcp(([127, 0, 0, 1], 8080).into())];
+    let binds = if cli.bind.is_empty() { &default[..] } else { &cli.bind };
+    for admin in &cli.admin {
+        let clash = binds.iter().find(|b| match (b, admin) {
+            (BindAddr::Tcp(b), BindAddr::Tcp(a)) => {
+                a.port() != 0
+                    && a.port() == b.port()
+                    && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+            }
+            (BindAddr::Unix(b), BindAddr::Unix(a)) => a == b,
+            _ => false,
+        });
+        if let Some(bind) = clash {
+            return Err(format!(
+                "--admin {admin} overlaps --bind {bind}: give the admin listener its own port"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The flags the chosen runtime cannot honour, refused in one line.
 fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), String> {
     let chrome = cli.trace_format == Some(TraceFormat::Chrome);
     if chrome && cli.trace_file.is_none() {
         return Err("--trace-format chrome needs --trace-file FILE".to_string());
     }
-    if cli.runtime == RuntimeKind::Uring && cli.tls_cert.is_some() {
+    check_admin_binds(cli)?;
+    if cli.runtime == RuntimeKind::Uring && (cli.tls_cert.is_some() || cli.admin_tls_cert.is_some()) {
         return Err(
             "--runtime uring does not serve TLS yet: its connections are \
                     handed bytes in ring buffers, and the TLS layer reads from a socket \
@@ -139,6 +166,7 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         );
     }
     if let [_, _, ..] | [BindAddr::Unix(_)] = cli.bind.as_slice() {
+        // (--admin listeners come on top of it: see `run_fork`.)
         return Err(
             "--runtime fork takes one TCP --bind: its parent accepts on one \
                     socket (see docs/threadpool-and-fork.md)"
@@ -178,7 +206,8 @@ fn run(cli: Cli) -> Result<()> {
         DispatchMode::Acceptor => 1,
         DispatchMode::Reuseport => workers,
     };
-    let opened = httplite::listen::open(&cli.bind, cli.socket_mode, copies, BACKLOG)?;
+    let opened = httplite::listen::open(&cli.bind, &cli.admin, cli.socket_mode, copies, BACKLOG)?;
+    let public_count = opened.listeners.len() - opened.admin;
     let upgrader = Arc::new(Upgrader::new(cli.console).context("cannot find our executable")?);
 
     if cli.runtime == RuntimeKind::Uring {
@@ -251,21 +280,19 @@ fn run(cli: Cli) -> Result<()> {
         test_endpoints,
         jobs: jobs.clone(),
         events: events_config(&cli),
+        exposure: exposure(&cli),
+        health_path: cli.health.clone(),
+        max_sleeping: cli.pool_queue as u64,
     });
     let mut config = Config::from_cli(&cli);
-    config.proxy.listeners = proxy_listeners(&cli, &opened.listeners);
+    let (public, admin) = opened.listeners.split_at(public_count);
+    config.proxy.listeners = proxy_listeners(&cli, public);
+    config.admin = AdminListeners::new(
+        admin.iter().map(|l| l.addr().clone()).collect(),
+        &public.iter().map(|l| l.addr().clone()).collect::<Vec<_>>(),
+    );
     let config = Arc::new(config);
-    let tls = match (&cli.tls_cert, &cli.tls_key) {
-        (Some(cert), Some(key)) => {
-            let tls = Tls::new(cert.clone(), key.clone(), cli.redirect_http)
-                .map_err(anyhow::Error::msg)?;
-            let tls = Arc::new(tls);
-            let counters = tls.stats.clone();
-            stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));
-            Some(tls)
-        }
-        _ => None,
-    };
+    let tls = tls_by_listener(&cli, &stats)?;
 
     let dconfig = dispatch::Config {
         workers,
@@ -290,6 +317,7 @@ fn run(cli: Cli) -> Result<()> {
         log: sink.clone(),
         tls: tls.clone(),
     };
+    warn_exposure(&cli, &app, opened.listeners[..public_count].iter().map(|l| l.addr()));
     let runtime = cli.runtime;
     let threadpool = httplite::blocking::threadpool::ThreadPool::new(
         cli.threadpool_size.map_or(4 * cpus, usize::from),
@@ -358,12 +386,14 @@ fn run(cli: Cli) -> Result<()> {
     signals::start(lifecycle.clone(), reloads.clone(), upgrader.clone())
         .context("cannot start the signal thread")?;
     if !cli.quiet {
-        let urls: Vec<String> = (server.listen_addrs().iter())
-            .map(|a| httplite::listen::url(a, tls.is_some()))
+        let (public, admin) = server.listen_addrs().split_at(public_count);
+        let urls: Vec<String> = (public.iter())
+            .map(|a| httplite::listen::url(a, tls.public.is_some()))
             .collect();
         println!(
-            "httplite listening on {}{} (workers: {workers}, runtime: {}, dispatch: {}{})",
+            "httplite listening on {}{}{} (workers: {workers}, runtime: {}, dispatch: {}{})",
             urls.join(", "),
+            admin_urls(admin, tls.admin.is_some()),
             opened
                 .inherited
                 .map(|how| format!(" [inherited: {how}]"))
@@ -504,6 +534,19 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
+    let admin = (cli.admin.iter())
+        .map(|a| {
+            let endpoint = match a {
+                BindAddr::Tcp(a) => dispatch::Endpoint::Tcp(*a),
+                BindAddr::Unix(p) => dispatch::Endpoint::Unix {
+                    path: p.clone(),
+                    mode: cli.socket_mode,
+                },
+            };
+            dispatch::Listener::bind(&endpoint, 1, BACKLOG)
+                .with_context(|| format!("--admin {a}: cannot listen"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
     let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
     // Closed before any task: no pool thread ever starts, and jobs are
@@ -522,11 +565,37 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         test_endpoints,
         jobs: Jobs::new(blocking_pool, retention, test_endpoints),
         events: events_config(cli),
+        exposure: exposure(cli),
+        health_path: cli.health.clone(),
+        // No sleep is bounded by the pool here (there is none): the
+        // connection bound (--max-connections) holds the children.
+        max_sleeping: u64::MAX,
     });
+    // One TCP address at most (check_runtime_flags).
+    let bind = match cli.bind.first() {
+        Some(BindAddr::Tcp(addr)) => *addr,
+        _ => ([127, 0, 0, 1], 8080).into(),
+    };
+    let mut parent = httplite::fork::Parent::bind(httplite::fork::Settings {
+        bind,
+        max_connections: cli.max_connections,
+        grace: cli.shutdown_timeout,
+    })
+    .with_context(|| format!("--bind {bind}: cannot listen"))?;
+    let public = [dispatch::ListenAddr::Tcp(parent.local_addr())];
+    let admin_addrs: Vec<_> = admin.iter().map(|l| l.addr().clone()).collect();
     let mut config = Config::from_cli(cli);
-    // Fork's one listener: a --proxy-protocol, bare or naming it, is on it.
+    // Fork's one public listener: a --proxy-protocol, bare or naming it,
+    // is on it (and not on --admin's).
     if !cli.proxy_protocol.is_empty() {
-        config.proxy.listeners = Listeners::All;
+        config.proxy.listeners = match admin.is_empty() {
+            true => Listeners::All,
+            false => Listeners::Some(public.to_vec()),
+        };
+    }
+    config.admin = AdminListeners::new(admin_addrs.clone(), &public);
+    for l in admin {
+        parent.add_listener(l);
     }
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
@@ -534,23 +603,14 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         stats: stats.worker(0),
         access_log: None,
         idle: httplite::blocking::IdleSet::default(),
-        tls: None,
+        tls: Default::default(),
     };
-    // One TCP address at most (check_runtime_flags).
-    let bind = match cli.bind.first() {
-        Some(BindAddr::Tcp(addr)) => *addr,
-        _ => ([127, 0, 0, 1], 8080).into(),
-    };
-    let parent = httplite::fork::Parent::bind(httplite::fork::Settings {
-        bind,
-        max_connections: cli.max_connections,
-        grace: cli.shutdown_timeout,
-    })
-    .with_context(|| format!("--bind {bind}: cannot listen"))?;
+    warn_exposure(cli, &app, &public);
     if !cli.quiet {
         println!(
-            "httplite listening on http://{} (processes: one per connection, runtime: fork{})",
+            "httplite listening on http://{}{} (processes: one per connection, runtime: fork{})",
             parent.local_addr(),
+            admin_urls(&admin_addrs, false),
             app.root
                 .as_ref()
                 .map(|r| format!(", root: {}", r.path().display()))
@@ -562,6 +622,76 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         println!("httplite: shut down cleanly");
     }
     Ok(())
+}
+
+/// What each listener answers: everything without a site (demo mode),
+/// `--expose`'s endpoints on the public listener with one.
+fn exposure(cli: &Cli) -> Exposure {
+    match cli.root {
+        None => Exposure::DEMO,
+        Some(_) => Exposure::site(&cli.expose),
+    }
+}
+
+/// `--tls-cert` and `--admin-tls-cert`, each with its own certificate and
+/// one set of counters (the stats document's `tls`) for both.
+fn tls_by_listener(cli: &Cli, stats: &Stats) -> Result<TlsByListener> {
+    let load = |cert: &Option<std::path::PathBuf>, key: &Option<std::path::PathBuf>, redirect| {
+        match (cert, key) {
+            (Some(cert), Some(key)) => Tls::new(cert.clone(), key.clone(), redirect)
+                .map(Some)
+                .map_err(anyhow::Error::msg),
+            _ => Ok(None),
+        }
+    };
+    let public = load(&cli.tls_cert, &cli.tls_key, cli.redirect_http)?;
+    let admin = load(&cli.admin_tls_cert, &cli.admin_tls_key, false)?;
+    let admin = match (&public, admin) {
+        (Some(public), Some(admin)) => Some(admin.counting_into(public.stats.clone())),
+        (_, admin) => admin,
+    };
+    if let Some(counters) = (public.as_ref().or(admin.as_ref())).map(|t| t.stats.clone()) {
+        stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));
+    }
+    Ok(TlsByListener {
+        public: public.map(Arc::new),
+        admin: admin.map(Arc::new),
+    })
+}
+
+/// `; admin on URL, ...` for the start-up line (nothing without `--admin`).
+fn admin_urls(admin: &[dispatch::ListenAddr], https: bool) -> String {
+    if admin.is_empty() {
+        return String::new();
+    }
+    let urls: Vec<String> = admin.iter().map(|a| httplite::listen::url(a, https)).collect();
+    format!("; admin on {}", urls.join(", "))
+}
+
+/// One warning line on stderr when the public listener answers the
+/// operator's endpoints: in demo mode on an address other hosts can
+/// reach, and whenever `--expose` names some.
+fn warn_exposure<'a>(
+    cli: &Cli,
+    app: &App,
+    public: impl IntoIterator<Item = &'a dispatch::ListenAddr>,
+) {
+    let names = app.exposure.public_names().join(", ");
+    if cli.root.is_none() {
+        let reachable: Vec<String> = (public.into_iter())
+            .filter(|a| matches!(a, dispatch::ListenAddr::Tcp(a) if !a.ip().is_loopback()))
+            .map(ToString::to_string)
+            .collect();
+        if !reachable.is_empty() {
+            eprintln!(
+                "httplite: warning: demo mode (no --root) on {}: {names} and the dashboard at / \
+                 are served to anyone who reaches it (give --root to serve a site, --admin for these)",
+                reachable.join(", ")
+            );
+        }
+    } else if !cli.expose.is_empty() {
+        eprintln!("httplite: warning: --expose serves {names} on the public listener");
+    }
 }
 
 /// `/_httplite/events`' settings from the command line.

@@ -122,7 +122,7 @@ impl Proxy {
 /// Whether a socket whose own address is `local` was accepted on the
 /// listener at `listener` (a wildcard listener's sockets have the
 /// address the client reached).
-fn accepted_on(local: &ListenAddr, listener: &ListenAddr) -> bool {
+pub(crate) fn accepted_on(local: &ListenAddr, listener: &ListenAddr) -> bool {
     match (local, listener) {
         (ListenAddr::Tcp(l), ListenAddr::Tcp(want)) => {
             l.port() == want.port()

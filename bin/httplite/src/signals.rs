@@ -19,7 +19,6 @@ use std::sync::Arc;
 use site::access_log::LogSink;
 
 use crate::lifecycle::Lifecycle;
-use crate::tls::Tls;
 use crate::upgrade::Upgrader;
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR2];
@@ -55,8 +54,8 @@ pub fn block() -> io::Result<()> {
 pub struct Reloads {
     /// The access log, if it goes to a file.
     pub log: Option<LogSink>,
-    /// TLS, if served.
-    pub tls: Option<Arc<Tls>>,
+    /// TLS, if served (`--tls-cert`, `--admin-tls-cert`).
+    pub tls: crate::tls::TlsByListener,
 }
 
 impl Reloads {
@@ -73,9 +72,11 @@ impl Reloads {
 
     /// Reloads the certificate; one line saying how it went.
     pub fn reload_tls(&self) -> String {
-        match &self.tls {
-            None => "reload: nothing to reload (no --tls-cert)".to_string(),
-            Some(tls) => tls.reload().to_string(),
+        match (&self.tls.public, &self.tls.admin) {
+            (None, None) => "reload: nothing to reload (no --tls-cert)".to_string(),
+            (Some(tls), None) => tls.reload(),
+            (None, Some(admin)) => format!("admin: {}", admin.reload()),
+            (Some(tls), Some(admin)) => format!("{}; admin: {}", tls.reload(), admin.reload()),
         }
     }
 }
@@ -102,7 +103,7 @@ pub fn start(
                         if reloads.log.is_some() {
                             eprintln!("httplite: {}", reloads.reopen_log());
                         }
-                        if reloads.tls.is_some() {
+                        if reloads.tls.public.is_some() || reloads.tls.admin.is_some() {
                             eprintln!("{}", reloads.reload_tls());
                         }
                     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use http1::{Decoder, Limits, Message};
+use site::exposure::{Endpoint, Exposure, Surface};
 use site::jobs::{Jobs, Retention};
 use site::plan::{Event, Plan, Step};
 use site::respond::{Handled, handle};
@@ -42,7 +43,6 @@ fn main() {
     };
     let stats = Arc::new(Stats::new(1));
     let app = App {
-        root,
         stats: stats.clone(),
         worker_extra: Box::new(|_, _| {}),
         test_endpoints: false,
@@ -55,6 +55,14 @@ fn main() {
             false,
         ),
         events: Default::default(),
+        // The example shows every answer, endpoints beside files.
+        exposure: match root.is_some() {
+            true => Exposure::site(&Endpoint::ALL),
+            false => Exposure::DEMO,
+        },
+        health_path: None,
+        max_sleeping: 1024,
+        root,
     };
     let worker = stats.worker(0);
     for head in heads {
@@ -74,7 +82,7 @@ fn main() {
                 continue;
             }
         };
-        let slow = match handle(&app, &worker, &mut wbuf, req, false, |_, _| {}) {
+        let slow = match handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}) {
             Handled::Done(keep) => {
                 println!("   answered at once (keep-alive: {keep})");
                 show(&wbuf);

@@ -55,14 +55,19 @@ pub struct Entry<'a> {
     pub user_agent: Option<&'a str>,
     /// The request time in microseconds, if measured (see `format.rs`).
     pub micros: Option<u64>,
+    /// The listener the request came in on (in the combined and JSON
+    /// lines; Common Log Format has no field for it).
+    pub on: crate::exposure::Surface,
 }
 
 impl<'a> Entry<'a> {
     /// The line of `req`, answered with `status` and `bytes` of body, from
-    /// `peer`, started at `started` (the request time is measured now).
+    /// `peer` on listener `on`, started at `started` (the request time is
+    /// measured now).
     pub fn new(
         peer: Option<SocketAddr>,
         req: &'a http1::Request,
+        on: crate::exposure::Surface,
         status: u16,
         bytes: u64,
         started: Option<std::time::Instant>,
@@ -78,6 +83,7 @@ impl<'a> Entry<'a> {
             referer: header("referer"),
             user_agent: header("user-agent"),
             micros: started.map(|t| t.elapsed().as_micros().min(u64::MAX as u128) as u64),
+            on,
         }
     }
 }
@@ -177,6 +183,7 @@ mod tests {
             referer: None,
             user_agent: None,
             micros: None,
+            on: crate::exposure::Surface::Public,
         });
         drop(log);
         assert!(

@@ -32,6 +32,7 @@
 //!
 //! use bytes::BytesMut;
 //! use http1::{Decoder, Limits, Message};
+//! use site::exposure::{Exposure, Surface};
 //! use site::jobs::{Jobs, Retention};
 //! use site::plan::{Event, Plan, Step};
 //! use site::respond::{Handled, handle};
@@ -48,6 +49,9 @@
 //!     test_endpoints: false,
 //!     jobs: Jobs::new(pool, retention, false),
 //!     events: Default::default(),
+//!     exposure: Exposure::DEMO,
+//!     health_path: None,
+//!     max_sleeping: 1024,
 //! };
 //! let worker = stats.worker(0);
 //! let mut wbuf = BytesMut::new();
@@ -57,7 +61,7 @@
 //! let Ok(Some(Message::Head(req))) = Decoder::new(Limits::default()).decode(&mut rbuf) else {
 //!     panic!("a complete head")
 //! };
-//! assert!(matches!(handle(&app, &worker, &mut wbuf, req, false, |_, _| {}), Handled::Done(true)));
+//! assert!(matches!(handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}), Handled::Done(true)));
 //! assert!(wbuf.ends_with(b"Hello, World!"));
 //!
 //! // A request that waits: the plan says what to wait for.
@@ -65,7 +69,7 @@
 //! let Ok(Some(Message::Head(req))) = Decoder::new(Limits::default()).decode(&mut rbuf) else {
 //!     panic!("a complete head")
 //! };
-//! let Handled::Slow(slow) = handle(&app, &worker, &mut wbuf, req, false, |_, _| {}) else {
+//! let Handled::Slow(slow) = handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}) else {
 //!     panic!("the sleep route waits")
 //! };
 //! let mut plan = Plan::new(slow);
@@ -80,7 +84,8 @@
 //! The modules: [`routes`] (the [`routes::App`] and what each path gets, an
 //! [`action::Action`]), [`respond`] (the first step and the error replies),
 //! [`plan`] (the waiting answers), [`static_files`] with [`mime`],
-//! [`httpdate`] and [`listing`] (`--root`), [`jobs`] (background jobs' HTTP side and
+//! [`httpdate`] and [`listing`] (`--root`), [`exposure`] (which listener
+//! answers which endpoint), [`jobs`] (background jobs' HTTP side and
 //! bookkeeping; the threads are [`pool`]'s), [`dashboard`] (the live page
 //! at `/_httplite/`) with [`events`] (its Server-Sent Events), [`stats`] (counters, and the
 //! [`stats::RuntimeProbe`] each driver fills in) and [`access_log`].
@@ -92,6 +97,7 @@ pub mod action;
 pub mod dashboard;
 pub mod encoding;
 pub mod events;
+pub mod exposure;
 pub mod file_cache;
 pub mod file_features;
 pub mod header_rules;

@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use http1::{Framing, HeaderValue, ReplyTo, Request, StaticResponse, Status};
 
 use crate::action::Action;
+use crate::exposure::Surface;
 use crate::plan::Plan;
 use crate::routes::App;
 use crate::stats::{ErrorKind, WorkerStats};
@@ -42,20 +43,25 @@ pub struct Outcome {
     pub keep_alive: bool,
 }
 
-/// Routes `req` and, for small complete answers (the plaintext hot path),
-/// encodes the response at once; `log` is told about every answer given
-/// here. A panicking handler is answered with 500 and the connection
-/// closes; nothing else is affected.
+/// Routes `req`, which came in on listener `on`, and, for small complete
+/// answers (the plaintext hot path), encodes the response at once; `log`
+/// is told about every answer given here. A panicking handler is answered
+/// with 500 and the connection closes; nothing else is affected.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub fn handle(
     app: &App,
     stats: &WorkerStats,
     wbuf: &mut BytesMut,
     req: Request,
+    on: Surface,
     shutting_down: bool,
     log: impl FnOnce(&Request, Outcome),
 ) -> Handled<Slow> {
     stats.request();
+    if on == Surface::Admin {
+        stats.admin_request();
+    }
     let mut to = ReplyTo::new(&req);
     if shutting_down {
         to.keep_alive = false;
@@ -63,12 +69,12 @@ pub fn handle(
     // The constant endpoints first: no `Action` to build and move, and no
     // panic to catch.
     if !req.has_body()
-        && let Some(response) = app.canned(&req)
+        && let Some(response) = app.canned(&req, on)
     {
         http1::encode_static(wbuf, to, response);
         return answered(stats, &req, to, response, log);
     }
-    routed(app, stats, wbuf, req, to, log)
+    routed(app, stats, wbuf, req, on, to, log)
 }
 
 /// [`handle`] for everything but the constant endpoints: route (catching a
@@ -82,10 +88,11 @@ fn routed(
     stats: &WorkerStats,
     wbuf: &mut BytesMut,
     req: Request,
+    on: Surface,
     to: ReplyTo,
     log: impl FnOnce(&Request, Outcome),
 ) -> Handled<Slow> {
-    let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req))) {
+    let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req, on))) {
         Ok(a) => a,
         Err(_) => {
             stats.error(ErrorKind::Panic);

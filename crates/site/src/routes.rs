@@ -9,8 +9,9 @@ use http1::{HeaderValue, Method, Request, StaticResponse, Status};
 use crate::action::TEXT;
 pub use crate::action::{Action, PREFIX};
 use crate::events::EventsConfig;
+use crate::exposure::{Endpoint, Exposure, Surface};
 use crate::jobs::Jobs;
-use crate::static_files::StaticRoot;
+use crate::static_files::{StaticReply, StaticRoot};
 use crate::stats::Stats;
 
 /// Longest `/_httplite/sleep?ms=N` honoured.
@@ -60,6 +61,14 @@ pub struct App {
     pub jobs: Jobs,
     /// `/_httplite/events`: how many viewers, how often.
     pub events: EventsConfig,
+    /// Which endpoints each listener answers (see [`crate::exposure`]).
+    pub exposure: Exposure,
+    /// `--health PATH`: the health answer at this path too, on every
+    /// listener (for a balancer that checks the public one).
+    pub health_path: Option<String>,
+    /// Most `/_httplite/sleep` requests asleep at once (`--pool-queue`,
+    /// the bound jobs have too); one more is answered 503.
+    pub max_sleeping: u64,
 }
 
 impl std::fmt::Debug for App {
@@ -67,6 +76,8 @@ impl std::fmt::Debug for App {
         f.debug_struct("App")
             .field("root", &self.root)
             .field("test_endpoints", &self.test_endpoints)
+            .field("exposure", &self.exposure)
+            .field("health_path", &self.health_path)
             .finish()
     }
 }
@@ -74,43 +85,62 @@ impl std::fmt::Debug for App {
 impl App {
     /// The answer to a `GET` or `HEAD` of a constant built-in endpoint
     /// (`plaintext`, `json`), the benchmarks' hot path; `None` for anything
-    /// else. [`route`](App::route) gives the same answers, as an [`Action`];
-    /// this decides them with two compares, builds nothing and cannot panic.
+    /// else, and for an endpoint listener `on` does not serve.
+    /// [`route`](App::route) gives the same answers, as an [`Action`]; this
+    /// decides them with two compares and a bit test, builds nothing and
+    /// cannot panic.
     #[inline]
-    pub fn canned(&self, req: &Request) -> Option<&'static StaticResponse> {
+    pub fn canned(&self, req: &Request, on: Surface) -> Option<&'static StaticResponse> {
         if !matches!(req.method(), Method::Get | Method::Head) {
             return None;
         }
         // `==` on slices becomes a length check and a few word compares; a
         // `match` on byte strings would compare byte by byte.
         let path = req.path().as_bytes();
-        if path == b"/_httplite/plaintext" {
-            Some(&PLAINTEXT)
+        let (endpoint, response) = if path == b"/_httplite/plaintext" {
+            (Endpoint::Plaintext, &PLAINTEXT)
         } else if path == b"/_httplite/json" {
-            Some(&HELLO_JSON_RESPONSE)
+            (Endpoint::Json, &HELLO_JSON_RESPONSE)
         } else {
-            None
-        }
+            return None;
+        };
+        self.exposure.serves(on, endpoint).then_some(response)
     }
 
-    /// Decides how to answer `req`. Pure: no I/O except the static file's
-    /// open/stat, so the same routing serves every runtime.
-    pub fn route(&self, req: &Request) -> Action {
+    /// Decides how to answer `req`, which came in on listener `on`. Pure:
+    /// no I/O except the static file's open/stat, so the same routing
+    /// serves every runtime.
+    pub fn route(&self, req: &Request, on: Surface) -> Action {
         let path = req.path();
         let method = req.method();
         match method {
-            Method::Options => return self.options(req),
+            Method::Options => return self.options(req, on),
             // A tunnel is a proxy's job (RFC 9110 §9.3.6); we are none.
             Method::Connect => return Action::not_allowed(SERVER_METHODS),
             _ => {}
         }
         let get_or_head = matches!(method, Method::Get | Method::Head);
-        if let Some(endpoint) = path.strip_prefix(PREFIX) {
+        if let Some(endpoint) = self.endpoint(path, on) {
             return self.builtin(endpoint, req, get_or_head);
         }
-        match &self.root {
+        if self.health_path.as_deref() == Some(path) {
+            return match get_or_head {
+                true => self.health(),
+                false => Action::not_allowed(READ_ONLY),
+            };
+        }
+        match self.site(on) {
             Some(root) if get_or_head => Action::File(crate::file_features::serve(root, req)),
-            Some(_) => Action::not_allowed(READ_ONLY),
+            // A path that names nothing is 404 whatever the method, as a
+            // hidden endpoint's is (see `crate::exposure`).
+            Some(root) => match crate::file_features::serve(root, req) {
+                missing @ StaticReply::Error(Status::NOT_FOUND, _) => Action::File(missing),
+                missing @ StaticReply::File {
+                    status: Status::NOT_FOUND,
+                    ..
+                } => Action::File(missing),
+                _ => Action::not_allowed(READ_ONLY),
+            },
             // The built-in index is the dashboard.
             None if path == "/" && get_or_head => crate::dashboard::page(req),
             None if path == "/" => Action::not_allowed(READ_ONLY),
@@ -122,10 +152,10 @@ impl App {
     /// `Allow` and no body; `*` asks about the server as a whole. A target
     /// that names nothing is 404. With `--cors`, a CORS preflight of a file
     /// path is 204 with the `Access-Control-*` answers instead.
-    fn options(&self, req: &Request) -> Action {
-        if let Some(root) = &self.root
+    fn options(&self, req: &Request, on: Surface) -> Action {
+        if let Some(root) = self.site(on)
             && req.target() != "*"
-            && !req.path().starts_with(PREFIX)
+            && self.endpoint(req.path(), on).is_none()
             && let Some(preflight) = crate::file_features::preflight(root.features(), req)
         {
             return preflight;
@@ -133,7 +163,7 @@ impl App {
         let allow = if req.target() == "*" {
             Some(SERVER_METHODS)
         } else {
-            self.allowed(req.path())
+            self.allowed(req.path(), on)
         };
         match allow {
             Some(allow) => Action::Owned {
@@ -148,20 +178,45 @@ impl App {
 
     /// The methods `path` answers, as an `Allow` value; `None` where
     /// nothing is.
-    fn allowed(&self, path: &str) -> Option<&'static str> {
-        if let Some(endpoint) = path.strip_prefix(PREFIX) {
+    fn allowed(&self, path: &str, on: Surface) -> Option<&'static str> {
+        if let Some(endpoint) = self.endpoint(path, on) {
             return match endpoint {
-                "plaintext" | "json" | "stats" | "sleep" | "events" | "" | "dashboard.js"
-                | "dashboard.css" => Some(READ_ONLY),
+                "plaintext" | "json" | "stats" | "sleep" | "health" | "events" | ""
+                | "dashboard.js" | "dashboard.css" => Some(READ_ONLY),
                 "echo" => Some(ECHO_METHODS),
                 jobs if jobs.starts_with("jobs") => crate::jobs::http::allowed(&jobs[4..]),
                 _ => None,
             };
         }
-        match &self.root {
+        if self.health_path.as_deref() == Some(path) {
+            return Some(READ_ONLY);
+        }
+        match self.site(on) {
             Some(_) => Some(READ_ONLY),
             None if path == "/" => Some(READ_ONLY),
             None => None,
+        }
+    }
+
+    /// The built-in endpoint `path` names, after the prefix, if listener
+    /// `on` answers it: one it serves, or any name at all where `on`
+    /// answers as the admin listener (an unknown one is then its 404).
+    /// `None`: the site answers the path, as any other.
+    fn endpoint<'p>(&self, path: &'p str, on: Surface) -> Option<&'p str> {
+        let rest = path.strip_prefix(PREFIX)?;
+        let served = match Endpoint::of(rest) {
+            Some(e) => self.exposure.serves(on, e),
+            None => self.exposure.is_admin(on),
+        };
+        served.then_some(rest)
+    }
+
+    /// The files listener `on` serves: `--root`'s on the public listener;
+    /// none on the admin one (its `/` is the dashboard).
+    fn site(&self, on: Surface) -> Option<&StaticRoot> {
+        match on {
+            Surface::Public => self.root.as_ref(),
+            Surface::Admin => None,
         }
     }
 
@@ -180,6 +235,14 @@ impl App {
                 body: self.stats_json().into_bytes(),
             },
             "sleep" if get_or_head => match sleep_ms(req.query()) {
+                // Counted when each sleep starts: workers that check at
+                // the same instant may pass the bound by one each.
+                Some(_) if self.stats.total(|w| &w.sleeping) >= self.max_sleeping => Action::Owned {
+                    status: Status::SERVICE_UNAVAILABLE,
+                    content_type: Some(TEXT),
+                    headers: vec![("Retry-After", "1".to_string())],
+                    body: b"503 Service Unavailable: too many sleeps, retry later\n".to_vec(),
+                },
                 Some(d) => Action::Sleep(d),
                 None => Action::Owned {
                     status: Status::BAD_REQUEST,
@@ -206,7 +269,7 @@ impl App {
 }
 
 impl App {
-    /// `/_httplite/health`: 200 while serving; 503 with `Connection: close`
+    /// `/_httplite/health` (and `--health`'s path): 200 while serving; 503 with `Connection: close`
     /// once draining (see [`Stats::set_draining`]), so that a balancer's
     /// health check takes this instance out before it stops accepting.
     fn health(&self) -> Action {
@@ -268,12 +331,19 @@ pub(crate) mod tests {
             max_age: Duration::from_secs(60),
         };
         App {
+            exposure: match root {
+                None => Exposure::DEMO,
+                // The plans' tests use the endpoints beside a site.
+                Some(_) => Exposure::site(&Endpoint::ALL),
+            },
             root,
             stats: Arc::new(Stats::new(1)),
             worker_extra: Box::new(|_, _| {}),
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
             events: EventsConfig::default(),
+            health_path: None,
+            max_sleeping: 1024,
         }
     }
 
@@ -288,36 +358,128 @@ pub(crate) mod tests {
     #[test]
     fn canned_answers_are_the_routed_ones() {
         let dir = std::env::temp_dir();
-        let root = StaticRoot::new(&dir, false).expect("the temporary directory");
-        for app in [app(None), app(Some(root))] {
-            for method in ["GET", "HEAD", "POST", "PUT", "get"] {
-                for path in [
-                    "/_httplite/plaintext",
-                    "/_httplite/json",
-                    "/_httplite/plaintext?x=1",
-                    "/_httplite/plaintex",
-                    "/_httplite/jsonx",
-                    "/_httplite/stats",
-                    "/",
-                ] {
-                    let req = request(&format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"));
-                    let routed = match app.route(&req) {
-                        Action::Static(r) => Some(r),
-                        _ => None,
-                    };
-                    match app.canned(&req) {
-                        // The very same response, not just an equal one.
-                        Some(canned) => assert!(
-                            routed.is_some_and(|r| std::ptr::eq(r, canned)),
-                            "{method} {path}"
-                        ),
-                        None => assert!(routed.is_none(), "{method} {path}"),
+        let root = || StaticRoot::new(&dir, false).expect("the temporary directory");
+        let mut hidden = app(Some(root()));
+        hidden.exposure = Exposure::site(&[]);
+        for app in [app(None), app(Some(root())), hidden] {
+            for on in [Surface::Public, Surface::Admin] {
+                for method in ["GET", "HEAD", "POST", "PUT", "get"] {
+                    for path in [
+                        "/_httplite/plaintext",
+                        "/_httplite/json",
+                        "/_httplite/plaintext?x=1",
+                        "/_httplite/plaintex",
+                        "/_httplite/jsonx",
+                        "/_httplite/stats",
+                        "/",
+                    ] {
+                        let req =
+                            request(&format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"));
+                        let routed = match app.route(&req, on) {
+                            Action::Static(r) => Some(r),
+                            _ => None,
+                        };
+                        match app.canned(&req, on) {
+                            // The very same response, not just an equal one.
+                            Some(canned) => assert!(
+                                routed.is_some_and(|r| std::ptr::eq(r, canned)),
+                                "{on:?} {method} {path}"
+                            ),
+                            None => assert!(routed.is_none(), "{on:?} {method} {path}"),
+                        }
                     }
                 }
             }
         }
         let req = request("GET /_httplite/plaintext HTTP/1.1\r\n\r\n");
-        assert!(app(None).canned(&req).is_some_and(|r| r.body == HELLO));
+        assert!(
+            app(None)
+                .canned(&req, Surface::Public)
+                .is_some_and(|r| r.body == HELLO)
+        );
+    }
+
+    /// The status and `Allow` of `head` on `on`.
+    fn answer(app: &App, head: &str, on: Surface) -> (u16, Option<String>) {
+        let req = request(head);
+        match app.route(&req, on) {
+            Action::Owned {
+                status, headers, ..
+            } => {
+                let allow = headers.iter().find(|(n, _)| *n == "Allow");
+                (status.code(), allow.map(|(_, v)| v.clone()))
+            }
+            Action::Static(r) => (r.status.code(), None),
+            Action::File(StaticReply::Error(status, _)) => (status.code(), None),
+            Action::File(_) => (200, None),
+            Action::Echo | Action::Sleep(_) | Action::Events | Action::Job(_) => (0, None),
+        }
+    }
+
+    #[test]
+    fn a_site_hides_the_endpoints_it_does_not_expose() {
+        let dir = std::env::temp_dir().join(format!("site-hide-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), b"a").unwrap();
+        let mut app = app(Some(StaticRoot::new(&dir, false).unwrap()));
+        app.exposure = Exposure::site(&[Endpoint::Stats]);
+        app.health_path = Some("/healthz".to_string());
+        let public = |head: &str| answer(&app, head, Surface::Public);
+        // Each hidden endpoint is answered as the missing path beside it.
+        for (hidden, missing) in [
+            ("GET /_httplite/plaintext", "GET /_httplitx/plaintext"),
+            ("GET /_httplite/", "GET /_httplitx/"),
+            ("GET /_httplite/events", "GET /_httplitx/events"),
+            ("POST /_httplite/jobs?type=sha256", "POST /_httplitx/jobs"),
+            ("POST /_httplite/echo", "POST /_httplitx/echo"),
+            ("GET /_httplite/sleep?ms=1", "GET /_httplitx/sleep"),
+            ("GET /_httplite/health", "GET /_httplitx/health"),
+            ("OPTIONS /_httplite/echo", "OPTIONS /_httplitx/echo"),
+            ("GET /_httplite/nope", "GET /_httplitx/nope"),
+        ] {
+            let with = |line: &str| format!("{line} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(public(&with(hidden)), public(&with(missing)), "{hidden}");
+        }
+        assert_eq!(public("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        assert_eq!(public("POST /nothing HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        let (status, allow) = public("POST /a.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!((status, allow.as_deref()), (405, Some(READ_ONLY)));
+        // What is exposed, and the health path.
+        assert_eq!(public("GET /_httplite/stats HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
+        assert_eq!(public("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
+        // The admin listener: every endpoint, the dashboard at `/`, no files.
+        let admin = |head: &str| answer(&app, head, Surface::Admin);
+        assert_eq!(admin("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
+        assert_eq!(admin("GET /_httplite/health HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
+        assert_eq!(admin("GET /_httplite/sleep?ms=1 HTTP/1.1\r\nHost: a\r\n\r\n").0, 0);
+        assert_eq!(admin("GET /_httplite/nope HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        assert_eq!(admin("GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        assert_ne!(admin("GET / HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sleeps_beyond_the_bound_are_503() {
+        let mut app = app(None);
+        app.max_sleeping = 2;
+        let head = "GET /_httplite/sleep?ms=5 HTTP/1.1\r\nHost: a\r\n\r\n";
+        let worker = app.stats.worker(0);
+        let first = worker.sleeping();
+        assert_eq!(answer(&app, head, Surface::Admin).0, 0, "a sleep");
+        let second = worker.sleeping();
+        assert_eq!(answer(&app, head, Surface::Admin).0, 503);
+        drop((first, second));
+        assert_eq!(answer(&app, head, Surface::Admin).0, 0, "room again");
+    }
+
+    #[test]
+    fn options_names_every_endpoint_that_answers() {
+        let app = app(None);
+        for path in ["health", "stats", "plaintext", "sleep", "events", ""] {
+            let head = format!("OPTIONS /_httplite/{path} HTTP/1.1\r\nHost: a\r\n\r\n");
+            let (status, allow) = answer(&app, &head, Surface::Public);
+            assert_eq!((status, allow.as_deref()), (200, Some(READ_ONLY)), "{path}");
+        }
     }
 
     #[test]

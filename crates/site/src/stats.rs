@@ -73,6 +73,8 @@ pub struct Counters {
     pub closed: AtomicU64,
     /// Requests whose head was parsed.
     pub requests: AtomicU64,
+    /// Of those, requests on an admin listener (`--admin`).
+    pub admin_requests: AtomicU64,
     /// Responses by status class: 1xx..5xx at index 1..5.
     pub responses: [AtomicU64; 6],
     /// Timeouts: header, idle, write.
@@ -176,6 +178,12 @@ impl WorkerStats {
     /// Counts a request.
     pub fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request on an admin listener (besides [`request`](Self::request)).
+    #[cold]
+    pub fn admin_request(&self) {
+        self.admin_requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Publishes this worker's runtime counters (once, when it starts).
@@ -340,6 +348,12 @@ impl Stats {
             self.total(|w| &w.requests),
             self.total(|w| &w.sleeping),
         );
+        let admin = self.total(|w| &w.admin_requests);
+        let _ = write!(
+            s,
+            "\"listeners\":{{\"public\":{{\"requests\":{}}},\"admin\":{{\"requests\":{admin}}}}},",
+            self.total(|w| &w.requests).saturating_sub(admin)
+        );
         s.push_str("\"responses\":{");
         for class in 1..=5 {
             let _ = write!(
@@ -411,6 +425,14 @@ mod tests {
         assert!(j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("\"handler_panic\":1"), "{j}");
         assert!(j.contains("\"write\":1"), "{j}");
+        st.worker(0).request();
+        st.worker(1).request();
+        st.worker(1).admin_request();
+        let j = st.to_json(&|_, _| {});
+        assert!(
+            j.contains("\"listeners\":{\"public\":{\"requests\":1},\"admin\":{\"requests\":1}}"),
+            "{j}"
+        );
         assert!(j.starts_with('{') && j.ends_with('}'));
     }
 
@@ -475,7 +497,7 @@ mod tests {
         drop(c);
         let j = st.to_json(&|_, _| {});
         assert!(
-            j.contains("\"requests\":0,\"sleeping\":0,\"responses\":{"),
+            j.contains("\"requests\":0,\"sleeping\":0,\"listeners\":{"),
             "{j}"
         );
     }

@@ -24,6 +24,7 @@ use http1::{BodyEncoder, Decoder, Message, Request};
 use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
 use crate::config::Config;
 use site::access_log::{AccessLog, Entry};
+use site::exposure::Surface;
 use site::plan::{Event, Plan, Step};
 use site::respond::{self, Handled, Outcome, Slow};
 use site::routes::App;
@@ -58,8 +59,9 @@ pub struct Ctx {
     pub access_log: Option<AccessLog>,
     /// Idle connections, woken (closed) at shutdown.
     pub idle: IdleSet,
-    /// `--tls-cert`: connections are HTTPS (see [`super::tls::serve`]).
-    pub tls: Option<Arc<crate::tls::Tls>>,
+    /// `--tls-cert`, `--admin-tls-cert`: which connections are HTTPS (see
+    /// [`super::tls::serve`]).
+    pub tls: crate::tls::TlsByListener,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -99,12 +101,14 @@ struct Conn<'a, I: BlockingIo> {
     served: u64,
     /// The client a PROXY header named (`None`: the socket's peer).
     client: Option<SocketAddr>,
+    /// The listener it came in on.
+    on: Surface,
 }
 
 /// Serves one connection to the end on the calling thread of control.
-/// `client` is the one a PROXY header named, if any (see
-/// [`super::tls::serve`]).
-pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>) {
+/// `client` is the one a PROXY header named, if any, and `on` the
+/// listener it came in on (see [`super::tls::serve`]).
+pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Surface) {
     crate::driver::trace_arrival(io.fd());
     let pool = BufferPool::current();
     let (mut rbuf, mut wbuf) = (BytesMut::new(), BytesMut::new());
@@ -119,6 +123,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>) {
         request_started: io.now(),
         served: 0,
         client,
+        on,
         ctx,
         io,
     };
@@ -167,16 +172,18 @@ impl<I: BlockingIo> Conn<'_, I> {
                             io,
                             wbuf,
                             client,
+                            on,
                             ..
                         } = self;
-                        let client = *client;
+                        let (client, on) = (*client, *on);
                         let handled = respond::handle(
                             &ctx.app,
                             &ctx.stats,
                             wbuf,
                             req,
+                            on,
                             shutting_down,
-                            |req, out| log(ctx, &*io, client, req, out, started),
+                            |req, out| log(ctx, &*io, client, on, req, out, started),
                         );
                         match handled {
                             Handled::Done(keep) => keep,
@@ -423,6 +430,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                         self.ctx,
                         &self.io,
                         self.client,
+                        self.on,
                         plan.request(),
                         outcome,
                         self.request_started,
@@ -643,29 +651,32 @@ fn log<I: BlockingIo>(
     ctx: &Ctx,
     io: &I,
     client: Option<SocketAddr>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
 ) {
     driver::trace_outcome(io.fd(), req, out, started);
     if let Some(log) = &ctx.access_log {
-        access_log(ctx, log, io, client, req, out, started);
+        access_log(ctx, log, io, client, on, req, out, started);
     }
 }
 
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn access_log<I: BlockingIo>(
     ctx: &Ctx,
     log: &AccessLog,
     io: &I,
     client: Option<SocketAddr>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
 ) {
     let (status, bytes) = (out.status.code(), out.bytes);
     let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
-    log.log(&Entry::new(peer, req, status, bytes, Some(started)));
+    log.log(&Entry::new(peer, req, on, status, bytes, Some(started)));
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// How long a closing connection tries to send its `close_notify`.
 const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 
-/// Serves one connection, over TLS if the worker's [`Ctx`] has it, after
+/// Serves one connection, over TLS if the worker's [`Ctx`] has it for
+/// the connection's listener, after
 /// its PROXY header if its listener takes one (read off the socket
 /// itself, before TLS: the balancer sends it in the clear).
 pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
@@ -37,10 +38,11 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
             }
         }
     };
-    match &ctx.tls {
-        None => conn::serve(ctx, io, client),
+    let on = ctx.config.admin.surface_of(io.fd());
+    match ctx.tls.on(on) {
+        None => conn::serve(ctx, io, client, on),
         Some(tls) => match TlsIo::new(io, tls) {
-            Ok(io) => conn::serve(ctx, io, client),
+            Ok(io) => conn::serve(ctx, io, client, on),
             Err(_) => ctx.stats.error(site::stats::ErrorKind::Io),
         },
     }

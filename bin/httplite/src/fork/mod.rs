@@ -72,6 +72,7 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
     ("console", "the console is a thread"),
     ("access_log", "the access log's writer is a thread"),
     ("tls_cert", "TLS's certificate reload is a thread"),
+    ("admin_tls_cert", "TLS's certificate reload is a thread"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("stack_size", "that is --runtime stackful's"),
@@ -79,7 +80,6 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
         "access_log_format",
         "there is no access log (its writer is a thread)",
     ),
-    ("socket_mode", "it listens on one TCP socket"),
     (
         "drain_delay",
         "the parent has no health endpoint to drain (SIGTERM stops it at once)",
@@ -106,7 +106,11 @@ pub struct Settings {
 /// The parent: a bound listener and the signalfd, not yet serving.
 #[derive(Debug)]
 pub struct Parent {
-    listener: Option<OwnedFd>,
+    /// `--bind`'s listener, then the `--admin` ones (see
+    /// [`Parent::add_listener`]); empty once shutdown began.
+    listeners: Vec<dispatch::Listener>,
+    /// The listening fds' numbers, which each child closes.
+    listener_fds: Vec<RawFd>,
     signals: OwnedFd,
     addr: SocketAddr,
     settings: Settings,
@@ -161,8 +165,10 @@ impl Parent {
         })?;
         // SAFETY: signalfd succeeded, so the fd is new and ours alone.
         let signals = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+        let listener = dispatch::Listener::from_fds(vec![listener])?;
         Ok(Parent {
-            listener: Some(listener),
+            listener_fds: vec![listener.fds()[0].as_raw_fd()],
+            listeners: vec![listener],
             signals,
             addr,
             settings,
@@ -174,6 +180,14 @@ impl Parent {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Accepts on `listener` too (an `--admin` one): its connections get
+    /// children as `--bind`'s do, which tell them apart by their socket's
+    /// address (see [`crate::surface`]).
+    pub fn add_listener(&mut self, listener: dispatch::Listener) {
+        self.listener_fds.push(listener.fds()[0].as_raw_fd());
+        self.listeners.push(listener);
     }
 
     /// Serves until SIGINT/SIGTERM and the children's end: every accepted
@@ -197,12 +211,13 @@ impl Parent {
                 .max_connections
                 .is_some_and(|m| self.children.len() >= m);
             let backing_off = backoff.is_some_and(|b| Instant::now() < b);
-            let accepting = self.listener.is_some() && !at_max && !backing_off;
-            let mut pfds = [
-                pollfd(self.signals.as_raw_fd()),
-                pollfd(self.listener.as_ref().map_or(-1, |l| l.as_raw_fd())),
-            ];
-            let n = if accepting { 2 } else { 1 };
+            let accepting = !self.listeners.is_empty() && !at_max && !backing_off;
+            let mut pfds = vec![pollfd(self.signals.as_raw_fd())];
+            if accepting {
+                let fds = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
+                pfds.extend(fds.map(pollfd));
+            }
+            let n = pfds.len();
             let wake = [deadline, backoff.filter(|_| backing_off)]
                 .into_iter()
                 .flatten()
@@ -220,12 +235,14 @@ impl Parent {
             }
             if pfds[0].revents != 0 && self.read_signals()? && deadline.is_none() {
                 // Stop accepting; the queued connections get a reset.
-                self.listener = None;
+                self.listeners.clear();
                 self.kill_all(libc::SIGTERM);
                 deadline = Some(Instant::now() + self.settings.grace);
             }
-            if accepting && pfds[1].revents != 0 {
-                backoff = self.accept_some(ctx);
+            for ready in (pfds[1..].iter()).filter(|p| accepting && p.revents != 0) {
+                if let Some(later) = self.accept_some(ready.fd, ctx) {
+                    backoff = Some(later);
+                }
             }
         }
     }
@@ -301,7 +318,7 @@ impl Parent {
     /// Accepts and forks until the queue is empty, the bound is reached or
     /// accepting fails; a time to retry after if it failed for lack of
     /// fds or memory.
-    fn accept_some(&mut self, ctx: &Ctx) -> Option<Instant> {
+    fn accept_some(&mut self, listener: RawFd, ctx: &Ctx) -> Option<Instant> {
         for _ in 0..64 {
             if self
                 .settings
@@ -311,9 +328,8 @@ impl Parent {
                 self.page.paused_at_max.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            let listener = self.listener.as_ref().map(|l| l.as_raw_fd())?;
             match reactor::sys::accept_fd(listener) {
-                Ok(conn) => self.spawn(conn, listener, ctx),
+                Ok(conn) => self.spawn(conn, ctx),
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return None,
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
@@ -327,7 +343,7 @@ impl Parent {
     }
 
     /// Forks a child for `conn`; the parent's copy closes on return.
-    fn spawn(&mut self, conn: OwnedFd, listener: RawFd, ctx: &Ctx) {
+    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) {
         let page = self.page;
         page.counters.connections.fetch_add(1, Ordering::Relaxed);
         // SAFETY: getpid has no preconditions.
@@ -339,7 +355,11 @@ impl Parent {
                 page.fork_failed.fetch_add(1, Ordering::Relaxed);
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
             }
-            0 => child::run(conn, &[listener, self.signals.as_raw_fd()], parent, ctx),
+            0 => {
+                let mut close = self.listener_fds.clone();
+                close.push(self.signals.as_raw_fd());
+                child::run(conn, &close, parent, ctx)
+            }
             pid => {
                 self.children.insert(pid);
                 let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;

@@ -45,6 +45,7 @@ use http1::Request;
 use super::ctx::{Active, ConnGuard, WorkerCtx};
 use super::transport::Transport;
 use site::access_log::Entry;
+use site::exposure::Surface;
 use site::respond::{self, Handled, Outcome, Slow};
 use site::stats::{ErrorKind, TimeoutKind};
 
@@ -129,6 +130,8 @@ struct Conn<S> {
     /// The client a PROXY header named (`None`: the socket's peer). Boxed:
     /// one pointer on the connections that have none.
     client: Option<Box<SocketAddr>>,
+    /// The listener it came in on.
+    on: Surface,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -136,9 +139,10 @@ struct Conn<S> {
 
 /// Serves one connection to the end. Never panics on bad input: protocol
 /// errors are answered and the connection closed.
-pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S) -> Connection<S> {
+/// `on` is the listener it came in on.
+pub fn serve<S: Transport>(ctx: Rc<WorkerCtx>, stream: S, on: Surface) -> Connection<S> {
     let guard = ctx.open_connection();
-    serve_with(ctx, stream, guard, None)
+    serve_with(ctx, stream, guard, None, on)
 }
 
 /// [`serve`] for a connection already counted open (`guard`) whose PROXY
@@ -148,6 +152,7 @@ pub fn serve_with<S: Transport>(
     stream: S,
     guard: ConnGuard,
     client: Option<SocketAddr>,
+    on: Surface,
 ) -> Connection<S> {
     let now = ctx.reactor.now();
     let timer = Timer::new(
@@ -167,6 +172,7 @@ pub fn serve_with<S: Transport>(
             served: 0,
             drained: false,
             client: client.map(Box::new),
+            on,
             ctx,
             stream,
             _guard: guard,
@@ -346,18 +352,21 @@ impl<S: Transport> Conn<S> {
             stream,
             request_started,
             client,
+            on,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.is_set();
         let started = *request_started;
+        let on = *on;
         respond::handle(
             &ctx.app,
             &ctx.stats,
             wbuf,
             req,
+            on,
             shutting_down,
-            |req, out| log(ctx, stream, client, req, out, Some(started)),
+            |req, out| log(ctx, stream, client, on, req, out, Some(started)),
         )
     }
 }
@@ -371,6 +380,7 @@ fn log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
     client: &Option<Box<SocketAddr>>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Option<Instant>,
@@ -383,7 +393,7 @@ fn log<S: Transport>(
         driver::trace_outcome(fd, req, out, started());
     }
     if ctx.access_log.is_some() {
-        access_log(ctx, stream, client, req, out, started());
+        access_log(ctx, stream, client, on, req, out, started());
     }
 }
 
@@ -395,6 +405,7 @@ fn access_log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
     client: &Option<Box<SocketAddr>>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
@@ -406,6 +417,7 @@ fn access_log<S: Transport>(
     log.log(&Entry::new(
         peer,
         req,
+        on,
         out.status.code(),
         out.bytes,
         Some(started),

@@ -50,8 +50,8 @@ pub struct WorkerCtx {
     pub(super) open: Cell<usize>,
     /// The shutdown wait, woken when the last connection closes.
     pub(super) all_closed: RefCell<Option<Waker>>,
-    /// `--tls-cert`: connections are HTTPS.
-    pub(super) tls: Option<std::sync::Arc<crate::tls::Tls>>,
+    /// `--tls-cert`, `--admin-tls-cert`: which connections are HTTPS.
+    pub(super) tls: crate::tls::TlsByListener,
 }
 
 impl WorkerCtx {

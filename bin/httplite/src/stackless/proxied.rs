@@ -18,12 +18,13 @@ use executor::net::TcpStream;
 use super::conn;
 use super::ctx::WorkerCtx;
 use super::transport::TlsStream;
+use site::exposure::Surface;
 use crate::proxy::{self, Refused};
 use crate::proxy_protocol::{HeaderReader, Step};
 
 /// Serves `stream` once its PROXY header is read; closes it, counted, if
 /// the header is refused.
-pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
+pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream, on: Surface) {
     // Counted open from the accept: the header's wait is the connection's.
     let guard = ctx.open_connection();
     let fd = stream.as_raw_fd();
@@ -46,12 +47,13 @@ pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
         }
     };
     proxy::trace_accepted(fd, client);
-    match &ctx.tls {
+    match ctx.tls.on(on) {
         None => drop(executor::spawn(conn::serve_with(
             ctx.clone(),
             stream,
             guard,
             client,
+            on,
         ))),
         Some(tls) => {
             // As without the option: a session that cannot start closes
@@ -62,6 +64,7 @@ pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) {
                     stream,
                     guard,
                     client,
+                    on,
                 )));
             }
         }

@@ -20,7 +20,7 @@ use super::proxied;
 use super::transport::TlsStream;
 use crate::config::Config;
 use crate::date_clock::DateClock;
-use crate::tls::Tls;
+use crate::tls::TlsByListener;
 use site::access_log::AccessLog;
 use site::routes::App;
 use site::stats::WorkerStats;
@@ -41,7 +41,7 @@ pub fn run(
     config: Arc<Config>,
     stats: Arc<WorkerStats>,
     access_log: Option<AccessLog>,
-    tls: Option<Arc<Tls>>,
+    tls: TlsByListener,
 ) -> io::Result<()> {
     let rt = executor::Builder::new()
         .on_turn({
@@ -111,19 +111,20 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
             match TcpStream::from_fd(fd) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
+                    let on = ctx.config.admin.surface_of(stream.as_raw_fd());
                     if ctx.config.proxy.expects_header(stream.as_raw_fd()) {
-                        executor::spawn(proxied::serve(ctx.clone(), stream));
+                        executor::spawn(proxied::serve(ctx.clone(), stream, on));
                         continue;
                     }
-                    match &ctx.tls {
+                    match ctx.tls.on(on) {
                         None => {
-                            executor::spawn(conn::serve(ctx.clone(), stream));
+                            executor::spawn(conn::serve(ctx.clone(), stream, on));
                         }
                         // Each transport has its own compiled connection
                         // loop (see `transport`).
                         Some(tls) => match TlsStream::new(stream, tls) {
                             Ok(stream) => {
-                                executor::spawn(conn::serve(ctx.clone(), stream));
+                                executor::spawn(conn::serve(ctx.clone(), stream, on));
                             }
                             Err(_) => port.connection_closed(),
                         },

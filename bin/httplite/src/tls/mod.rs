@@ -81,6 +81,10 @@ impl Tls {
         config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
             .map_err(|e| format!("TLS session tickets: {e}"))?;
+        // The server's order of suites wins over the client's (see
+        // docs/tls.md, "Suites and their order"): AES-256-GCM, AES-128-GCM,
+        // then ChaCha20-Poly1305, ECDHE only, forward secrecy always.
+        config.ignore_client_order = true;
         // Renegotiation does not exist in rustls; nothing to turn off.
         let stats = Arc::new(TlsStats::new(&provider.cipher_suites));
         Ok(Tls {
@@ -91,10 +95,38 @@ impl Tls {
         })
     }
 
+    /// The same, counting into `stats` (another listener's): one `tls`
+    /// member in the stats document for both kinds of listener.
+    pub fn counting_into(mut self, stats: Arc<TlsStats>) -> Tls {
+        self.stats = stats;
+        self
+    }
+
     /// Reads the certificate and key files again: on success new
     /// handshakes use the new pair (open connections keep theirs); on
     /// failure the old pair stays. Returns the one line to log.
     pub fn reload(&self) -> String {
         self.certs.reload()
+    }
+}
+
+/// The TLS of each kind of listener (see [`site::exposure`]): `--tls-cert`
+/// on `--bind`, `--admin-tls-cert` on `--admin`; `None` serves plain HTTP.
+#[derive(Debug, Clone, Default)]
+pub struct TlsByListener {
+    /// `--tls-cert`.
+    pub public: Option<Arc<Tls>>,
+    /// `--admin-tls-cert`.
+    pub admin: Option<Arc<Tls>>,
+}
+
+impl TlsByListener {
+    /// The TLS of the listener a connection came in on.
+    #[inline]
+    pub fn on(&self, on: site::exposure::Surface) -> Option<&Arc<Tls>> {
+        match on {
+            site::exposure::Surface::Public => self.public.as_ref(),
+            site::exposure::Surface::Admin => self.admin.as_ref(),
+        }
     }
 }

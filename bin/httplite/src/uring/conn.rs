@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use http1::{Message, Request};
 use proactor::{RecvBuf, TcpStream};
 use site::access_log::Entry;
+use site::exposure::Surface;
 use site::respond::{self, Handled, Outcome, Slow};
 use site::stats::{ErrorKind, TimeoutKind};
 
@@ -70,6 +71,8 @@ pub(super) struct Conn {
     pub(super) request_started: Instant,
     /// Requests answered on this connection.
     served: u64,
+    /// The listener it came in on.
+    pub(super) on: Surface,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -83,6 +86,7 @@ pub(super) struct Conn {
 pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
     let guard = ctx.open_connection();
     let now = Instant::now();
+    let on = ctx.config.admin.surface_of(stream.as_raw_fd());
     let mut conn = Conn {
         ctx,
         stream,
@@ -90,6 +94,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
         head_started: None,
         request_started: now,
         served: 0,
+        on,
         _guard: guard,
     };
     async move {
@@ -361,19 +366,22 @@ impl Conn {
             active,
             stream,
             request_started,
+            on,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.get();
         let started = *request_started;
         let fd = stream.as_raw_fd();
+        let on = *on;
         respond::handle(
             &ctx.app,
             &ctx.stats,
             wbuf,
             req,
+            on,
             shutting_down,
-            |req, out| log(ctx, fd, req, out, started),
+            |req, out| log(ctx, fd, on, req, out, started),
         )
     }
 }
@@ -428,6 +436,7 @@ impl Future for Recv<'_> {
 pub(super) fn log(
     ctx: &WorkerCtx,
     fd: std::os::fd::RawFd,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
@@ -440,6 +449,7 @@ pub(super) fn log(
         log.log(&Entry::new(
             peer,
             req,
+            on,
             out.status.code(),
             out.bytes,
             Some(started),

@@ -87,7 +87,14 @@ impl Conn {
                 }
                 Step::Done(outcome) => {
                     let fd = self.stream.as_raw_fd();
-                    log(&self.ctx, fd, plan.request(), outcome, self.request_started);
+                    log(
+                        &self.ctx,
+                        fd,
+                        self.on,
+                        plan.request(),
+                        outcome,
+                        self.request_started,
+                    );
                     return Ok(outcome.keep_alive);
                 }
                 Step::Close => return Ok(false),

@@ -65,9 +65,10 @@ pub(super) fn write_line(
                 let micros = e.micros.map_or("-".to_string(), |m| m.to_string());
                 let _ = write!(
                     s,
-                    " \"{}\" \"{}\" {micros} {worker}",
+                    " \"{}\" \"{}\" {micros} {worker} {}",
                     e.referer.map_or("-".to_string(), sanitize),
                     e.user_agent.map_or("-".to_string(), sanitize),
+                    e.on.as_str(),
                 );
             }
         }
@@ -94,7 +95,11 @@ pub(super) fn write_line(
                 }
                 None => s.push_str("null"),
             }
-            let _ = write!(s, ",\"worker\":{worker}}}");
+            let _ = write!(
+                s,
+                ",\"worker\":{worker},\"listener\":\"{}\"}}",
+                e.on.as_str()
+            );
         }
     }
     s.push('\n');
@@ -163,6 +168,7 @@ mod tests {
             referer: Some("http://r/"),
             user_agent: Some("ua \"x\"\u{1}"),
             micros: Some(153),
+            on: crate::exposure::Surface::Admin,
         }
     }
 
@@ -181,14 +187,14 @@ mod tests {
         assert_eq!(
             line(Format::Combined),
             "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b?c HTTP/1.1\" 200 13 \
-             \"http://r/\" \"ua ?x??\" 153 1\n"
+             \"http://r/\" \"ua ?x??\" 153 1 admin\n"
         );
         assert_eq!(
             line(Format::Json),
             "{\"time\":\"2000-10-10T13:55:36Z\",\"remote\":\"127.0.0.1\",\"method\":\"GET\",\
              \"target\":\"/a\\\"b\\u000ac\",\"version\":\"HTTP/1.1\",\"status\":200,\"bytes\":13,\
              \"referer\":\"http://r/\",\"user_agent\":\"ua \\\"x\\\"\\u0001\",\"time_us\":153,\
-             \"worker\":1}\n"
+             \"worker\":1,\"listener\":\"admin\"}\n"
         );
     }
 
@@ -215,7 +221,7 @@ mod tests {
         assert!(
             String::from_utf8(out)
                 .unwrap()
-                .ends_with("\"-\" \"-\" - 0\n")
+                .ends_with("\"-\" \"-\" - 0 admin\n")
         );
     }
 }

@@ -29,6 +29,7 @@ impl Drop for TempDir {
     }
 }
 
+use crate::exposure::Surface;
 use crate::routes::tests::app;
 
 /// Decodes `head` (and leaves any body in `rbuf`) and routes it: the plan
@@ -41,7 +42,7 @@ fn start(app: &App, _: &mut BytesMut, rbuf: &mut BytesMut, dec: &mut Decoder) ->
         other => panic!("{other:?}"),
     };
     let to = http1::ReplyTo::new(&req);
-    let action = app.route(&req);
+    let action = app.route(&req, Surface::Public);
     Some(Plan::waiting(req, to, action))
 }
 
@@ -52,7 +53,7 @@ fn handled(app: &App, wbuf: &mut BytesMut, head: &str) -> Option<Plan> {
         Ok(Some(Message::Head(req))) => req,
         other => panic!("{other:?}"),
     };
-    match handle(app, &app.stats.worker(0), wbuf, req, false, |_, _| {}) {
+    match handle(app, &app.stats.worker(0), wbuf, req, Surface::Public, false, |_, _| {}) {
         Handled::Done(_) => None,
         Handled::Slow(slow) => Some(Plan::new(slow)),
     }

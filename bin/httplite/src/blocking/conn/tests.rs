@@ -94,12 +94,15 @@ fn ctx() -> Ctx {
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
             events: Default::default(),
+            exposure: site::exposure::Exposure::DEMO,
+            health_path: None,
+            max_sleeping: 1024,
         }),
         config: Arc::new(Config::from_cli(&cli)),
         stats: Stats::new(1).worker(0),
         access_log: None,
         idle: IdleSet::default(),
-        tls: None,
+        tls: Default::default(),
     }
 }
 
@@ -114,7 +117,7 @@ fn run(reads: &[&[u8]]) -> Log {
             .into_iter(),
         log: log.clone(),
     };
-    serve(&ctx(), io, None);
+    serve(&ctx(), io, None, site::exposure::Surface::Public);
     Rc::try_unwrap(log)
         .ok()
         .expect("the connection is done")

@@ -233,6 +233,7 @@ impl<S: Transport> Conn<S> {
             request_started,
             served,
             client,
+            on,
             ..
         } = self;
         let io = ctx.pool.ensure(active);
@@ -247,13 +248,15 @@ impl<S: Transport> Conn<S> {
                     // closure) and cleared after the answer.
                     let started = &*head_started;
                     *served += 1;
+                    let on = *on;
                     let handled = respond::handle(
                         &ctx.app,
                         &ctx.stats,
                         &mut io.wbuf,
                         req,
+                        on,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, client, req, out, *started),
+                        |req, out| log(ctx, stream, client, on, req, out, *started),
                     );
                     let started = head_started.take();
                     match handled {

@@ -343,6 +343,7 @@ impl<S: Transport> Conn<S> {
                         &self.ctx,
                         &self.stream,
                         &self.client,
+                        self.on,
                         plan.request(),
                         outcome,
                         Some(started),
