@@ -6,7 +6,7 @@
 # prints requests sent, verified, failed and connection errors per step
 # (scripts/lib/cluster_test.py). Exit 1 if steps 1-3 lost any request.
 #
-# HAProxy checks /_httplite/health every 300 ms (down after 2 failures, up
+# HAProxy checks /healthz (--health) every 300 ms (down after 2 failures, up
 # after 2 successes) and retries a request whose connection failed or got
 # no answer (retry-on conn-failure empty-response) on another instance.
 # It speaks PROXY protocol v2 to the instances (send-proxy-v2, and

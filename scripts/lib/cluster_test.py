@@ -65,7 +65,7 @@ def count(key):
 def check(resp, body, path):
     if resp.status != 200:
         return False
-    if path == "/_httplite/plaintext":
+    if path == "/hello.txt":
         return body == b"Hello, World!"
     return body == STATIC
 
@@ -75,7 +75,7 @@ def load(seed):
     conn = None
     n = 0
     while not stop.is_set():
-        path = "/_httplite/plaintext" if rng.random() < 0.7 else "/file.txt"
+        path = "/hello.txt" if rng.random() < 0.7 else "/file.txt"
         keep = rng.random() < 0.6
         n += 1
         rid = f"{seed}-{n}"
@@ -122,6 +122,7 @@ class Instance:
         err = open(self.err, "a")
         p = subprocess.Popen(
             [BIN, "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--root", WORK,
+             "--health", "/healthz",
              "--proxy-protocol", "--trusted-proxy", "127.0.0.1/32",
              "--access-log", self.log, "--drain-delay", "2s", "--shutdown-timeout", "5s",
              "--pool-priority", "normal"],
@@ -172,7 +173,7 @@ def health_ok(port, proxy):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
             s.sendall((PROXY_LOCAL if proxy else b"") +
-                      b"GET /_httplite/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                      b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             answer = b""
             while chunk := s.recv(4096):
                 answer += chunk
@@ -204,7 +205,7 @@ def check_logs(insts):
                     lines += 1
                     host = line.split(" ", 1)[0]
                     target = line.split('"')[1].split(" ")[1] if '"' in line else ""
-                    if target.startswith("/_httplite/health"):
+                    if target.startswith("/healthz"):
                         health += 1
                         # LOCAL headers: the socket's peer, HAProxy (or us).
                         wrong += host != "127.0.0.1"
@@ -226,6 +227,8 @@ def main():
         CLIENT_SRC = "127.0.0.1"
     with open(os.path.join(WORK, "file.txt"), "wb") as f:
         f.write(STATIC)
+    with open(os.path.join(WORK, "hello.txt"), "wb") as f:
+        f.write(b"Hello, World!")
     insts = [Instance(i) for i in range(3)]
     for inst in insts:
         inst.start()

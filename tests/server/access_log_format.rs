@@ -78,7 +78,7 @@ fn json_lines_carry_every_field() {
 }
 
 #[test]
-fn combined_adds_referer_agent_time_and_worker() {
+fn combined_adds_referer_agent_time_worker_and_listener() {
     for rt in ops_runtimes() {
         let lines = lines_after("combined", rt);
         assert_eq!(lines.len(), 3, "[{rt}] {lines:?}");
@@ -94,8 +94,9 @@ fn combined_adds_referer_agent_time_and_worker() {
             "[{rt}]"
         );
         let fields: Vec<&str> = rest.split(' ').collect();
-        assert_eq!(fields.len(), 2, "[{rt}] {first}");
+        assert_eq!(fields.len(), 3, "[{rt}] {first}");
         assert!(fields[0].parse::<u64>().is_ok(), "[{rt}] time {first}");
         assert!(matches!(fields[1], "0" | "1"), "[{rt}] worker {first}");
+        assert_eq!(fields[2], "public", "[{rt}] listener {first}");
     }
 }

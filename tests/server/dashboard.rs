@@ -84,7 +84,15 @@ fn dashboard_page_is_served_with_a_strict_policy_and_root_does_not_shadow_it() {
         let root = dir.path().to_str().unwrap();
         for (args, index_is_dashboard) in [(vec![], true), (vec!["--root", root], false)] {
             let server = Server::start(rt, &args);
-            let r = server.get("/_httplite/");
+            // With a site, the dashboard is the admin listener's.
+            let get = |path: &str| match index_is_dashboard {
+                true => server.get(path),
+                false => server.admin_get(path),
+            };
+            if !index_is_dashboard {
+                assert_eq!(server.get("/_httplite/").status, 404, "[{rt}]");
+            }
+            let r = get("/_httplite/");
             assert_eq!(r.status, 200, "[{rt}] {args:?} {r:?}");
             assert!(
                 r.header("content-type")
@@ -103,7 +111,7 @@ fn dashboard_page_is_served_with_a_strict_policy_and_root_does_not_shadow_it() {
             let body = r.text();
             assert!(body.contains("/_httplite/dashboard.js"), "[{rt}] {body}");
             let etag = r.header("etag").expect("an ETag").to_string();
-            let js = server.get("/_httplite/dashboard.js");
+            let js = get("/_httplite/dashboard.js");
             assert_eq!(js.status, 200, "[{rt}]");
             assert!(
                 js.header("content-type")
@@ -111,14 +119,17 @@ fn dashboard_page_is_served_with_a_strict_policy_and_root_does_not_shadow_it() {
                     .starts_with("text/javascript")
             );
             assert!(js.text().contains("/_httplite/events"), "[{rt}]");
-            let css = server.get("/_httplite/dashboard.css");
+            let css = get("/_httplite/dashboard.css");
             assert!(
                 css.header("content-type")
                     .unwrap_or("")
                     .starts_with("text/css")
             );
             // Revalidation: the same tag back is a 304.
-            let mut c = server.connect();
+            let mut c = match index_is_dashboard {
+                true => server.connect(),
+                false => server.connect_admin(),
+            };
             c.send(
                 format!("GET /_httplite/ HTTP/1.1\r\nHost: t\r\nIf-None-Match: {etag}\r\n\r\n")
                     .as_bytes(),

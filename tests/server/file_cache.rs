@@ -25,7 +25,18 @@ fn changes_on_disk_are_served_at_once_with_validity_zero() {
         let dir = TempDir::new("fcache");
         let root = dir.path().to_str().unwrap().to_owned();
         dir.write("a.txt", b"version one");
-        let server = Server::start(rt, &["--root", &root, "--file-cache-valid", "0"]);
+        // Stats on the connection itself (fork: each child's own cache).
+        let server = Server::start(
+            rt,
+            &[
+                "--root",
+                &root,
+                "--file-cache-valid",
+                "0",
+                "--expose",
+                "stats",
+            ],
+        );
         let mut c = server.connect();
         assert_eq!(get(&mut c, "/a.txt"), (200, "version one".into()), "[{rt}]");
         assert_eq!(

@@ -20,7 +20,7 @@ fn the_cache_gives_fds_back_instead_of_starving_accepts() {
     }
     let root = dir.path().to_str().unwrap();
     for rt in runtimes() {
-        let args = ["--root", root, "--file-cache", "1000"];
+        let args = ["--root", root, "--file-cache", "1000", "--expose", "stats"];
         let server = Server::start(rt, &args);
         set_fd_limit(server.pid(), LIMIT);
         let mut c = server.connect();

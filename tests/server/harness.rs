@@ -208,6 +208,8 @@ pub struct Server {
     child: Option<Child>,
     status: Option<ExitStatus>,
     addr: SocketAddr,
+    /// The first TCP admin listener's address, if it has one.
+    admin: Option<SocketAddr>,
     https: bool,
     runtime: String,
     stdout: Arc<Mutex<Vec<u8>>>,
@@ -219,6 +221,9 @@ pub struct Server {
 impl Server {
     /// Starts the server on `runtime` with `--bind 127.0.0.1:0 --workers 2`
     /// (no `--workers` for `fork`) plus `args`, with the test endpoints (`/_httplite/panic`) enabled.
+    /// A server with a `--root` also gets `--admin 127.0.0.1:0` (unless
+    /// `args` name an `--admin`): its stats are read there
+    /// ([`Server::stats`], [`Server::connect_admin`]).
     pub fn start(runtime: &str, args: &[&str]) -> Server {
         Server::spawn(runtime, args, true, false)
     }
@@ -276,6 +281,9 @@ impl Server {
             cmd.args(["--threadpool-size", "128"]);
         }
         cmd.args(args);
+        if args.contains(&"--root") && !args.contains(&"--admin") {
+            cmd.args(["--admin", "127.0.0.1:0"]);
+        }
         // The suite over TLS: the same tests, every server HTTPS.
         if tls_mode() && !args.contains(&"--tls-cert") {
             let (_, issued) = Pki::shared();
@@ -345,6 +353,7 @@ impl Server {
             child: Some(child),
             status: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: None,
             https: false,
             runtime: runtime.to_string(),
             stdout,
@@ -364,12 +373,34 @@ impl Server {
         };
         (server.addr, server.https) = parse_listening_line(&line)
             .unwrap_or_else(|| panic!("unexpected start-up line: {line:?}"));
+        server.admin = parse_admin(&line);
         server
     }
 
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its first TCP admin listener (`--admin`), if any.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// A new plain connection to the admin listener (see [`Server::start`]).
+    pub fn connect_admin(&self) -> Client {
+        Client::connect(self.admin.expect("the server has no TCP --admin listener"))
+    }
+
+    /// One `GET` on the admin listener (the public one when there is
+    /// none), on a fresh connection that asks to be closed.
+    pub fn admin_get(&self, path: &str) -> Response {
+        let mut c = match self.admin {
+            Some(_) => self.connect_admin(),
+            None => self.connect(),
+        };
+        c.send(&get_close(path));
+        c.read_response()
     }
 
     /// The runtime it was started with.
@@ -410,9 +441,10 @@ impl Server {
         c.read_response()
     }
 
-    /// The `/_httplite/stats` document (one request on a fresh connection).
+    /// The `/_httplite/stats` document (one request on a fresh connection,
+    /// to the admin listener when there is one).
     pub fn stats(&self) -> Stats {
-        let r = self.get("/_httplite/stats");
+        let r = self.admin_get("/_httplite/stats");
         assert_eq!(r.status, 200, "stats: {r:?}");
         Stats(r.text())
     }
@@ -542,8 +574,21 @@ fn parse_listening_line(line: &str) -> Option<(SocketAddr, bool)> {
         Some(rest) => (true, rest),
         None => (false, rest.strip_prefix("http://")?),
     };
-    let addr = rest.split([' ', ',', '\n']).next()?;
+    let addr = rest.split([' ', ',', ';', '\n']).next()?;
     Some((addr.parse().ok()?, https))
+}
+
+/// `...; admin on http://127.0.0.1:PORT, unix:/path (...)` → the first
+/// TCP admin address.
+fn parse_admin(line: &str) -> Option<SocketAddr> {
+    let rest = line.split_once("; admin on ")?.1;
+    let rest = rest.split(" (").next()?;
+    rest.split(", ")
+        .find_map(|u| {
+            u.strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))
+        })
+        .and_then(|a| a.parse().ok())
 }
 
 /// For a test that cannot apply to `fork` because it needs `flag` (a

@@ -353,6 +353,8 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
             &[
                 "--root",
                 &root,
+                "--expose",
+                "jobs",
                 "--list-dirs",
                 "--pool-threads",
                 "1",

@@ -25,7 +25,17 @@ fn large_file_arrives_intact() {
             let dir = TempDir::new("large-file");
             dir.write("big.bin", &data);
             let root = dir.path().to_str().unwrap();
-            let server = Server::start(rt, &["--root", root, "--sendfile-max", mode]);
+            let server = Server::start(
+                rt,
+                &[
+                    "--root",
+                    root,
+                    "--sendfile-max",
+                    mode,
+                    "--expose",
+                    "plaintext",
+                ],
+            );
             let mut c = server.connect();
             for _ in 0..2 {
                 let r = c.get("/big.bin");

@@ -19,6 +19,7 @@ mod curl;
 mod dashboard;
 mod designs;
 mod drain;
+mod exposure;
 mod file_cache;
 mod file_cache_fds;
 mod file_features;

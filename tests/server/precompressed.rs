@@ -51,7 +51,8 @@ fn ae(value: &str) -> String {
 /// The server for `rt` over `dir`, with the cache on (default) or off.
 fn start(rt: &str, dir: &TempDir, cache: bool, flag: bool) -> Server {
     let root = dir.path().to_str().unwrap();
-    let mut args = vec!["--root", root];
+    // Stats on the connection itself (fork: each child's own cache).
+    let mut args = vec!["--root", root, "--expose", "stats"];
     if flag {
         args.push("--precompressed");
     }

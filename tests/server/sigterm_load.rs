@@ -115,6 +115,8 @@ fn sigterm_under_load_completes_every_begun_response_and_exits_0() {
             &[
                 "--root",
                 &root,
+                "--expose",
+                "plaintext,sleep",
                 "--shutdown-timeout",
                 "10s",
                 "--write-timeout",

@@ -214,16 +214,19 @@ fn directories_index_redirect_and_listing() {
 }
 
 #[test]
-fn built_in_endpoints_and_methods_with_a_root() {
+fn methods_with_a_root_and_the_endpoints_on_the_admin_listener() {
     for rt in runtimes() {
         let site = Site::new();
         let server = Server::start(rt, &["--root", &site.root()]);
         let mut c = server.connect();
+        // The endpoints are the admin listener's (exposure.rs has the rest).
+        assert_eq!(c.get("/_httplite/plaintext").status, 404, "[{rt}]");
         assert_eq!(
-            c.get("/_httplite/plaintext").body,
+            server.admin_get("/_httplite/plaintext").body,
             b"Hello, World!",
             "[{rt}]"
         );
+        // A method files do not take: 405 where a file is, 404 where none is.
         c.send(b"POST /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
         let r = c.read_response();
         assert_eq!(r.status, 405, "[{rt}] {r:?}");
@@ -231,6 +234,9 @@ fn built_in_endpoints_and_methods_with_a_root() {
             r.header("allow").unwrap_or("").contains("GET"),
             "[{rt}] {r:?}"
         );
+        c.send(b"POST /missing.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+        let r = c.read_response();
+        assert_eq!(r.status, 404, "[{rt}] {r:?}");
         assert_eq!(c.get("/a.txt").status, 200, "[{rt}]");
     }
 }

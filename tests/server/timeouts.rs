@@ -220,7 +220,17 @@ fn client_that_stops_reading_is_closed_by_the_write_timeout() {
         f.set_len(256 << 20).unwrap();
         drop(f);
         let root = dir.path().to_str().unwrap();
-        let server = Server::start(rt, &["--root", root, "--write-timeout", "1s"]);
+        let server = Server::start(
+            rt,
+            &[
+                "--root",
+                root,
+                "--write-timeout",
+                "1s",
+                "--expose",
+                "plaintext",
+            ],
+        );
         let mut c = server.connect();
         c.send(&get_req("/big.bin"));
         // Never read; the server must give up on its own.

@@ -83,7 +83,7 @@ fn real_clients_over_tls_on_every_runtime() {
     root.write("small.txt", b"small file\n");
     let root_arg = root.path().display().to_string();
     for rt in tls_runtimes() {
-        let server = start(rt, issued, &["--root", &root_arg]);
+        let server = start(rt, issued, &["--root", &root_arg, "--expose", "plaintext"]);
         let url = |p: &str| server.url(p);
 
         // curl: two requests on one kept-alive connection.

@@ -69,7 +69,9 @@ pub fn open(
         binds
     };
     let mut listeners = Vec::with_capacity(binds.len() + admins.len());
-    for (bind, flag) in (binds.iter().map(|b| (b, "--bind"))).chain(admins.iter().map(|a| (a, "--admin"))) {
+    for (bind, flag) in
+        (binds.iter().map(|b| (b, "--bind"))).chain(admins.iter().map(|a| (a, "--admin")))
+    {
         let endpoint = match bind {
             BindAddr::Tcp(a) => Endpoint::Tcp(*a),
             BindAddr::Unix(p) => Endpoint::Unix {

@@ -25,9 +25,9 @@ use httplite::surface::AdminListeners;
 use httplite::tls::{Tls, TlsByListener};
 use httplite::upgrade::{self, Upgrader};
 use site::access_log::{AccessLog, Format, LogSink, WhenFull};
+use site::exposure::Exposure;
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
-use site::exposure::Exposure;
 use site::routes::App;
 use site::static_files::StaticRoot;
 use site::stats::Stats;
@@ -81,7 +81,11 @@ fn main() -> ExitCode {
 /// from it: a connection is placed by its socket's address.
 fn check_admin_binds(cli: &Cli) -> Result<(), String> {
     let default = [BindAddr::Tcp(([127, 0, 0, 1], 8080).into())];
-    let binds = if cli.bind.is_empty() { &default[..] } else { &cli.bind };
+    let binds = if cli.bind.is_empty() {
+        &default[..]
+    } else {
+        &cli.bind
+    };
     for admin in &cli.admin {
         let clash = binds.iter().find(|b| match (b, admin) {
             (BindAddr::Tcp(b), BindAddr::Tcp(a)) => {
@@ -108,7 +112,8 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Err("--trace-format chrome needs --trace-file FILE".to_string());
     }
     check_admin_binds(cli)?;
-    if cli.runtime == RuntimeKind::Uring && (cli.tls_cert.is_some() || cli.admin_tls_cert.is_some()) {
+    if cli.runtime == RuntimeKind::Uring && (cli.tls_cert.is_some() || cli.admin_tls_cert.is_some())
+    {
         return Err(
             "--runtime uring does not serve TLS yet: its connections are \
                     handed bytes in ring buffers, and the TLS layer reads from a socket \
@@ -170,6 +175,14 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Err(
             "--runtime fork takes one TCP --bind: its parent accepts on one \
                     socket (see docs/threadpool-and-fork.md)"
+                .to_string(),
+        );
+    }
+    let unix_admin = cli.admin.iter().any(|a| matches!(a, BindAddr::Unix(_)));
+    if given("socket_mode") && !unix_admin {
+        return Err(
+            "--runtime fork does not take --socket-mode without a Unix --admin: it \
+             listens on one TCP socket (see docs/threadpool-and-fork.md)"
                 .to_string(),
         );
     }
@@ -317,7 +330,11 @@ fn run(cli: Cli) -> Result<()> {
         log: sink.clone(),
         tls: tls.clone(),
     };
-    warn_exposure(&cli, &app, opened.listeners[..public_count].iter().map(|l| l.addr()));
+    warn_exposure(
+        &cli,
+        &app,
+        opened.listeners[..public_count].iter().map(|l| l.addr()),
+    );
     let runtime = cli.runtime;
     let threadpool = httplite::blocking::threadpool::ThreadPool::new(
         cli.threadpool_size.map_or(4 * cpus, usize::from),
@@ -636,14 +653,15 @@ fn exposure(cli: &Cli) -> Exposure {
 /// `--tls-cert` and `--admin-tls-cert`, each with its own certificate and
 /// one set of counters (the stats document's `tls`) for both.
 fn tls_by_listener(cli: &Cli, stats: &Stats) -> Result<TlsByListener> {
-    let load = |cert: &Option<std::path::PathBuf>, key: &Option<std::path::PathBuf>, redirect| {
-        match (cert, key) {
+    let load =
+        |cert: &Option<std::path::PathBuf>, key: &Option<std::path::PathBuf>, redirect| match (
+            cert, key,
+        ) {
             (Some(cert), Some(key)) => Tls::new(cert.clone(), key.clone(), redirect)
                 .map(Some)
                 .map_err(anyhow::Error::msg),
             _ => Ok(None),
-        }
-    };
+        };
     let public = load(&cli.tls_cert, &cli.tls_key, cli.redirect_http)?;
     let admin = load(&cli.admin_tls_cert, &cli.admin_tls_key, false)?;
     let admin = match (&public, admin) {
@@ -664,7 +682,10 @@ fn admin_urls(admin: &[dispatch::ListenAddr], https: bool) -> String {
     if admin.is_empty() {
         return String::new();
     }
-    let urls: Vec<String> = admin.iter().map(|a| httplite::listen::url(a, https)).collect();
+    let urls: Vec<String> = admin
+        .iter()
+        .map(|a| httplite::listen::url(a, https))
+        .collect();
     format!("; admin on {}", urls.join(", "))
 }
 

@@ -82,7 +82,15 @@ fn main() {
                 continue;
             }
         };
-        let slow = match handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}) {
+        let slow = match handle(
+            &app,
+            &worker,
+            &mut wbuf,
+            req,
+            Surface::Public,
+            false,
+            |_, _| {},
+        ) {
             Handled::Done(keep) => {
                 println!("   answered at once (keep-alive: {keep})");
                 show(&wbuf);

@@ -181,7 +181,15 @@ mod tests {
             panic!("a complete head")
         };
         let worker = app.stats.worker(0);
-        match handle(app, &worker, &mut BytesMut::new(), req, crate::exposure::Surface::Public, false, |_, _| {}) {
+        match handle(
+            app,
+            &worker,
+            &mut BytesMut::new(),
+            req,
+            crate::exposure::Surface::Public,
+            false,
+            |_, _| {},
+        ) {
             Handled::Slow(slow) => Plan::new(slow),
             Handled::Done(_) => panic!("an event stream waits"),
         }

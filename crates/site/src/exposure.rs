@@ -109,7 +109,9 @@ impl Endpoint {
             "echo" => Endpoint::Echo,
             "sleep" => Endpoint::Sleep,
             "health" => Endpoint::Health,
-            jobs if jobs.starts_with("jobs") && matches!(jobs.as_bytes().get(4), None | Some(b'/')) => {
+            jobs if jobs.starts_with("jobs")
+                && matches!(jobs.as_bytes().get(4), None | Some(b'/')) =>
+            {
                 Endpoint::Jobs
             }
             _ => return None,

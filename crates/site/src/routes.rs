@@ -237,12 +237,14 @@ impl App {
             "sleep" if get_or_head => match sleep_ms(req.query()) {
                 // Counted when each sleep starts: workers that check at
                 // the same instant may pass the bound by one each.
-                Some(_) if self.stats.total(|w| &w.sleeping) >= self.max_sleeping => Action::Owned {
-                    status: Status::SERVICE_UNAVAILABLE,
-                    content_type: Some(TEXT),
-                    headers: vec![("Retry-After", "1".to_string())],
-                    body: b"503 Service Unavailable: too many sleeps, retry later\n".to_vec(),
-                },
+                Some(_) if self.stats.total(|w| &w.sleeping) >= self.max_sleeping => {
+                    Action::Owned {
+                        status: Status::SERVICE_UNAVAILABLE,
+                        content_type: Some(TEXT),
+                        headers: vec![("Retry-After", "1".to_string())],
+                        body: b"503 Service Unavailable: too many sleeps, retry later\n".to_vec(),
+                    }
+                }
                 Some(d) => Action::Sleep(d),
                 None => Action::Owned {
                     status: Status::BAD_REQUEST,
@@ -373,8 +375,7 @@ pub(crate) mod tests {
                         "/_httplite/stats",
                         "/",
                     ] {
-                        let req =
-                            request(&format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"));
+                        let req = request(&format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"));
                         let routed = match app.route(&req, on) {
                             Action::Static(r) => Some(r),
                             _ => None,
@@ -440,19 +441,37 @@ pub(crate) mod tests {
             let with = |line: &str| format!("{line} HTTP/1.1\r\nHost: a\r\n\r\n");
             assert_eq!(public(&with(hidden)), public(&with(missing)), "{hidden}");
         }
-        assert_eq!(public("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        assert_eq!(
+            public("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            404
+        );
         assert_eq!(public("POST /nothing HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
         let (status, allow) = public("POST /a.txt HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!((status, allow.as_deref()), (405, Some(READ_ONLY)));
         // What is exposed, and the health path.
-        assert_eq!(public("GET /_httplite/stats HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
+        assert_eq!(
+            public("GET /_httplite/stats HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            200
+        );
         assert_eq!(public("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
         // The admin listener: every endpoint, the dashboard at `/`, no files.
         let admin = |head: &str| answer(&app, head, Surface::Admin);
-        assert_eq!(admin("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
-        assert_eq!(admin("GET /_httplite/health HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
-        assert_eq!(admin("GET /_httplite/sleep?ms=1 HTTP/1.1\r\nHost: a\r\n\r\n").0, 0);
-        assert_eq!(admin("GET /_httplite/nope HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
+        assert_eq!(
+            admin("GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            200
+        );
+        assert_eq!(
+            admin("GET /_httplite/health HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            200
+        );
+        assert_eq!(
+            admin("GET /_httplite/sleep?ms=1 HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            0
+        );
+        assert_eq!(
+            admin("GET /_httplite/nope HTTP/1.1\r\nHost: a\r\n\r\n").0,
+            404
+        );
         assert_eq!(admin("GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
         assert_ne!(admin("GET / HTTP/1.1\r\nHost: a\r\n\r\n").0, 404);
         let _ = std::fs::remove_dir_all(&dir);

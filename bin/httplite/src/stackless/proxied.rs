@@ -18,9 +18,9 @@ use executor::net::TcpStream;
 use super::conn;
 use super::ctx::WorkerCtx;
 use super::transport::TlsStream;
-use site::exposure::Surface;
 use crate::proxy::{self, Refused};
 use crate::proxy_protocol::{HeaderReader, Step};
+use site::exposure::Surface;
 
 /// Serves `stream` once its PROXY header is read; closes it, counted, if
 /// the header is refused.

@@ -53,7 +53,15 @@ fn handled(app: &App, wbuf: &mut BytesMut, head: &str) -> Option<Plan> {
         Ok(Some(Message::Head(req))) => req,
         other => panic!("{other:?}"),
     };
-    match handle(app, &app.stats.worker(0), wbuf, req, Surface::Public, false, |_, _| {}) {
+    match handle(
+        app,
+        &app.stats.worker(0),
+        wbuf,
+        req,
+        Surface::Public,
+        false,
+        |_, _| {},
+    ) {
         Handled::Done(_) => None,
         Handled::Slow(slow) => Some(Plan::new(slow)),
     }
