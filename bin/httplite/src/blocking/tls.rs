@@ -6,7 +6,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,7 +125,7 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
 
     fn sendfile(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,

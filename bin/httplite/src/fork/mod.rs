@@ -37,7 +37,7 @@ pub mod shared;
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -147,7 +147,7 @@ impl Parent {
             reuse_port: false,
         };
         let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
-        let addr = reactor::sys::local_addr(listener.as_raw_fd())?;
+        let addr = reactor::sys::local_addr(listener.as_fd())?;
         let set = child::sigset(&SIGNALS);
         // SAFETY: `set` is an initialised sigset_t; the old mask is not
         // asked for. The process has one thread, so this is its mask.
@@ -312,7 +312,9 @@ impl Parent {
                 return None;
             }
             let listener = self.listener.as_ref().map(|l| l.as_raw_fd())?;
-            match reactor::sys::accept_fd(listener) {
+            // SAFETY: `listener` is the raw number of `self.listener`, which
+            // stays open (it is closed only by the signal branch of `run`).
+            match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
                 Ok(conn) => self.spawn(conn, listener, ctx),
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return None,

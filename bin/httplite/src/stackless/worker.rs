@@ -3,7 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -28,9 +28,11 @@ use site::stats::WorkerStats;
 /// The dispatcher's handoff fd, borrowed (the port owns and closes it).
 struct PortFd(RawFd);
 
-impl AsRawFd for PortFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
+impl AsFd for PortFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the port outlives every `PortFd`: `accept_loop` drops its
+        // `handoff` before it returns the port's borrow.
+        unsafe { BorrowedFd::borrow_raw(self.0) }
     }
 }
 
