@@ -11,6 +11,12 @@
 # blocks and `#[unsafe(...)]` attributes. Exits non-zero if a crate that has
 # unsafe code is not covered by the lint.
 #
+# It also lists every safe `pub fn` of a public syscall layer (a crate's
+# `pub mod sys`) that takes a raw fd or a raw pointer: such a function lets
+# safe code hand the kernel an fd it does not own or memory it does not
+# have. Each must be an `unsafe fn` with a contract, take `BorrowedFd` or
+# `OwnedFd`, or be crate-private; any listed one is a problem.
+#
 # Usage: scripts/unsafe-report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -138,6 +144,31 @@ for name, d, c, note in rows:
     print(f"{name:<18} {d:<16} {c['src']:>11} {c['other']:>16} {c['fn']:>9} {c['impl']:>5} {c['extern']:>6} {c['attr']:>9}  {note}")
 print("-" * len(hdr))
 print(f"{'total':<35} {totals['src']:>11} {totals['other']:>16} {totals['fn']:>9} {totals['impl']:>5} {totals['extern']:>6} {totals['attr']:>9}")
+RAW_PARAM = re.compile(r"\bRawFd\b|\*\s*(?:const|mut)\b|\bc_int\b")
+PUB_FN = re.compile(r"\bpub\s+fn\s+(\w+)\s*(?:<[^>{]*>)?\s*\(")
+raw_fns = []
+for name, d, _ in all_crates:
+    lib = os.path.join(d, "src", "lib.rs")
+    if not os.path.exists(lib) or not re.search(r"^\s*pub\s+mod\s+sys\s*;", strip(open(lib).read()), re.M):
+        continue
+    path = next((p for p in (os.path.join(d, "src", "sys.rs"), os.path.join(d, "src", "sys", "mod.rs"))
+                 if os.path.exists(p)), None)
+    if path is None:
+        continue
+    code = strip(open(path, encoding="utf-8").read())
+    for m in PUB_FN.finditer(code):
+        depth, i = 1, m.end()
+        while depth and i < len(code):
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            i += 1
+        if RAW_PARAM.search(code[m.end():i - 1]):
+            line = code.count("\n", 0, m.start()) + 1
+            raw_fns.append(f"{path}:{line}: pub fn {m.group(1)}")
+print()
+print("safe pub fns of public sys modules taking a raw fd or pointer:", len(raw_fns))
+for f in raw_fns:
+    print("  " + f)
+    problems.append(f"{f} is safe and takes a raw fd or pointer")
 for p in problems:
     print("PROBLEM:", p)
 sys.exit(1 if problems or not lint_on else 0)

@@ -15,7 +15,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 
 use dispatch::ListenAddr;
 
@@ -82,7 +82,8 @@ impl Proxy {
         match &self.listeners {
             Listeners::None => false,
             Listeners::All => true,
-            Listeners::Some(addrs) => dispatch::listen_addr(fd)
+            // SAFETY: `fd` is the caller's connection, open for this call.
+            Listeners::Some(addrs) => dispatch::listen_addr(unsafe { BorrowedFd::borrow_raw(fd) })
                 .is_ok_and(|local| addrs.iter().any(|l| accepted_on(&local, l))),
         }
     }
@@ -136,7 +137,8 @@ pub(crate) fn accepted_on(local: &ListenAddr, listener: &ListenAddr) -> bool {
 
 /// The socket's peer (one `getpeername`).
 pub fn peer_of(fd: RawFd) -> Peer {
-    match reactor::sys::peer_addr(fd) {
+    // SAFETY: `fd` is the caller's connection, open for this call.
+    match reactor::sys::peer_addr(unsafe { BorrowedFd::borrow_raw(fd) }) {
         Ok(a) => Peer::Ip(a),
         // The one other family our listeners accept.
         Err(e) if e.kind() == io::ErrorKind::InvalidInput => Peer::Unix,

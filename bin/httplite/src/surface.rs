@@ -9,7 +9,7 @@
 //! listener have one).
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 use dispatch::ListenAddr;
 use site::exposure::Surface;
@@ -43,7 +43,7 @@ impl AdminListeners {
     /// The listener the connection on `fd` was accepted on. A socket that
     /// cannot say (it failed meanwhile) is public: it gets the site's
     /// answers, never the operator's.
-    pub fn surface_of(&self, fd: RawFd) -> Surface {
+    pub fn surface_of(&self, fd: BorrowedFd<'_>) -> Surface {
         if self.admin.is_empty() {
             return Surface::Public;
         }
@@ -75,7 +75,7 @@ impl AdminListeners {
 #[cfg(test)]
 mod tests {
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     use std::os::unix::net::{UnixListener, UnixStream};
 
     use super::*;
@@ -100,31 +100,36 @@ mod tests {
             l.accept().unwrap().0
         };
 
+        let file = std::fs::File::open("/dev/null").unwrap();
         let none = AdminListeners::default();
-        assert_eq!(none.surface_of(-1), Surface::Public, "no syscall");
+        assert_eq!(none.surface_of(file.as_fd()), Surface::Public);
 
         let tcp_only = AdminListeners::new(vec![tcp(&admin)], &[tcp(&public)]);
         let a = accept_tcp(&admin);
         let p = accept_tcp(&public);
         let u = accept_unix(&unix_public, &upub);
-        assert_eq!(tcp_only.surface_of(a.as_raw_fd()), Surface::Admin);
-        assert_eq!(tcp_only.surface_of(p.as_raw_fd()), Surface::Public);
-        assert_eq!(tcp_only.surface_of(u.as_raw_fd()), Surface::Public);
-        assert_eq!(tcp_only.surface_of(-1), Surface::Public, "a failed socket");
+        assert_eq!(tcp_only.surface_of(a.as_fd()), Surface::Admin);
+        assert_eq!(tcp_only.surface_of(p.as_fd()), Surface::Public);
+        assert_eq!(tcp_only.surface_of(u.as_fd()), Surface::Public);
+        assert_eq!(
+            tcp_only.surface_of(file.as_fd()),
+            Surface::Public,
+            "not a socket"
+        );
 
         let both_unix = AdminListeners::new(
             vec![ListenAddr::Unix(uadm.clone())],
             &[ListenAddr::Unix(upub.clone()), tcp(&public)],
         );
         let ua = accept_unix(&unix_admin, &uadm);
-        assert_eq!(both_unix.surface_of(ua.as_raw_fd()), Surface::Admin);
-        assert_eq!(both_unix.surface_of(u.as_raw_fd()), Surface::Public);
-        assert_eq!(both_unix.surface_of(p.as_raw_fd()), Surface::Public);
+        assert_eq!(both_unix.surface_of(ua.as_fd()), Surface::Admin);
+        assert_eq!(both_unix.surface_of(u.as_fd()), Surface::Public);
+        assert_eq!(both_unix.surface_of(p.as_fd()), Surface::Public);
 
         let unix_admin_only =
             AdminListeners::new(vec![ListenAddr::Unix(uadm.clone())], &[tcp(&public)]);
-        assert_eq!(unix_admin_only.surface_of(ua.as_raw_fd()), Surface::Admin);
-        assert_eq!(unix_admin_only.surface_of(p.as_raw_fd()), Surface::Public);
+        assert_eq!(unix_admin_only.surface_of(ua.as_fd()), Surface::Admin);
+        assert_eq!(unix_admin_only.surface_of(p.as_fd()), Surface::Public);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -28,7 +28,7 @@
 
 use std::ffi::OsString;
 use std::io::Read as _;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -293,11 +293,12 @@ pub fn take_ready_fd() -> Option<OwnedFd> {
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
         return None;
     }
-    // Not to be passed on to anything we start.
-    let _ = dispatch::set_cloexec(fd, true);
     // SAFETY: the fd is open and was passed to this process alone, by the
     // process that upgraded; it is taken once, before anything else runs.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Not to be passed on to anything we start.
+    let _ = dispatch::set_cloexec(fd.as_fd(), true);
+    Some(fd)
 }
 
 fn exit_of(child: &mut std::process::Child) -> String {

@@ -375,8 +375,9 @@ impl<Y> fmt::Debug for Yielder<Y> {
 /// it would leave the thread-locals pointing at a scheduler on the
 /// generator's stack whenever it is not running. Cleared, the body sees no
 /// runtime (blocking calls panic as outside a coroutine, and it may run a
-/// runtime of its own); restored, the resumer finds its own whatever the
-/// body did.
+/// runtime of its own, though not one already running on this thread:
+/// `block_on` checks the runtime's own flag for that); restored, the
+/// resumer finds its own whatever the body did.
 ///
 /// Outside any runtime (the common case) nothing is written, and the test
 /// for it is one thread-local load: the scheduled-coroutine pointer is only

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::Instant;
 
 use reactor::sys;
@@ -88,21 +88,20 @@ pub fn blocking_io<R>(
 /// })
 /// .unwrap();
 /// ```
-pub struct Fd<T: AsRawFd> {
+pub struct Fd<T: AsFd> {
     // Dropped by hand, registration first: deregister, then close.
     reg: ManuallyDrop<Registration>,
     io: ManuallyDrop<T>,
 }
 
-impl<T: AsRawFd> Fd<T> {
+impl<T: AsFd> Fd<T> {
     /// Makes `io`'s fd non-blocking and registers it.
     ///
     /// # Panics
     /// Outside a thread with a current reactor (a runtime).
     pub fn new(io: T) -> io::Result<Fd<T>> {
-        let fd = io.as_raw_fd();
-        sys::set_nonblocking(fd, true)?;
-        let reg = Reactor::current().register(fd)?;
+        sys::set_nonblocking(io.as_fd(), true)?;
+        let reg = Reactor::current().register(io.as_fd().as_raw_fd())?;
         Ok(Fd {
             reg: ManuallyDrop::new(reg),
             io: ManuallyDrop::new(io),
@@ -154,16 +153,16 @@ impl<T: AsRawFd> Fd<T> {
     }
 }
 
-impl<T: AsRawFd> Read for &Fd<T> {
+impl<T: AsFd> Read for &Fd<T> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let fd = self.io.as_raw_fd();
+        let fd = self.io.as_fd();
         blocking_io(&self.reg, Interest::Readable, None, || sys::read(fd, buf))
     }
 }
 
-impl<T: AsRawFd> Write for &Fd<T> {
+impl<T: AsFd> Write for &Fd<T> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let fd = self.io.as_raw_fd();
+        let fd = self.io.as_fd();
         blocking_io(&self.reg, Interest::Writable, None, || sys::write(fd, buf))
     }
 
@@ -172,13 +171,13 @@ impl<T: AsRawFd> Write for &Fd<T> {
     }
 }
 
-impl<T: AsRawFd> AsRawFd for Fd<T> {
+impl<T: AsFd> AsRawFd for Fd<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.io.as_raw_fd()
+        self.io.as_fd().as_raw_fd()
     }
 }
 
-impl<T: AsRawFd> Drop for Fd<T> {
+impl<T: AsFd> Drop for Fd<T> {
     fn drop(&mut self) {
         // SAFETY: fields are dropped once, here, registration first so the
         // fd leaves epoll before `io` closes it.
@@ -189,7 +188,7 @@ impl<T: AsRawFd> Drop for Fd<T> {
     }
 }
 
-impl<T: AsRawFd + fmt::Debug> fmt::Debug for Fd<T> {
+impl<T: AsFd + fmt::Debug> fmt::Debug for Fd<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fd")
             .field("io", &*self.io)

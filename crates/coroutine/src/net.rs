@@ -52,7 +52,7 @@ impl TcpListener {
 
     /// Adopts a listening socket fd (made non-blocking here).
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpListener> {
-        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        sys::set_nonblocking(fd.as_fd(), true)?;
         let reg = Reactor::current().register(fd.as_raw_fd())?;
         Ok(TcpListener { reg, fd })
     }
@@ -73,13 +73,13 @@ impl TcpListener {
     /// unregistered: what a dispatcher hands to another thread.
     pub fn accept_fd(&self, deadline: Option<Instant>) -> io::Result<(OwnedFd, SocketAddr)> {
         blocking_io(&self.reg, Interest::Readable, deadline, || {
-            sys::accept(self.fd.as_raw_fd())
+            sys::accept(self.fd.as_fd())
         })
     }
 
     /// The bound address (useful after binding port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_raw_fd())
+        sys::local_addr(self.fd.as_fd())
     }
 }
 
@@ -107,12 +107,12 @@ impl TcpStream {
     /// Like [`TcpStream::connect`], giving up at `deadline`.
     pub fn connect_until(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
         let fd = sys::tcp_socket(addr)?;
-        let connected = sys::connect(fd.as_raw_fd(), addr)?;
+        let connected = sys::connect(fd.as_fd(), addr)?;
         let stream = TcpStream::from_fd(fd)?;
         if !connected {
             // Writable means the handshake finished, one way or the other.
             wait_writable(&stream.reg, deadline)?;
-            if let Some(err) = sys::take_socket_error(stream.fd.as_raw_fd())? {
+            if let Some(err) = sys::take_socket_error(stream.fd.as_fd())? {
                 return Err(err);
             }
         }
@@ -130,7 +130,7 @@ impl TcpStream {
     /// # Panics
     /// Outside a thread with a current reactor (a runtime).
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
-        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        sys::set_nonblocking(fd.as_fd(), true)?;
         let reg = Reactor::current().register(fd.as_raw_fd())?;
         Ok(TcpStream {
             reg,
@@ -170,7 +170,7 @@ impl TcpStream {
     /// Reads into `buf`, giving up at `deadline` (`TimedOut`).
     pub fn read_until(&self, buf: &mut [u8], deadline: Option<Instant>) -> io::Result<usize> {
         let len = buf.len();
-        let fd = self.fd.as_raw_fd();
+        let fd = self.fd.as_fd();
         let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
             sys::read(fd, buf)
         });
@@ -191,7 +191,7 @@ impl TcpStream {
         deadline: Option<Instant>,
     ) -> io::Result<usize> {
         let len = buf.len();
-        let fd = self.fd.as_raw_fd();
+        let fd = self.fd.as_fd();
         let res = blocking_io(&self.reg, Interest::Readable, deadline, || {
             sys::read_uninit(fd, buf)
         });
@@ -207,7 +207,7 @@ impl TcpStream {
 
     /// Writes some of `buf`, giving up at `deadline` (`TimedOut`).
     pub fn write_until(&self, buf: &[u8], deadline: Option<Instant>) -> io::Result<usize> {
-        let fd = self.fd.as_raw_fd();
+        let fd = self.fd.as_fd();
         let res = blocking_io(&self.reg, Interest::Writable, deadline, || {
             sys::send(fd, buf)
         });
@@ -235,7 +235,7 @@ impl TcpStream {
     /// Writes from several buffers in one `sendmsg` (a `writev`), waiting at
     /// most until the write deadline.
     pub fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let fd = self.fd.as_raw_fd();
+        let fd = self.fd.as_fd();
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let res = blocking_io(
             &self.reg,
@@ -262,7 +262,7 @@ impl TcpStream {
         count: usize,
         deadline: Option<Instant>,
     ) -> io::Result<usize> {
-        let (out, input) = (self.fd.as_raw_fd(), file.as_fd().as_raw_fd());
+        let (out, input) = (self.fd.as_fd(), file.as_fd());
         blocking_io(&self.reg, Interest::Writable, deadline, || {
             sys::sendfile(out, input, offset, count)
         })
@@ -334,7 +334,7 @@ impl TcpStream {
     pub fn poll_sendfile(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
@@ -347,7 +347,7 @@ impl TcpStream {
     pub fn poll_send_file_copied(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         scratch: &mut [u8],
@@ -365,27 +365,27 @@ impl TcpStream {
 
     /// Shuts down one or both directions (`Write` sends a FIN).
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        sys::shutdown(self.fd.as_raw_fd(), how)
+        sys::shutdown(self.fd.as_fd(), how)
     }
 
     /// Sets `TCP_NODELAY` (no Nagle delay for small responses).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        sys::set_nodelay(self.fd.as_raw_fd(), nodelay)
+        sys::set_nodelay(self.fd.as_fd(), nodelay)
     }
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        sys::nodelay(self.fd.as_raw_fd())
+        sys::nodelay(self.fd.as_fd())
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        sys::peer_addr(self.fd.as_raw_fd())
+        sys::peer_addr(self.fd.as_fd())
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_raw_fd())
+        sys::local_addr(self.fd.as_fd())
     }
 
     /// The registration, for code that follows the contract itself.

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use reactor::Reactor;
 
 use crate::scheduler::{
-    CORE, Core, Counters, DEFAULT_BUDGET, Enter, Inbox, RuntimeStats, Shared, Slab, StatsHandle,
-    TurnHook,
+    CORE, Core, Counters, DEFAULT_BUDGET, Enter, Inbox, Refused, RuntimeStats, Shared, Slab,
+    StatsHandle, TurnHook,
 };
 use crate::stack::{self, DEFAULT_STACK_SIZE};
 use crate::task::{JoinError, JoinHandle};
@@ -124,6 +124,7 @@ impl Builder {
                 report_watermarks: report,
                 budget: self.budget,
                 on_turn: self.on_turn,
+                running: Cell::new(false),
             }),
         })
     }
@@ -184,16 +185,18 @@ impl Runtime {
     /// unwound, before `block_on` returns or unwinds.
     ///
     /// # Panics
-    /// Inside a coroutine or another runtime's `block_on` on this thread.
+    /// Inside a coroutine or another runtime's `block_on` on this thread,
+    /// and when this runtime is running on this thread already (from the
+    /// body of a generator that one of its coroutines resumed).
     pub fn block_on<F, T>(&self, main: F) -> T
     where
         F: FnOnce() -> T,
     {
         let core = &*self.core;
-        let _enter = Enter::try_new(core).expect(
-            "cannot block_on inside a runtime on the same thread: it would block the \
-             scheduler that is running the caller (spawn instead)",
-        );
+        let _enter = match Enter::try_new(core) {
+            Ok(enter) => enter,
+            Err(refused) => block_on_refused(refused),
+        };
         let _reactor = core.reactor.enter();
         let mut out: Option<T> = None;
         let out_ptr: *mut Option<T> = &mut out;
@@ -234,6 +237,22 @@ impl Runtime {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn block_on_refused(refused: Refused) -> ! {
+    match refused {
+        Refused::Nested => panic!(
+            "cannot block_on inside a runtime on the same thread: it would block the \
+             scheduler that is running the caller (spawn instead)"
+        ),
+        Refused::Reentered => panic!(
+            "cannot block_on a runtime that is already running on this thread (from a \
+             generator's body resumed by one of its coroutines): its loop would resume a \
+             coroutine that is running"
+        ),
+    }
+}
+
 /// Cancels and unwinds `block_on`'s main coroutine if `block_on` itself
 /// unwinds before it finished (its borrows would dangle otherwise).
 struct MainGuard<'a> {
@@ -267,7 +286,7 @@ impl Drop for Runtime {
         // reactor entered (their destructors deregister fds). A destructor
         // may spawn, so go round until the slab stays empty.
         let _reactor = core.reactor.enter();
-        let _enter = Enter::try_new(core);
+        let _enter = Enter::try_new(core).ok();
         loop {
             let keys = core.slab.borrow().keys();
             if keys.is_empty() {

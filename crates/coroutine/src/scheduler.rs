@@ -286,6 +286,9 @@ pub(crate) struct Core {
     pub(crate) report_watermarks: bool,
     pub(crate) budget: usize,
     pub(crate) on_turn: Option<TurnHook>,
+    /// Set while an [`Enter`] for this core lives. `CORE` alone cannot tell:
+    /// a generator's body runs with it cleared, and may hold the runtime.
+    pub(crate) running: Cell<bool>,
 }
 
 impl Core {
@@ -507,24 +510,43 @@ impl Core {
     }
 }
 
-/// Marks this thread as running `core`; restores the previous state on drop.
-pub(crate) struct Enter {
-    prev: *const Core,
+/// Marks this thread as running `core`; undoes it on drop, unwinding
+/// included.
+pub(crate) struct Enter<'a> {
+    core: &'a Core,
 }
 
-impl Enter {
-    pub(crate) fn try_new(core: &Core) -> Option<Enter> {
-        let prev = CORE.with(Cell::get);
-        if !prev.is_null() {
-            return None;
+/// Why [`Enter::try_new`] refused.
+pub(crate) enum Refused {
+    /// A coroutine of a runtime is running on this thread.
+    Nested,
+    /// This core is running already, further down this thread's stacks.
+    Reentered,
+}
+
+impl<'a> Enter<'a> {
+    pub(crate) fn try_new(core: &'a Core) -> Result<Enter<'a>, Refused> {
+        if !CORE.with(Cell::get).is_null() {
+            return Err(Refused::Nested);
         }
+        // Checked on the core too: a generator's body sees `CORE` cleared
+        // while its resumer, a coroutine of this core, runs. A second loop
+        // would resume that coroutine from a stale stack pointer if it is
+        // queued.
+        if core.running.get() {
+            return Err(Refused::Reentered);
+        }
+        core.running.set(true);
         CORE.with(|c| c.set(core));
-        Some(Enter { prev })
+        Ok(Enter { core })
     }
 }
 
-impl Drop for Enter {
+impl Drop for Enter<'_> {
     fn drop(&mut self) {
-        CORE.with(|c| c.set(self.prev));
+        // `try_new` found `CORE` null; a generator's body that entered a
+        // runtime of its own gets its resumer's back from `resume_cleared`.
+        CORE.with(|c| c.set(ptr::null()));
+        self.core.running.set(false);
     }
 }

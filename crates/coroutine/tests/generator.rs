@@ -259,3 +259,59 @@ fn current_id_names_the_generator_inside_its_body() {
         assert_eq!(h.join().ok(), Some(()));
     });
 }
+
+/// Queues the running coroutine without parking it: the state a coroutine is
+/// in when its own waker (an I/O edge, a timer, a remote wake) fired while it
+/// ran.
+fn wake_self() {
+    coroutine::wait(|cx| {
+        cx.waker().wake_by_ref();
+        std::task::Poll::Ready(())
+    })
+    .expect("not cancelled");
+}
+
+/// A generator's body runs with its resumer's runtime hidden, but may still
+/// hold that runtime. Running it from there would resume the queued,
+/// running resumer from a stale stack pointer: it must panic instead.
+#[test]
+#[should_panic(expected = "already running on this thread")]
+fn a_generator_body_cannot_block_on_its_resumers_runtime() {
+    let _w = Watchdog::new(
+        Duration::from_secs(30),
+        "a_generator_body_cannot_block_on_its_resumers_runtime",
+    );
+    let rt = Rc::new(coroutine::Runtime::new().unwrap());
+    let inner = rt.clone();
+    rt.block_on(move || {
+        wake_self();
+        let mut g = Coroutine::<(), ()>::new(move |_| inner.block_on(|| ()));
+        let _ = g.resume();
+    });
+}
+
+/// The same through a spawned coroutine and two generators, one resumed
+/// from the other's body.
+#[test]
+#[should_panic(expected = "already running on this thread")]
+fn a_nested_generator_body_cannot_block_on_the_outer_runtime() {
+    let _w = Watchdog::new(
+        Duration::from_secs(30),
+        "a_nested_generator_body_cannot_block_on_the_outer_runtime",
+    );
+    let rt = Rc::new(coroutine::Runtime::new().unwrap());
+    let inner = rt.clone();
+    rt.block_on(move || {
+        let h = coroutine::spawn(move || {
+            wake_self();
+            let mut outer = Coroutine::<(), ()>::new(move |_| {
+                let mut g = Coroutine::<(), ()>::new(move |_| inner.block_on(|| ()));
+                let _ = g.resume();
+            });
+            let _ = outer.resume();
+        });
+        if let Err(coroutine::JoinError::Panicked(p)) = h.join() {
+            std::panic::resume_unwind(p);
+        }
+    });
+}

@@ -23,7 +23,7 @@ mod common;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ fn main() -> io::Result<()> {
 fn naive() -> io::Result<()> {
     println!("== naive accept loop: retry on any error (broken)");
     let listener = sys::tcp_listener("127.0.0.1:0".parse().unwrap(), Default::default())?;
-    let addr = sys::local_addr(listener.as_raw_fd())?;
+    let addr = sys::local_addr(listener.as_fd())?;
     let ep = Epoll::new()?;
     ep.add(
         listener.as_raw_fd(),
@@ -63,7 +63,7 @@ fn naive() -> io::Result<()> {
     )?;
     let stop = Arc::new(AtomicBool::new(false));
     let (accepted, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let lfd = listener.as_raw_fd(); // `listener` outlives the thread
+    let lfd = listener.try_clone()?; // the same socket, owned by the thread
     let server = std::thread::spawn({
         let (stop, accepted, failed) = (stop.clone(), accepted.clone(), failed.clone());
         move || {
@@ -72,7 +72,7 @@ fn naive() -> io::Result<()> {
                 let _ = ep.wait(&mut events, Some(Duration::from_millis(50)));
                 // Edge-triggered, so accept until EAGAIN...
                 while !stop.load(Relaxed) {
-                    match sys::accept_fd(lfd) {
+                    match sys::accept_fd(lfd.as_fd()) {
                         Ok(conn) => {
                             accepted.fetch_add(1, Relaxed);
                             drop(conn);
@@ -168,7 +168,7 @@ fn watch_full(addr: SocketAddr, stop: impl FnOnce()) -> io::Result<Watch> {
     let (soft, _) = dispatch::sys::nofile_limit()?;
     let plugs = fill_fd_table()?;
     for c in &clients {
-        sys::connect(c.as_raw_fd(), addr)?;
+        sys::connect(c.as_fd(), addr)?;
     }
     let before = dispatch::sys::process_cpu_time()?;
     std::thread::sleep(WINDOW);
@@ -177,7 +177,7 @@ fn watch_full(addr: SocketAddr, stop: impl FnOnce()) -> io::Result<Watch> {
 
     let (mut closed, mut reset, mut waiting, mut other) = (0, 0, 0, 0);
     for c in &clients {
-        match sys::read(c.as_raw_fd(), &mut [0u8; 16]) {
+        match sys::read(c.as_fd(), &mut [0u8; 16]) {
             Ok(0) => closed += 1,
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => reset += 1,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => waiting += 1,

@@ -15,7 +15,7 @@
 //! elsewhere took the slot), back off with a timer and retry.
 
 use std::io;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ static SHEDDING: RwLock<()> = RwLock::new(());
 
 /// `accept4` once on a non-blocking listener, shedding with `reserve` if the
 /// process is out of fds.
-pub(crate) fn step(listener: RawFd, reserve: &mut Option<OwnedFd>) -> Step {
+pub(crate) fn step(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>) -> Step {
     let accepted = {
         let _no_shed = SHEDDING.read().unwrap_or_else(|e| e.into_inner());
         reactor::sys::accept_fd(listener)
@@ -100,7 +100,7 @@ fn classify(e: &io::Error) -> Class {
     }
 }
 
-fn shed(listener: RawFd, reserve: &mut Option<OwnedFd>) -> Step {
+fn shed(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>) -> Step {
     let _alone = SHEDDING.write().unwrap_or_else(|e| e.into_inner());
     let Some(spare) = reserve.take() else {
         // Try to get the reserve back for next time; this attempt backs off.
@@ -166,7 +166,7 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
 
     #[test]
     fn backoff_doubles_up_to_a_cap_and_resets() {
@@ -191,13 +191,13 @@ mod tests {
             reactor::sys::ListenOptions::default(),
         )
         .unwrap();
-        let addr = reactor::sys::local_addr(l.as_raw_fd()).unwrap();
+        let addr = reactor::sys::local_addr(l.as_fd()).unwrap();
         let mut reserve = sys::open_reserve().ok();
-        assert!(matches!(step(l.as_raw_fd(), &mut reserve), Step::Empty));
+        assert!(matches!(step(l.as_fd(), &mut reserve), Step::Empty));
         let _c = std::net::TcpStream::connect(addr).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            match step(l.as_raw_fd(), &mut reserve) {
+            match step(l.as_fd(), &mut reserve) {
                 Step::Conn(_) => break,
                 Step::Empty if Instant::now() < deadline => std::thread::yield_now(),
                 other => panic!("unexpected {other:?}"),

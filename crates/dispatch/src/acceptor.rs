@@ -19,7 +19,7 @@
 //! control thread, which only watches for signals.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
@@ -220,7 +220,7 @@ impl Acceptor {
                     break;
                 }
             }
-            let listener = self.listeners[current].as_raw_fd();
+            let listener = self.listeners[current].as_fd();
             match accept::step(listener, &mut self.reserve) {
                 Step::Conn(fd) => {
                     self.backoff.reset();
@@ -429,7 +429,7 @@ impl Acceptor {
     /// thread is gone, and their fds with it).
     fn reap(&mut self, w: usize) {
         self.dead[w] = true;
-        let stranded = handoff::drain_and_close(self.readers[w].as_raw_fd()) as u64;
+        let stranded = handoff::drain_and_close(self.readers[w].as_fd()) as u64;
         let stats = &self.shared.stats.workers()[w];
         stats.closed.store(stats.handed_off.load(Relaxed), SeqCst);
         let acceptor = self.shared.stats.acceptor();

@@ -28,7 +28,7 @@
 //! a pipe without readers, so no `SIGPIPE` (pipes have no `MSG_NOSIGNAL`).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::sys;
@@ -78,7 +78,7 @@ impl Sender {
         for (slot, fd) in buf.chunks_exact_mut(RECORD).zip(&fds[..k]) {
             slot.copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
         }
-        match reactor::sys::write(self.fd(), &buf[..k * RECORD]) {
+        match reactor::sys::write(self.fd.as_fd(), &buf[..k * RECORD]) {
             Ok(n) => {
                 // Atomicity (n <= PIPE_BUF) rules out a partial write; if it
                 // ever happened, the written fds would be owned twice.
@@ -107,7 +107,7 @@ pub(crate) enum Recv {
 }
 
 /// Reads up to [`BATCH`] fds with one `read` and appends them to `out`.
-pub(crate) fn recv(fd: RawFd, out: &mut Vec<OwnedFd>) -> io::Result<Recv> {
+pub(crate) fn recv(fd: BorrowedFd<'_>, out: &mut Vec<OwnedFd>) -> io::Result<Recv> {
     let mut buf = [0u8; BATCH_BYTES];
     let n = loop {
         match reactor::sys::read(fd, &mut buf) {
@@ -149,7 +149,7 @@ pub(crate) fn recv(fd: RawFd, out: &mut Vec<OwnedFd>) -> io::Result<Recv> {
 
 /// Reads the pipe dry and closes every fd in it; returns how many. Used once
 /// no writer can add more (after the acceptor stopped, or for a dead worker).
-pub(crate) fn drain_and_close(fd: RawFd) -> usize {
+pub(crate) fn drain_and_close(fd: BorrowedFd<'_>) -> usize {
     let mut fds = Vec::new();
     let mut total = 0;
     while let Ok(Recv::Fds { n, .. }) = recv(fd, &mut fds) {
@@ -179,7 +179,7 @@ mod tests {
         assert_eq!(counter.load(Relaxed), 40);
 
         let mut got = Vec::new();
-        let first = recv(rx.as_raw_fd(), &mut got).unwrap();
+        let first = recv(rx.as_fd(), &mut got).unwrap();
         assert_eq!(
             first,
             Recv::Fds {
@@ -187,7 +187,7 @@ mod tests {
                 drained: false
             }
         );
-        let second = recv(rx.as_raw_fd(), &mut got).unwrap();
+        let second = recv(rx.as_fd(), &mut got).unwrap();
         assert_eq!(
             second,
             Recv::Fds {
@@ -195,7 +195,7 @@ mod tests {
                 drained: true
             }
         );
-        assert_eq!(recv(rx.as_raw_fd(), &mut got).unwrap(), Recv::Empty);
+        assert_eq!(recv(rx.as_fd(), &mut got).unwrap(), Recv::Empty);
         let got_raw: Vec<RawFd> = got.iter().map(|f| f.as_raw_fd()).collect();
         assert_eq!(got_raw, raws);
     }
@@ -214,7 +214,7 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         assert_eq!(more.len(), 3, "nothing lost on a full pipe");
         assert_eq!(counter.load(Relaxed), 1024);
-        assert_eq!(drain_and_close(rx.as_raw_fd()), 1024);
+        assert_eq!(drain_and_close(rx.as_fd()), 1024);
         assert_eq!(tx.send(&mut more, &counter).unwrap(), 3);
     }
 
@@ -227,12 +227,12 @@ mod tests {
         drop(tx);
         let mut got = Vec::new();
         assert_eq!(
-            recv(rx.as_raw_fd(), &mut got).unwrap(),
+            recv(rx.as_fd(), &mut got).unwrap(),
             Recv::Fds {
                 n: 1,
                 drained: true
             }
         );
-        assert_eq!(recv(rx.as_raw_fd(), &mut got).unwrap(), Recv::Closed);
+        assert_eq!(recv(rx.as_fd(), &mut got).unwrap(), Recv::Closed);
     }
 }

@@ -16,7 +16,7 @@ use std::fmt;
 use std::io;
 use std::mem::{self, MaybeUninit};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -72,7 +72,7 @@ impl Listener {
             Endpoint::Tcp(addr) => {
                 let reuse_port = copies > 1;
                 let first = tcp_listener(*addr, backlog, reuse_port)?;
-                let bound = reactor::sys::local_addr(first.as_raw_fd())?;
+                let bound = reactor::sys::local_addr(first.as_fd())?;
                 let mut fds = vec![first];
                 for _ in 1..copies {
                     fds.push(tcp_listener(bound, backlog, true)?);
@@ -99,19 +99,19 @@ impl Listener {
         let first = fds
             .first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no fds"))?;
-        let addr = listen_addr(first.as_raw_fd())?;
+        let addr = listen_addr(first.as_fd())?;
         for fd in &fds {
-            let fd = fd.as_raw_fd();
+            let fd = fd.as_fd();
             if reactor::sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? != 1 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("fd {fd} is not a listening socket"),
+                    format!("fd {} is not a listening socket", fd.as_raw_fd()),
                 ));
             }
             if listen_addr(fd)? != addr {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("fd {fd} does not listen on {addr}"),
+                    format!("fd {} does not listen on {addr}", fd.as_raw_fd()),
                 ));
             }
             reactor::sys::set_nonblocking(fd, true)?;
@@ -151,22 +151,22 @@ impl Listener {
 
 /// Sets or clears `FD_CLOEXEC` (cleared only to pass a socket to a program
 /// this process runs).
-pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     // SAFETY: F_GETFD takes no argument and touches no memory.
-    let flags = syscall!(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    let flags = syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) })?;
     let new = match on {
         true => flags | libc::FD_CLOEXEC,
         false => flags & !libc::FD_CLOEXEC,
     };
     if new != flags {
         // SAFETY: F_SETFD takes an int argument; no memory is passed.
-        syscall!(unsafe { libc::fcntl(fd, libc::F_SETFD, new) })?;
+        syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, new) })?;
     }
     Ok(())
 }
 
 /// The address a socket of any family is bound to.
-pub fn listen_addr(fd: RawFd) -> io::Result<ListenAddr> {
+pub fn listen_addr(fd: BorrowedFd<'_>) -> io::Result<ListenAddr> {
     let domain = reactor::sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
     if domain != libc::AF_UNIX {
         return reactor::sys::local_addr(fd).map(ListenAddr::Tcp);
@@ -174,7 +174,7 @@ pub fn listen_addr(fd: RawFd) -> io::Result<ListenAddr> {
     let mut sun = MaybeUninit::<libc::sockaddr_un>::zeroed();
     let mut len = mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
     // SAFETY: `sun`/`len` describe a writable sockaddr_un.
-    syscall!(unsafe { libc::getsockname(fd, sun.as_mut_ptr().cast(), &mut len) })?;
+    syscall!(unsafe { libc::getsockname(fd.as_raw_fd(), sun.as_mut_ptr().cast(), &mut len) })?;
     // SAFETY: zero-initialised and written by the kernel.
     let sun = unsafe { sun.assume_init() };
     let header = mem::size_of::<libc::sa_family_t>();
@@ -191,7 +191,7 @@ pub fn listen_addr(fd: RawFd) -> io::Result<ListenAddr> {
 
 fn tcp_listener(addr: SocketAddr, backlog: i32, reuse_port: bool) -> io::Result<OwnedFd> {
     let sock = reactor::sys::tcp_socket(addr)?;
-    let fd = sock.as_raw_fd();
+    let fd = sock.as_fd();
     reactor::sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     if reuse_port {
         reactor::sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
@@ -202,9 +202,15 @@ fn tcp_listener(addr: SocketAddr, backlog: i32, reuse_port: bool) -> io::Result<
     }
     let (storage, len) = sockaddr_of(&addr);
     // SAFETY: storage/len describe a valid sockaddr for the socket's family.
-    syscall!(unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    syscall!(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     // SAFETY: no pointers.
-    syscall!(unsafe { libc::listen(fd, backlog) })?;
+    syscall!(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(sock)
 }
 
@@ -292,7 +298,7 @@ fn unix_listener(path: &Path, mode: Option<u32>, backlog: i32) -> io::Result<Own
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     }
     // SAFETY: no pointers.
-    syscall!(unsafe { libc::listen(fd, backlog) })?;
+    syscall!(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(sock)
 }
 
@@ -337,7 +343,7 @@ mod tests {
         };
         assert_ne!(a.port(), 0);
         for fd in l.fds() {
-            assert_eq!(listen_addr(fd.as_raw_fd()).unwrap(), *l.addr());
+            assert_eq!(listen_addr(fd.as_fd()).unwrap(), *l.addr());
         }
     }
 

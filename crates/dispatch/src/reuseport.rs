@@ -11,7 +11,7 @@
 //! runs directly, so nesting costs no syscall.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
@@ -163,7 +163,7 @@ impl ListenerSource {
                     break;
                 }
             }
-            let listener = self.listeners[next % self.listeners.len()].as_raw_fd();
+            let listener = self.listeners[next % self.listeners.len()].as_fd();
             match accept::step(listener, &mut self.reserve) {
                 Step::Conn(fd) => {
                     self.backoff.reset();

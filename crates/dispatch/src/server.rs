@@ -2,7 +2,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
@@ -238,7 +238,7 @@ impl Server {
         // Nobody writes or reads the pipes any more: whatever is left in them
         // is owned by nobody else.
         for rd in self.readers.drain(..) {
-            handoff::drain_and_close(rd.as_raw_fd());
+            handoff::drain_and_close(rd.as_fd());
         }
         first_error.map_or(Ok(()), Err)
     }

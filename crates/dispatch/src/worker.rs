@@ -215,7 +215,7 @@ impl PipeSource {
         if std::mem::take(&mut self.drained) && !shared.shutdown.is_requested() {
             return Ok(Batch::WouldBlock);
         }
-        match handoff::recv(self.rd.as_raw_fd(), out)? {
+        match handoff::recv(self.rd.as_fd(), out)? {
             Recv::Fds { n, drained } => {
                 shared.stats.workers()[id].batches.fetch_add(1, Relaxed);
                 if reactor::trace::chrome::on() {

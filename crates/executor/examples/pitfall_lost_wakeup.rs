@@ -20,7 +20,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdStream};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,7 @@ impl ReadPolicy for EagerSocket {
             // them again: the next poll_ready parks the task for good.
             s.reg.clear_readiness(Interest::Readable);
             s.reads += 1;
-            match sys::read(s.fd.as_raw_fd(), buf) {
+            match sys::read(s.fd.as_fd(), buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 res => return Poll::Ready(res),
@@ -87,7 +87,7 @@ impl ReadPolicy for CorrectSocket {
         let Socket { reg, fd, reads } = s;
         reg.poll_io(cx, Interest::Readable, || {
             *reads += 1;
-            sys::read(fd.as_raw_fd(), buf)
+            sys::read(fd.as_fd(), buf)
         })
     }
 }
@@ -151,7 +151,7 @@ fn run<P: ReadPolicy>() -> io::Result<()> {
                     elapsed.as_secs_f64() * 1e3,
                     sock.reads
                 );
-                sys::write(sock.fd.as_raw_fd(), &body)?;
+                sys::write(sock.fd.as_fd(), &body)?;
             }
             Ok(Err(e)) => println!("   error: {e}"),
             Err(_) => println!(

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::task::{Context, Poll};
 
 use reactor::sys;
@@ -25,18 +25,17 @@ use reactor::{Interest, Reactor, Registration};
 /// assert_eq!(&buf, b"ping");
 /// # Ok::<(), std::io::Error>(()) }).unwrap();
 /// ```
-pub struct Async<T: AsRawFd> {
+pub struct Async<T: AsFd> {
     // Dropped by hand, before `io`: deregister, then close.
     reg: ManuallyDrop<Registration>,
     io: ManuallyDrop<T>,
 }
 
-impl<T: AsRawFd> Async<T> {
+impl<T: AsFd> Async<T> {
     /// Makes `io`'s fd non-blocking and registers it.
     pub fn new(io: T) -> io::Result<Async<T>> {
-        let fd = io.as_raw_fd();
-        sys::set_nonblocking(fd, true)?;
-        let reg = Reactor::current().register(fd)?;
+        sys::set_nonblocking(io.as_fd(), true)?;
+        let reg = Reactor::current().register(io.as_fd().as_raw_fd())?;
         Ok(Async {
             reg: ManuallyDrop::new(reg),
             io: ManuallyDrop::new(io),
@@ -104,7 +103,7 @@ impl<T: AsRawFd> Async<T> {
     }
 }
 
-impl<T: AsRawFd + Read> Async<T> {
+impl<T: AsFd + Read> Async<T> {
     /// Reads into `buf`; `Ok(0)` is end of file.
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_with_mut(|io| io.read(buf)).await
@@ -123,7 +122,7 @@ impl<T: AsRawFd + Read> Async<T> {
     }
 }
 
-impl<T: AsRawFd + Write> Async<T> {
+impl<T: AsFd + Write> Async<T> {
     /// Writes some of `buf`.
     pub async fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_with_mut(|io| io.write(buf)).await
@@ -142,13 +141,13 @@ impl<T: AsRawFd + Write> Async<T> {
     }
 }
 
-impl<T: AsRawFd> AsRawFd for Async<T> {
+impl<T: AsFd> AsRawFd for Async<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.io.as_raw_fd()
+        self.io.as_fd().as_raw_fd()
     }
 }
 
-impl<T: AsRawFd> Drop for Async<T> {
+impl<T: AsFd> Drop for Async<T> {
     fn drop(&mut self) {
         // SAFETY: fields are dropped once, here, registration first so the
         // fd leaves epoll before `io` closes it.
@@ -159,7 +158,7 @@ impl<T: AsRawFd> Drop for Async<T> {
     }
 }
 
-impl<T: AsRawFd + fmt::Debug> fmt::Debug for Async<T> {
+impl<T: AsFd + fmt::Debug> fmt::Debug for Async<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Async")
             .field("io", &*self.io)

@@ -348,7 +348,9 @@ impl Proactor {
             self.recycle((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16);
         }
         match kind {
-            Kind::Accept if c.res >= 0 => sys::close(c.res),
+            // SAFETY: an accepted fd in an orphan's completion: the kernel
+            // made it for this op, and nobody else learns its number.
+            Kind::Accept if c.res >= 0 => unsafe { sys::close(c.res) },
             Kind::Recv | Kind::Read if c.res > 0 => {
                 self.inner.stats.discarded_bytes.add(c.res as u64)
             }

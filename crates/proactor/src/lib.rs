@@ -136,7 +136,7 @@ pub mod op;
 mod ops;
 pub mod ring;
 mod stats;
-pub mod sys;
+pub(crate) mod sys;
 mod teardown;
 pub mod time;
 pub mod trace;

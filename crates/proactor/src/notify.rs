@@ -7,7 +7,7 @@
 //! CQ, but only from a thread that has a ring of its own.)
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -41,7 +41,7 @@ impl Notifier {
         // AcqRel: whatever the caller published before (an inbox push) is
         // visible to the thread that later clears the flag and drains.
         if !self.shared.pending.swap(true, Ordering::AcqRel) {
-            let _ = sys::eventfd_write(self.shared.fd.as_raw_fd());
+            let _ = sys::eventfd_write(self.shared.fd.as_fd());
         }
     }
 

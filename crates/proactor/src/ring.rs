@@ -35,7 +35,7 @@
 //! the publishing there is; the syscall is the doorbell.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -264,13 +264,7 @@ impl Ring {
             ts: ts.as_ref().map_or(0, |t| t as *const Timespec as u64),
         };
         let flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
-        match sys::io_uring_enter(
-            self.fd.as_raw_fd(),
-            to_submit,
-            min_complete,
-            flags,
-            Some(&arg),
-        ) {
+        match sys::io_uring_enter(self.fd.as_fd(), to_submit, min_complete, flags, Some(&arg)) {
             Ok(n) => Ok(n),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EINTR | libc::ETIME | libc::EBUSY | libc::EAGAIN) => Ok(0),

@@ -1,9 +1,17 @@
 //! The only place in this crate that makes raw syscalls: the three io_uring
 //! calls, `mmap`/`munmap` of the shared rings, and the few fd helpers the
 //! driver needs. Each wrapper turns `-1`/`errno` into an [`io::Error`].
+//!
+//! Private to the crate: these calls take raw fds and hand the kernel
+//! memory to use, and only the ring and the driver know which fds are
+//! theirs and how long that memory lives. Outside code cannot reach them:
+//!
+//! ```compile_fail,E0603
+//! proactor::sys::close(3);
+//! ```
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
 use crate::abi::{GeteventsArg, Params};
@@ -17,8 +25,29 @@ fn cvt(res: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// `IORING_SETUP_NO_MMAP`: the rings live in memory the caller names in
+/// `params`, which the kernel then writes.
+const IORING_SETUP_NO_MMAP: u32 = 1 << 14;
+
+/// `IORING_SETUP_ATTACH_WQ`: `params.wq_fd` names another ring's fd.
+const IORING_SETUP_ATTACH_WQ: u32 = 1 << 5;
+
 /// `io_uring_setup(entries, params)`: a new ring, as an owned fd.
+///
+/// ```compile_fail,E0603
+/// let mut p = proactor::abi::Params::default();
+/// let _ = proactor::sys::io_uring_setup(8, &mut p);
+/// ```
+///
+/// # Panics
+/// If `params` asks for `IORING_SETUP_NO_MMAP` or `IORING_SETUP_ATTACH_WQ`:
+/// with them the kernel would use memory or an fd that `params` only names.
 pub fn io_uring_setup(entries: u32, params: &mut Params) -> io::Result<OwnedFd> {
+    assert_eq!(
+        params.flags & (IORING_SETUP_NO_MMAP | IORING_SETUP_ATTACH_WQ),
+        0,
+        "io_uring_setup: NO_MMAP and ATTACH_WQ are not supported"
+    );
     // SAFETY: `params` is a valid, exclusively borrowed io_uring_params for
     // the duration of the call; the kernel reads and writes only it.
     let fd = cvt(unsafe {
@@ -37,8 +66,12 @@ pub fn io_uring_setup(entries: u32, params: &mut Params) -> io::Result<OwnedFd> 
 ///
 /// With `arg` the call carries `IORING_ENTER_EXT_ARG` (the caller sets the
 /// flag) and the timeout it points to. Returns the number of SQEs consumed.
+///
+/// ```compile_fail,E0603
+/// let _ = proactor::sys::io_uring_enter(3, 1, 0, 0, None);
+/// ```
 pub fn io_uring_enter(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     to_submit: u32,
     min_complete: u32,
     flags: u32,
@@ -58,7 +91,7 @@ pub fn io_uring_enter(
     let n = cvt(unsafe {
         libc::syscall(
             libc::SYS_io_uring_enter,
-            fd as libc::c_long,
+            fd.as_raw_fd() as libc::c_long,
             to_submit as libc::c_long,
             min_complete as libc::c_long,
             flags as libc::c_long,
@@ -183,10 +216,14 @@ pub fn eventfd() -> io::Result<OwnedFd> {
 }
 
 /// Adds one to an eventfd's counter (what other threads call to wake a ring).
-pub fn eventfd_write(fd: RawFd) -> io::Result<()> {
+///
+/// ```compile_fail,E0603
+/// let _ = proactor::sys::eventfd_write(3);
+/// ```
+pub fn eventfd_write(fd: BorrowedFd<'_>) -> io::Result<()> {
     let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live local.
-    let r = unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+    // SAFETY: writes 8 bytes from a live local to an fd the caller holds open.
+    let r = unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
     match cvt(r as libc::c_long) {
         Ok(_) => Ok(()),
         // The counter is saturated: the ring will wake anyway.
@@ -197,8 +234,17 @@ pub fn eventfd_write(fd: RawFd) -> io::Result<()> {
 
 /// `close(2)` of a raw fd the caller owns (for fds arriving in completions
 /// that nobody will adopt).
-pub fn close(fd: RawFd) {
-    // SAFETY: the caller passes an fd it owns and never uses again.
+///
+/// ```compile_fail,E0603
+/// proactor::sys::close(3);
+/// ```
+///
+/// # Safety
+/// `fd` is open, owned by the caller and by nothing else, and never used
+/// again: closing an fd another owner holds would let that owner act on
+/// whatever the kernel reuses the number for.
+pub unsafe fn close(fd: RawFd) {
+    // SAFETY: the caller's contract.
     unsafe { libc::close(fd) };
 }
 

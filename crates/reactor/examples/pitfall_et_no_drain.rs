@@ -16,7 +16,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use reactor::epoll::{Epoll, Events, flags_to_string};
@@ -131,7 +131,7 @@ fn run(variant: Variant) -> io::Result<()> {
             }
             loop {
                 r.reads += 1;
-                match sys::read(fd, &mut buf) {
+                match sys::read(conn.as_fd(), &mut buf) {
                     Ok(0) => break,
                     Ok(n) => r.got += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -169,7 +169,7 @@ fn run(variant: Variant) -> io::Result<()> {
     if r.hung {
         // The bytes were there all along: a read that goes on to EAGAIN finds them.
         let mut late = 0;
-        while let Ok(n @ 1..) = sys::read(fd, &mut buf) {
+        while let Ok(n @ 1..) = sys::read(conn.as_fd(), &mut buf) {
             late += n;
         }
         println!("   after the watchdog, reading on to EAGAIN finds the missing {late} bytes");

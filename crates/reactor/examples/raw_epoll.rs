@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use reactor::epoll::{ALL_EDGE, Epoll, Events, flags_to_string};
@@ -38,7 +38,7 @@ fn main() -> io::Result<()> {
             if ev.token == LISTENER {
                 // Edge-triggered: accept until EAGAIN or we miss connections.
                 loop {
-                    match sys::accept(listener.as_raw_fd()) {
+                    match sys::accept(listener.as_fd()) {
                         Ok((fd, peer)) => {
                             let token = fd.as_raw_fd() as u64;
                             epoll.add(fd.as_raw_fd(), ALL_EDGE, token)?;
@@ -57,11 +57,11 @@ fn main() -> io::Result<()> {
             // Read until EAGAIN (or EOF), echoing as we go.
             let mut buf = [0u8; 4096];
             let closed = loop {
-                match sys::read(fd.as_raw_fd(), &mut buf) {
+                match sys::read(fd.as_fd(), &mut buf) {
                     Ok(0) => break true,
                     Ok(n) => {
                         println!("  read {n} bytes");
-                        sys::send(fd.as_raw_fd(), &buf[..n])?;
+                        sys::send(fd.as_fd(), &buf[..n])?;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
                     Err(_) => break true,

@@ -187,6 +187,7 @@ pub fn flags_to_string(flags: u32) -> String {
 mod tests {
     use super::*;
     use crate::sys;
+    use std::os::fd::AsFd;
 
     #[test]
     fn timeout_rounds_up() {
@@ -205,7 +206,7 @@ mod tests {
         ep.add(r.as_raw_fd(), ALL_EDGE, 7).unwrap();
         let mut events = Events::with_capacity(8);
         assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 0);
-        sys::write(w.as_raw_fd(), b"abc").unwrap();
+        sys::write(w.as_fd(), b"abc").unwrap();
         assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 1);
         let ev = events.iter().next().unwrap();
         assert_eq!(ev.token, 7);

@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -60,7 +60,7 @@ impl Notifier {
             return;
         }
         self.shared.writes.fetch_add(1, Ordering::Relaxed);
-        let fd = self.shared.fd.as_raw_fd();
+        let fd = self.shared.fd.as_fd();
         let one = 1u64.to_ne_bytes();
         // Other errors (EBADF) cannot happen while we hold the fd, and a waker
         // must never panic, so only a full counter gets an answer.
@@ -109,10 +109,10 @@ mod tests {
     fn counter_overflow_is_harmless() {
         let n = Notifier::new().unwrap();
         // Drive the eventfd counter to its maximum: a further write would block.
-        sys::write(n.raw_fd(), &(u64::MAX - 1).to_ne_bytes()).unwrap();
+        sys::write(n.shared.fd.as_fd(), &(u64::MAX - 1).to_ne_bytes()).unwrap();
         n.notify(); // drains and writes again; must not panic or wedge.
         let mut buf = [0u8; 8];
-        sys::read(n.raw_fd(), &mut buf).unwrap();
+        sys::read(n.shared.fd.as_fd(), &mut buf).unwrap();
         assert_eq!(
             u64::from_ne_bytes(buf),
             1,

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -592,6 +592,14 @@ impl Registration {
     #[inline]
     pub fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    /// The registered fd, borrowed for a call into [`crate::sys`].
+    #[inline(always)]
+    pub(crate) fn borrowed_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `register` requires the fd to stay open until the
+        // registration is dropped, which `&self` outlives.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
     }
 
     /// The reactor this fd is registered with.

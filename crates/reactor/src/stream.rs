@@ -7,7 +7,7 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::task::{Context, Poll};
 
 use crate::interest::Interest;
@@ -19,7 +19,7 @@ impl Registration {
     #[inline]
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         let len = buf.len();
-        let res = self.try_io(Interest::Readable, || sys::read(self.fd(), buf));
+        let res = self.try_io(Interest::Readable, || sys::read(self.borrowed_fd(), buf));
         self.after_read(&res, len);
         res
     }
@@ -30,7 +30,9 @@ impl Registration {
     #[inline(always)]
     pub fn try_read_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let len = buf.len();
-        let res = self.try_io(Interest::Readable, || sys::read_uninit(self.fd(), buf));
+        let res = self.try_io(Interest::Readable, || {
+            sys::read_uninit(self.borrowed_fd(), buf)
+        });
         self.after_read(&res, len);
         res
     }
@@ -40,7 +42,7 @@ impl Registration {
     /// Inlined: it is the write of every response.
     #[inline(always)]
     pub fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
-        let res = self.try_io(Interest::Writable, || sys::send(self.fd(), buf));
+        let res = self.try_io(Interest::Writable, || sys::send(self.borrowed_fd(), buf));
         self.after_write(&res, buf.len());
         res
     }
@@ -48,7 +50,9 @@ impl Registration {
     /// [`Registration::try_send`] with `MSG_MORE` ([`sys::send_more`]): more
     /// bytes follow at once, so the kernel need not send a short segment.
     pub fn try_send_more(&self, buf: &[u8]) -> io::Result<usize> {
-        let res = self.try_io(Interest::Writable, || sys::send_more(self.fd(), buf));
+        let res = self.try_io(Interest::Writable, || {
+            sys::send_more(self.borrowed_fd(), buf)
+        });
         self.after_write(&res, buf.len());
         res
     }
@@ -57,7 +61,9 @@ impl Registration {
     /// edge.
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let len = buf.len();
-        let res = self.poll_io(cx, Interest::Readable, || sys::read(self.fd(), buf));
+        let res = self.poll_io(cx, Interest::Readable, || {
+            sys::read(self.borrowed_fd(), buf)
+        });
         if let Poll::Ready(r) = &res {
             self.after_read(r, len);
         }
@@ -71,7 +77,9 @@ impl Registration {
         buf: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
         let len = buf.len();
-        let res = self.poll_io(cx, Interest::Readable, || sys::read_uninit(self.fd(), buf));
+        let res = self.poll_io(cx, Interest::Readable, || {
+            sys::read_uninit(self.borrowed_fd(), buf)
+        });
         if let Poll::Ready(r) = &res {
             self.after_read(r, len);
         }
@@ -81,7 +89,9 @@ impl Registration {
     /// Sends some of `buf` if the fd is ready; otherwise stores `cx`'s
     /// waker for the next edge.
     pub fn poll_send(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let res = self.poll_io(cx, Interest::Writable, || sys::send(self.fd(), buf));
+        let res = self.poll_io(cx, Interest::Writable, || {
+            sys::send(self.borrowed_fd(), buf)
+        });
         if let Poll::Ready(r) = &res {
             self.after_write(r, buf.len());
         }
@@ -94,12 +104,12 @@ impl Registration {
     pub fn poll_sendfile(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
         self.poll_io(cx, Interest::Writable, || {
-            sys::sendfile(self.fd(), file, offset, count)
+            sys::sendfile(self.borrowed_fd(), file, offset, count)
         })
     }
 
@@ -110,13 +120,13 @@ impl Registration {
     pub fn poll_send_file_copied(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         scratch: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let res = self.poll_io(cx, Interest::Writable, || {
-            sys::send_file_copied(self.fd(), file, offset, count, scratch)
+            sys::send_file_copied(self.borrowed_fd(), file, offset, count, scratch)
         });
         res.map_ok(|(sent, read)| {
             self.after_write(&Ok(sent), read);

@@ -4,12 +4,15 @@
 //! Rules this module enforces, so callers cannot forget them:
 //! - a failed call (`-1`) becomes an [`io::Error`] through [`syscall!`](crate::syscall);
 //! - every fd it creates is `CLOEXEC` and non-blocking, and comes back as an
-//!   [`OwnedFd`] so that it is closed exactly once.
+//!   [`OwnedFd`] so that it is closed exactly once;
+//! - every fd it acts on is a [`BorrowedFd`], so that safe code acts only on
+//!   fds it holds open, never on a number that may since name something
+//!   else (I/O safety). Raw numbers go only to the `unsafe` [`raw`] calls.
 
 use std::io;
 use std::mem::{self, MaybeUninit};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Turns the C convention of a syscall's result (`-1` and `errno`) into an
 /// `io::Result` carrying the return value.
@@ -222,9 +225,15 @@ unsafe fn owned(fd: RawFd) -> OwnedFd {
 }
 
 /// Puts `fd` in non-blocking mode (and leaves its other flags alone).
-pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::set_nonblocking(0, true);
+/// ```
+pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> {
     // SAFETY: F_GETFL takes no pointer; a bad fd only yields EBADF.
-    let flags = syscall!(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let flags = syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     let new = if nonblocking {
         flags | libc::O_NONBLOCK
     } else {
@@ -232,7 +241,7 @@ pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
     };
     if new != flags {
         // SAFETY: F_SETFL with an int argument; no memory is passed.
-        syscall!(unsafe { libc::fcntl(fd, libc::F_SETFL, new) })?;
+        syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, new) })?;
     }
     Ok(())
 }
@@ -255,40 +264,72 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// `read(2)` into `buf`; `Ok(0)` means end of file.
-pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::read(3, &mut [0u8; 4]);
+/// ```
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    let n = syscall!(unsafe { raw::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
+    let n = syscall!(unsafe { raw::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
 /// `read(2)` into uninitialised memory (a buffer's spare capacity), so that
 /// callers need not zero it first. Returns how many bytes, from the start of
 /// `buf`, the kernel initialised.
-pub fn read_uninit(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::read_uninit(3, &mut [std::mem::MaybeUninit::uninit(); 4]);
+/// ```
+pub fn read_uninit(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes; the kernel only
     // writes, never reads, that memory.
-    let n = syscall!(unsafe { raw::read(fd, buf.as_mut_ptr().cast(), buf.len()) })?;
+    let n = syscall!(unsafe { raw::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
 /// `sendfile(2)`: copies up to `count` bytes of `in_fd` from `*offset` to the
 /// socket `out_fd` inside the kernel, advancing `*offset`.
-pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::sendfile(3, 4, &mut 0, 1);
+/// ```
+pub fn sendfile(
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
     let mut off = i64::try_from(*offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
     // SAFETY: `off` is a valid, writable off_t for the duration of the call.
-    let n = syscall!(unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) })?;
+    let n = syscall!(unsafe {
+        libc::sendfile(out_fd.as_raw_fd(), in_fd.as_raw_fd(), &mut off, count)
+    })?;
     *offset = off as u64;
     Ok(n as usize)
 }
 
 /// `pread(2)`: reads into `buf` from `offset` of `fd` without moving its
 /// file position (one open file is shared by many connections).
-pub fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::pread(3, &mut [0u8; 4], 0);
+/// ```
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let off = i64::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    let n = syscall!(unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) })?;
+    let n =
+        syscall!(unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) })?;
     Ok(n as usize)
 }
 
@@ -298,9 +339,15 @@ pub fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 /// `(sent, read)`: `read == 0` means the file ended early; `sent < read`
 /// means the send buffer is full (the rest is read again next time, so
 /// the caller keeps no copy). A full send buffer is `WouldBlock`.
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::send_file_copied(3, 4, &mut 0, 1, &mut [0u8; 4]);
+/// ```
 pub fn send_file_copied(
-    out_fd: RawFd,
-    in_fd: RawFd,
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
     offset: &mut u64,
     count: usize,
     scratch: &mut [u8],
@@ -317,16 +364,35 @@ pub fn send_file_copied(
 
 /// `write(2)` from `buf`. For sockets prefer [`send`], which never raises
 /// `SIGPIPE`.
-pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::write(3, b"x");
+/// ```
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n = syscall!(unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) })?;
+    let n = syscall!(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })?;
     Ok(n as usize)
 }
 
 /// `send(2)` with `MSG_NOSIGNAL`: a vanished peer gives `EPIPE`, not a signal.
-pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::send(3, b"x");
+/// ```
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n = syscall!(unsafe { raw::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })?;
+    let n = syscall!(unsafe {
+        raw::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    })?;
     Ok(n as usize)
 }
 
@@ -334,23 +400,35 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 /// for what the caller sends next (a `sendfile` body after its head), so the
 /// two leave in full segments, as `TCP_CORK` (nginx's `tcp_nopush`) would
 /// make them, without the two `setsockopt` calls a cork costs.
-pub fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::send_more(3, b"x");
+/// ```
+pub fn send_more(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     let flags = libc::MSG_NOSIGNAL | libc::MSG_MORE;
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    let n = syscall!(unsafe { raw::send(fd, buf.as_ptr().cast(), buf.len(), flags) })?;
+    let n = syscall!(unsafe { raw::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) })?;
     Ok(n as usize)
 }
 
 /// `sendmsg(2)` of several buffers at once with `MSG_NOSIGNAL` (a `writev`
 /// that cannot raise `SIGPIPE`).
-pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::send_vectored(3, &[]);
+/// ```
+pub fn send_vectored(fd: BorrowedFd<'_>, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
     let mut msg: libc::msghdr = unsafe { mem::zeroed() };
     // IoSlice is guaranteed ABI-compatible with `struct iovec` on Unix.
     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
     // SAFETY: msg points at `bufs`, which lives for the call and is only read.
-    let n = syscall!(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) })?;
+    let n = syscall!(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) })?;
     Ok(n as usize)
 }
 
@@ -358,13 +436,19 @@ pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
 const ACCEPT_FLAGS: libc::c_int = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
 
 /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, returning the peer address.
-pub fn accept(listener: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::accept(3);
+/// ```
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<(OwnedFd, SocketAddr)> {
     let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: storage/len describe a writable sockaddr_storage, as accept4 requires.
     let fd = syscall!(unsafe {
         libc::accept4(
-            listener,
+            listener.as_raw_fd(),
             storage.as_mut_ptr().cast(),
             &mut len,
             ACCEPT_FLAGS,
@@ -378,11 +462,17 @@ pub fn accept(listener: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
 }
 
 /// `accept4(2)` without asking for the peer address (one copy fewer).
-pub fn accept_fd(listener: RawFd) -> io::Result<OwnedFd> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::accept_fd(3);
+/// ```
+pub fn accept_fd(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: null address pointers are allowed and mean "don't report it".
     let fd = syscall!(unsafe {
         libc::accept4(
-            listener,
+            listener.as_raw_fd(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             ACCEPT_FLAGS,
@@ -414,9 +504,9 @@ impl Default for ListenOptions {
 /// `SO_REUSEADDR` (and `SO_REUSEPORT` if asked).
 pub fn tcp_listener(addr: SocketAddr, opts: ListenOptions) -> io::Result<OwnedFd> {
     let sock = tcp_socket(addr)?;
-    setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    setsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     if opts.reuse_port {
-        setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        setsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
     }
     let (storage, len) = std_to_sockaddr(&addr);
     // SAFETY: storage/len describe a valid sockaddr for the socket's family.
@@ -453,11 +543,21 @@ pub fn tcp_socket(addr: SocketAddr) -> io::Result<OwnedFd> {
 /// Starts a non-blocking `connect(2)`. `Ok(true)` means connected at once;
 /// `Ok(false)` means in progress: wait for writability, then check
 /// [`take_socket_error`].
-pub fn connect(fd: RawFd, addr: SocketAddr) -> io::Result<bool> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::connect(3, "127.0.0.1:1".parse().unwrap());
+/// ```
+pub fn connect(fd: BorrowedFd<'_>, addr: SocketAddr) -> io::Result<bool> {
     let (storage, len) = std_to_sockaddr(&addr);
     // SAFETY: storage/len describe a valid sockaddr for the socket's family.
     match syscall!(unsafe {
-        libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len)
+        libc::connect(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
     }) {
         Ok(_) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
@@ -466,17 +566,29 @@ pub fn connect(fd: RawFd, addr: SocketAddr) -> io::Result<bool> {
 }
 
 /// Reads and clears `SO_ERROR`: the outcome of a non-blocking connect.
-pub fn take_socket_error(fd: RawFd) -> io::Result<Option<io::Error>> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::take_socket_error(3);
+/// ```
+pub fn take_socket_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
     let err = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
     Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
 }
 
 /// Sets an integer socket option.
-pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::setsockopt_int(3, 1, 2, 1);
+/// ```
+pub fn setsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` is a live int and the length says so.
     syscall!(unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             level,
             name,
             (&value as *const i32).cast(),
@@ -487,58 +599,100 @@ pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Resul
 }
 
 /// Reads an integer socket option.
-pub fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::getsockopt_int(3, 1, 4);
+/// ```
+pub fn getsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;
     let mut len = mem::size_of::<i32>() as libc::socklen_t;
     // SAFETY: value/len describe a writable int.
     syscall!(unsafe {
-        libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len)
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut i32).cast(),
+            &mut len,
+        )
     })?;
     Ok(value)
 }
 
 /// Sets `TCP_NODELAY` (no Nagle delay for small writes).
-pub fn set_nodelay(fd: RawFd, nodelay: bool) -> io::Result<()> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::set_nodelay(3, true);
+/// ```
+pub fn set_nodelay(fd: BorrowedFd<'_>, nodelay: bool) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(nodelay))
 }
 
 /// Whether `TCP_NODELAY` is set.
-pub fn nodelay(fd: RawFd) -> io::Result<bool> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::nodelay(3);
+/// ```
+pub fn nodelay(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
 }
 
 /// `shutdown(2)`.
-pub fn shutdown(fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::shutdown(3, std::net::Shutdown::Both);
+/// ```
+pub fn shutdown(fd: BorrowedFd<'_>, how: std::net::Shutdown) -> io::Result<()> {
     let how = match how {
         std::net::Shutdown::Read => libc::SHUT_RD,
         std::net::Shutdown::Write => libc::SHUT_WR,
         std::net::Shutdown::Both => libc::SHUT_RDWR,
     };
     // SAFETY: no pointers.
-    syscall!(unsafe { libc::shutdown(fd, how) })?;
+    syscall!(unsafe { libc::shutdown(fd.as_raw_fd(), how) })?;
     Ok(())
 }
 
 /// The address a socket is bound to (`getsockname`).
-pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::local_addr(3);
+/// ```
+pub fn local_addr(fd: BorrowedFd<'_>) -> io::Result<SocketAddr> {
     sock_name(fd, false)
 }
 
 /// The address of a socket's peer (`getpeername`).
-pub fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::peer_addr(3);
+/// ```
+pub fn peer_addr(fd: BorrowedFd<'_>) -> io::Result<SocketAddr> {
     sock_name(fd, true)
 }
 
-fn sock_name(fd: RawFd, peer: bool) -> io::Result<SocketAddr> {
+fn sock_name(fd: BorrowedFd<'_>, peer: bool) -> io::Result<SocketAddr> {
     let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     let ptr = storage.as_mut_ptr().cast();
     if peer {
         // SAFETY: storage/len describe a writable sockaddr_storage.
-        syscall!(unsafe { libc::getpeername(fd, ptr, &mut len) })?;
+        syscall!(unsafe { libc::getpeername(fd.as_raw_fd(), ptr, &mut len) })?;
     } else {
         // SAFETY: as above.
-        syscall!(unsafe { libc::getsockname(fd, ptr, &mut len) })?;
+        syscall!(unsafe { libc::getsockname(fd.as_raw_fd(), ptr, &mut len) })?;
     }
     // SAFETY: zero-initialised and written by the kernel.
     sockaddr_to_std(unsafe { storage.assume_init_ref() })
@@ -618,10 +772,10 @@ mod tests {
             assert_ne!(fdfl & libc::FD_CLOEXEC, 0);
         }
         let mut buf = [0u8; 4];
-        let err = read(r.as_raw_fd(), &mut buf).unwrap_err();
+        let err = read(r.as_fd(), &mut buf).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
-        assert_eq!(write(w.as_raw_fd(), b"hi").unwrap(), 2);
-        assert_eq!(read(r.as_raw_fd(), &mut buf).unwrap(), 2);
+        assert_eq!(write(w.as_fd(), b"hi").unwrap(), 2);
+        assert_eq!(read(r.as_fd(), &mut buf).unwrap(), 2);
     }
 
     /// The direct system calls follow the C convention: bytes on success,
@@ -637,7 +791,7 @@ mod tests {
             io::Error::last_os_error().raw_os_error(),
             Some(libc::EAGAIN)
         );
-        assert_eq!(write(w.as_raw_fd(), b"abc").unwrap(), 3);
+        assert_eq!(write(w.as_fd(), b"abc").unwrap(), 3);
         // SAFETY: as above.
         let n = unsafe { raw::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         assert_eq!(n, 3);
@@ -668,14 +822,14 @@ mod tests {
     #[test]
     fn listener_accepts_nonblocking_connections() {
         let l = tcp_listener("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
-        let addr = local_addr(l.as_raw_fd()).unwrap();
+        let addr = local_addr(l.as_fd()).unwrap();
         assert_eq!(
-            accept_fd(l.as_raw_fd()).unwrap_err().kind(),
+            accept_fd(l.as_fd()).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
         let _c = std::net::TcpStream::connect(addr).unwrap();
         let (fd, peer) = loop {
-            match accept(l.as_raw_fd()) {
+            match accept(l.as_fd()) {
                 Ok(x) => break x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => panic!("{e}"),

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,7 +46,7 @@ fn deregisters_on_drop() {
     assert_eq!(reactor.stats().registered, 1);
     drop(reg);
     assert_eq!(reactor.stats().registered, 0);
-    sys::write(w.as_raw_fd(), b"x").unwrap();
+    sys::write(w.as_fd(), b"x").unwrap();
     let before = reactor.stats().events;
     reactor.turn(Some(Duration::ZERO)).unwrap();
     assert_eq!(
@@ -68,7 +68,7 @@ fn hangup_wakes_reader_and_writer() {
     // Fill the send buffer so that the writer has to wait.
     let chunk = [0u8; 65536];
     loop {
-        match sys::send(server.as_raw_fd(), &chunk) {
+        match sys::send(server.as_fd(), &chunk) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 reg.clear_readiness(Interest::Writable);
@@ -165,14 +165,14 @@ fn partial_reader_keeps_readiness_without_new_edge() {
     let reactor = Reactor::new().unwrap();
     let (r, w) = sys::pipe().unwrap();
     let reg = reactor.register(r.as_raw_fd()).unwrap();
-    sys::write(w.as_raw_fd(), &[1u8; 100]).unwrap();
+    sys::write(w.as_fd(), &[1u8; 100]).unwrap();
     let got = block_on(&reactor, async {
         let mut total = 0;
         // Read 10 bytes at a time; no new data is written after the first edge.
         while total < 100 {
             let n = std::future::poll_fn(|cx| {
                 reg.poll_io(cx, Interest::Readable, || {
-                    sys::read(r.as_raw_fd(), &mut [0u8; 10])
+                    sys::read(r.as_fd(), &mut [0u8; 10])
                 })
             })
             .await

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -544,7 +544,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         while off < end {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
             let chunk = (end - off).min(1 << 20) as usize;
-            let fd = file.as_raw_fd();
+            let fd = file.as_fd();
             let n = if copy {
                 self.io.send_file_copied(fd, &mut off, chunk, deadline)
             } else {

@@ -23,7 +23,7 @@ pub mod tls;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -110,7 +110,7 @@ pub unsafe trait BlockingIo {
     /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
     fn sendfile(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,
@@ -121,7 +121,7 @@ pub unsafe trait BlockingIo {
     /// keeps this default: its `sendfile`.
     fn send_file_copied(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,

@@ -7,7 +7,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use reactor::sys;
@@ -114,11 +114,11 @@ impl Blocking {
         &mut self,
         buf: &[u8],
         deadline: Deadline,
-        op: fn(RawFd, &[u8]) -> io::Result<usize>,
+        op: fn(BorrowedFd<'_>, &[u8]) -> io::Result<usize>,
     ) -> io::Result<usize> {
         self.set_write_deadline(deadline)?;
         loop {
-            match op(self.stream.as_raw_fd(), buf) {
+            match op(self.stream.as_fd(), buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 r => return r.map_err(timeout_error),
             }
@@ -135,12 +135,12 @@ impl Blocking {
     fn send_without_blocking(
         &mut self,
         deadline: Deadline,
-        mut op: impl FnMut(RawFd) -> io::Result<usize>,
+        mut op: impl FnMut(BorrowedFd<'_>) -> io::Result<usize>,
     ) -> io::Result<usize> {
         let at = deadline.at(Instant::now);
         loop {
             self.stream.set_nonblocking(true)?;
-            let sent = op(self.stream.as_raw_fd());
+            let sent = op(self.stream.as_fd());
             self.stream.set_nonblocking(false)?;
             match sent {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -163,7 +163,7 @@ unsafe impl BlockingIo for Blocking {
     ) -> io::Result<usize> {
         self.set_read_deadline(deadline)?;
         loop {
-            match sys::read_uninit(self.stream.as_raw_fd(), buf) {
+            match sys::read_uninit(self.stream.as_fd(), buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 r => return r.map_err(timeout_error),
             }
@@ -180,7 +180,7 @@ unsafe impl BlockingIo for Blocking {
 
     fn sendfile(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,
@@ -190,7 +190,7 @@ unsafe impl BlockingIo for Blocking {
 
     fn send_file_copied(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -176,7 +176,7 @@ unsafe impl BlockingIo for Stackful {
 
     fn sendfile(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,
@@ -186,7 +186,7 @@ unsafe impl BlockingIo for Stackful {
 
     fn send_file_copied(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,

@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 
@@ -235,7 +235,7 @@ fn reject(job: Job, pool: &ThreadPool) {
     let mut wbuf = BytesMut::with_capacity(512);
     site::respond::overloaded(&mut wbuf, &job.ctx.stats);
     let fd = job.fd.as_raw_fd();
-    let _ = reactor::sys::send(fd, &wbuf);
+    let _ = reactor::sys::send(job.fd.as_fd(), &wbuf);
     // SAFETY: `fd` is the connection's open socket, owned by `job` until
     // it drops below; shutdown(2) touches no memory.
     unsafe { libc::shutdown(fd, libc::SHUT_WR) };

@@ -6,7 +6,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,8 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
             }
         }
     };
-    let on = ctx.config.admin.surface_of(io.fd());
+    // SAFETY: `io` owns the socket and keeps it open for this call.
+    let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(io.fd()) });
     match ctx.tls.on(on) {
         None => conn::serve(ctx, io, client, on),
         Some(tls) => match TlsIo::new(io, tls) {
@@ -127,7 +128,7 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
 
     fn sendfile(
         &mut self,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         deadline: Deadline,

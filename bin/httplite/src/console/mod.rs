@@ -16,7 +16,7 @@
 mod commands;
 
 use std::io::{self, Write as _};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 
 use executor::Runtime;
 use reactor::{Interest, Reactor, sys};
@@ -70,14 +70,14 @@ fn say(text: &str) {
 fn run(ctx: &ConsoleCtx) -> io::Result<()> {
     let rt = Runtime::new()?;
     rt.block_on(async {
-        sys::set_nonblocking(STDIN, true)?;
+        sys::set_nonblocking(io::stdin().as_fd(), true)?;
         let reg = match Reactor::current().register(STDIN) {
             Ok(reg) => reg,
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 // Not pollable: reads of it never wait anyway.
-                sys::set_nonblocking(STDIN, false)?;
+                sys::set_nonblocking(io::stdin().as_fd(), false)?;
                 say("console: reading commands (type help)\n");
-                return read_lines(ctx, |buf| sys::read(STDIN, buf));
+                return read_lines(ctx, |buf| sys::read(io::stdin().as_fd(), buf));
             }
             Err(e) => return Err(e),
         };
@@ -86,7 +86,9 @@ fn run(ctx: &ConsoleCtx) -> io::Result<()> {
         let mut buf = [0u8; 1024];
         loop {
             let n = std::future::poll_fn(|cx| {
-                reg.poll_io(cx, Interest::Readable, || sys::read(STDIN, &mut buf))
+                reg.poll_io(cx, Interest::Readable, || {
+                    sys::read(io::stdin().as_fd(), &mut buf)
+                })
             })
             .await?;
             if n == 0 {

@@ -37,7 +37,7 @@ pub mod shared;
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -151,7 +151,7 @@ impl Parent {
             reuse_port: false,
         };
         let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
-        let addr = reactor::sys::local_addr(listener.as_raw_fd())?;
+        let addr = reactor::sys::local_addr(listener.as_fd())?;
         let set = child::sigset(&SIGNALS);
         // SAFETY: `set` is an initialised sigset_t; the old mask is not
         // asked for. The process has one thread, so this is its mask.
@@ -328,7 +328,10 @@ impl Parent {
                 self.page.paused_at_max.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            match reactor::sys::accept_fd(listener) {
+            // SAFETY: `listener` is the number of one of `self.listeners`,
+            // which stay open while this runs (they are closed only by the
+            // signal branch of `run`).
+            match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
                 Ok(conn) => self.spawn(conn, ctx),
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return None,

@@ -11,7 +11,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -51,7 +51,7 @@ pub trait Transport: AsRawFd + Unpin + 'static {
     fn poll_sendfile(
         &mut self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>>;
@@ -61,7 +61,7 @@ pub trait Transport: AsRawFd + Unpin + 'static {
     fn poll_send_file_copied(
         &mut self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         scratch: &mut [u8],
@@ -107,7 +107,7 @@ impl Transport for TcpStream {
     fn poll_sendfile(
         &mut self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
@@ -117,7 +117,7 @@ impl Transport for TcpStream {
     fn poll_send_file_copied(
         &mut self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         scratch: &mut [u8],
@@ -247,7 +247,7 @@ impl Transport for TlsStream {
     fn poll_sendfile(
         &mut self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {

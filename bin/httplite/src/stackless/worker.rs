@@ -3,7 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -28,9 +28,11 @@ use site::stats::WorkerStats;
 /// The dispatcher's handoff fd, borrowed (the port owns and closes it).
 struct PortFd(RawFd);
 
-impl AsRawFd for PortFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
+impl AsFd for PortFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the port outlives every `PortFd`: `accept_loop` drops its
+        // `handoff` before it returns the port's borrow.
+        unsafe { BorrowedFd::borrow_raw(self.0) }
     }
 }
 
@@ -111,7 +113,9 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
             match TcpStream::from_fd(fd) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
-                    let on = ctx.config.admin.surface_of(stream.as_raw_fd());
+                    // SAFETY: `stream` owns the socket, open for this call.
+                    let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+                    let on = ctx.config.admin.surface_of(fd);
                     if ctx.config.proxy.expects_header(stream.as_raw_fd()) {
                         executor::spawn(proxied::serve(ctx.clone(), stream, on));
                         continue;

@@ -17,7 +17,7 @@
 //! ```
 
 use std::io::{self, Read, Write};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use rustls::{HandshakeKind, ServerConnection};
@@ -235,7 +235,7 @@ impl Session {
     pub fn send_file(
         &mut self,
         sock: &mut impl RawIo,
-        fd: RawFd,
+        fd: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> io::Result<usize> {

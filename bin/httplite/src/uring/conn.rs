@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
@@ -86,7 +87,8 @@ pub(super) struct Conn {
 pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
     let guard = ctx.open_connection();
     let now = Instant::now();
-    let on = ctx.config.admin.surface_of(stream.as_raw_fd());
+    // SAFETY: `stream` owns the socket and keeps it open for this call.
+    let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) });
     let mut conn = Conn {
         ctx,
         stream,
@@ -445,7 +447,11 @@ pub(super) fn log(
     if let Some(log) = &ctx.access_log {
         // No PROXY header on this runtime (refused at start), but
         // `--trusted-proxy` still names who may set X-Forwarded-For.
-        let peer = (ctx.config.proxy).client_of(None, fd, req, || reactor::sys::peer_addr(fd).ok());
+        let peer = (ctx.config.proxy).client_of(None, fd, req, || {
+            // SAFETY: `fd` is this connection's socket, open until the
+            // connection ends, after this call.
+            reactor::sys::peer_addr(unsafe { BorrowedFd::borrow_raw(fd) }).ok()
+        });
         log.log(&Entry::new(
             peer,
             req,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use dispatch::{Batch, WorkerPort};
@@ -29,7 +29,7 @@ impl Conn {
     fn read_all(&mut self, id: usize) {
         let mut buf = [0u8; 4096];
         loop {
-            match reactor::sys::read(self.fd.as_raw_fd(), &mut buf) {
+            match reactor::sys::read(self.fd.as_fd(), &mut buf) {
                 Ok(0) => {
                     self.eof = true;
                     break;
@@ -53,7 +53,7 @@ impl Conn {
     /// Writes what it can; the rest waits for the next writable edge.
     fn flush(&mut self) {
         while !self.output.is_empty() {
-            match reactor::sys::send(self.fd.as_raw_fd(), &self.output) {
+            match reactor::sys::send(self.fd.as_fd(), &self.output) {
                 Ok(n) => {
                     self.output.drain(..n);
                 }

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -146,7 +146,7 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
         for (&token, conn) in conns.iter_mut() {
             while conn.pending.front().is_some_and(|(due, _)| *due <= now) {
                 let (_, reply) = conn.pending.pop_front().unwrap();
-                if reactor::sys::send(conn.fd.as_raw_fd(), &reply).is_err() {
+                if reactor::sys::send(conn.fd.as_fd(), &reply).is_err() {
                     conn.eof = true;
                     conn.pending.clear();
                 } else {
@@ -213,7 +213,7 @@ fn assert_is_socket(fd: &OwnedFd, worker: usize) {
 fn read_requests(conn: &mut Conn, id: usize, due: Instant) -> u64 {
     let mut chunk = [0u8; 4096];
     loop {
-        match reactor::sys::read(conn.fd.as_raw_fd(), &mut chunk) {
+        match reactor::sys::read(conn.fd.as_fd(), &mut chunk) {
             Ok(0) => {
                 conn.eof = true;
                 break;

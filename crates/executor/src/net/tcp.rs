@@ -38,7 +38,7 @@ impl TcpListener {
 
     /// Adopts a listening socket fd (made non-blocking here).
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpListener> {
-        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        sys::set_nonblocking(fd.as_fd(), true)?;
         let reg = Reactor::current().register(fd.as_raw_fd())?;
         Ok(TcpListener { reg, fd })
     }
@@ -54,12 +54,12 @@ impl TcpListener {
     /// dispatcher hands to another thread.
     pub fn poll_accept_fd(&self, cx: &mut Context<'_>) -> Poll<io::Result<(OwnedFd, SocketAddr)>> {
         self.reg
-            .poll_io(cx, Interest::Readable, || sys::accept(self.fd.as_raw_fd()))
+            .poll_io(cx, Interest::Readable, || sys::accept(self.fd.as_fd()))
     }
 
     /// The bound address (useful after binding port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_raw_fd())
+        sys::local_addr(self.fd.as_fd())
     }
 }
 
@@ -84,12 +84,12 @@ impl TcpStream {
     /// Connects to `addr` without blocking the thread.
     pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
         let fd = sys::tcp_socket(addr)?;
-        let connected = sys::connect(fd.as_raw_fd(), addr)?;
+        let connected = sys::connect(fd.as_fd(), addr)?;
         let stream = TcpStream::from_fd(fd)?;
         if !connected {
             // Writable means the handshake finished, one way or the other.
             std::future::poll_fn(|cx| stream.reg.poll_ready(cx, Interest::Writable)).await;
-            if let Some(err) = sys::take_socket_error(stream.fd.as_raw_fd())? {
+            if let Some(err) = sys::take_socket_error(stream.fd.as_fd())? {
                 return Err(err);
             }
         }
@@ -104,7 +104,7 @@ impl TcpStream {
     /// Adopts a connected socket fd, e.g. one accepted on another thread and
     /// handed over by the dispatcher. Made non-blocking here.
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
-        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        sys::set_nonblocking(fd.as_fd(), true)?;
         let reg = Reactor::current().register(fd.as_raw_fd())?;
         Ok(TcpStream { reg, fd })
     }
@@ -134,7 +134,7 @@ impl TcpStream {
     pub fn poll_sendfile(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
@@ -147,7 +147,7 @@ impl TcpStream {
     pub fn poll_send_file_copied(
         &self,
         cx: &mut Context<'_>,
-        file: RawFd,
+        file: BorrowedFd<'_>,
         offset: &mut u64,
         count: usize,
         scratch: &mut [u8],
@@ -190,7 +190,7 @@ impl TcpStream {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         self.reg.poll_io(cx, Interest::Writable, || {
-            sys::send_vectored(self.fd.as_raw_fd(), bufs)
+            sys::send_vectored(self.fd.as_fd(), bufs)
         })
     }
 
@@ -259,27 +259,27 @@ impl TcpStream {
 
     /// Shuts down one or both directions (`Write` sends a FIN).
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        sys::shutdown(self.fd.as_raw_fd(), how)
+        sys::shutdown(self.fd.as_fd(), how)
     }
 
     /// Sets `TCP_NODELAY` (no Nagle delay for small responses).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        sys::set_nodelay(self.fd.as_raw_fd(), nodelay)
+        sys::set_nodelay(self.fd.as_fd(), nodelay)
     }
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        sys::nodelay(self.fd.as_raw_fd())
+        sys::nodelay(self.fd.as_fd())
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        sys::peer_addr(self.fd.as_raw_fd())
+        sys::peer_addr(self.fd.as_fd())
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_raw_fd())
+        sys::local_addr(self.fd.as_fd())
     }
 
     /// Deregisters and returns the fd (still non-blocking).

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +52,13 @@ unsafe impl BlockingIo for Script {
         Ok(buf.len())
     }
 
-    fn sendfile(&mut self, _: RawFd, _: &mut u64, _: usize, _: Deadline) -> io::Result<usize> {
+    fn sendfile(
+        &mut self,
+        _: BorrowedFd<'_>,
+        _: &mut u64,
+        _: usize,
+        _: Deadline,
+    ) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
     }
 

@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -481,10 +481,10 @@ impl<S: Transport> Conn<S> {
             let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
                 if copy {
                     driver::with_copy_buffer(|buf| {
-                        stream.poll_send_file_copied(cx, file.as_raw_fd(), &mut off, chunk, buf)
+                        stream.poll_send_file_copied(cx, file.as_fd(), &mut off, chunk, buf)
                     })
                 } else {
-                    stream.poll_sendfile(cx, file.as_raw_fd(), &mut off, chunk)
+                    stream.poll_sendfile(cx, file.as_fd(), &mut off, chunk)
                 }
             })
             .await?;
