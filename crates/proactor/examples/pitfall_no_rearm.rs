@@ -62,7 +62,8 @@ fn run(rearm: bool) -> std::io::Result<()> {
         for c in &out {
             cqes += 1;
             if c.flags & IORING_CQE_F_BUFFER != 0 {
-                bufs.taken((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+                // SAFETY: this CQE names the buffer; each CQE is read once.
+                unsafe { bufs.taken((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16) };
                 bufs.put((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16); // consumed at once
             }
             if c.res > 0 {

@@ -21,6 +21,13 @@
 //! know a buffer is ours again because a CQE named it, and it goes back only
 //! when its owner ([`crate::RecvBuf`]) is dropped.
 //!
+//! Because we never read the head, we keep our own record of which buffers
+//! the kernel has: one bit per buffer, set by [`BufRing::put`] and cleared by
+//! [`BufRing::taken`]. `put` is safe, so it refuses a buffer id out of range
+//! (the kernel would write past the mapping) and a buffer the kernel already
+//! has (a second entry would let it fill the buffer for one recv while the
+//! owner of the other still reads it).
+//!
 //! When every buffer is out (held by the application, or queued in
 //! completions not yet read), a multishot recv ends with `-ENOBUFS` and no
 //! `F_MORE`. The stream then waits until a buffer comes back (back-pressure)
@@ -45,6 +52,8 @@ pub struct BufRing {
     tail: Cell<u16>,
     /// Buffers out of the ring: named by a CQE and not returned yet.
     out: Cell<u32>,
+    /// Bit `bid` set: buffer `bid` is in the ring, the kernel's to pick.
+    in_ring: Box<[Cell<u64>]>,
 }
 
 impl BufRing {
@@ -90,6 +99,9 @@ impl BufRing {
             bgid,
             tail: Cell::new(0),
             out: Cell::new(count as u32),
+            in_ring: (0..(count as usize).div_ceil(64))
+                .map(|_| Cell::new(0))
+                .collect(),
         };
         for bid in 0..count {
             ring.put(bid);
@@ -98,12 +110,26 @@ impl BufRing {
     }
 
     /// Gives buffer `bid` back to the kernel.
+    ///
+    /// # Panics
+    /// If `bid` is out of range, or the buffer is already in the ring (put
+    /// back twice, or never handed out by a CQE since the last `put`).
     pub fn put(&self, bid: u16) {
-        debug_assert!(bid < self.count);
+        assert!(
+            bid < self.count,
+            "BufRing::put: buffer id {bid} out of range (the ring has {})",
+            self.count
+        );
+        let (word, bit) = (&self.in_ring[bid as usize / 64], 1u64 << (bid % 64));
+        assert!(
+            word.get() & bit == 0,
+            "BufRing::put: buffer {bid} is already with the kernel (put twice?)"
+        );
+        word.set(word.get() | bit);
         let tail = self.tail.get();
         let slot = (tail & (self.count - 1)) as usize;
         let entry = Buf {
-            // SAFETY: bid < count, so the offset is inside `data`.
+            // SAFETY: bid < count (checked), so the offset is inside `data`.
             addr: unsafe { self.data.ptr().add(bid as usize * self.size as usize) } as u64,
             len: self.size,
             bid,
@@ -132,7 +158,27 @@ impl BufRing {
     }
 
     /// Records that a CQE handed buffer `bid` to us.
-    pub fn taken(&self, _bid: u16) {
+    ///
+    /// # Safety
+    /// A CQE of an operation that selected this group must have named `bid`,
+    /// and each such CQE is reported once. [`put`](BufRing::put)'s checks
+    /// rest on this record: a `bid` the kernel still holds, marked taken,
+    /// could be put in the ring a second time.
+    ///
+    /// # Panics
+    /// If `bid` is out of range or not in the ring by our record.
+    pub unsafe fn taken(&self, bid: u16) {
+        assert!(
+            bid < self.count,
+            "BufRing::taken: buffer id {bid} out of range (the ring has {})",
+            self.count
+        );
+        let (word, bit) = (&self.in_ring[bid as usize / 64], 1u64 << (bid % 64));
+        assert!(
+            word.get() & bit != 0,
+            "BufRing::taken: buffer {bid} is not with the kernel"
+        );
+        word.set(word.get() & !bit);
         self.out.set(self.out.get() + 1);
     }
 

@@ -495,9 +495,12 @@ impl Proactor {
         };
         if c.flags & IORING_CQE_F_BUFFER != 0 {
             // The buffer is ours now: queued for the future, or undone below.
-            self.inner
-                .bufs
-                .taken((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+            // SAFETY: this CQE names the buffer, and each CQE is reaped once.
+            unsafe {
+                self.inner
+                    .bufs
+                    .taken((c.flags >> IORING_CQE_BUFFER_SHIFT) as u16)
+            };
         }
         if slot.orphan {
             let kind = slot.kind;

@@ -309,9 +309,11 @@ pub(crate) unsafe fn finish(caller_sp: *mut u8) -> ! {
     unsafe {
         asm!(
             "xor esi, esi", // no stack pointer: finished
-            "mov rsp, {0}", // onto the resumer's stack
+            "mov rsp, rdi", // onto the resumer's stack
             "ret",          // into `resume`, after its `call`
-            in(reg) caller_sp,
+            // A named register, not `in(reg)`: the compiler could pick rsi,
+            // which the first line clears before rsp is loaded from it.
+            in("rdi") caller_sp,
             options(noreturn),
         );
     }
@@ -463,5 +465,154 @@ mod tests {
         );
         crate::valgrind::stack_deregister(vg);
         drop(stack);
+    }
+}
+
+// `finish` clears rsi (the resumer's "finished" value) before it loads rsp
+// from `caller_sp`, so `caller_sp` must not be in rsi then. The code the
+// compiler emits is what can go wrong, so the tests look at it twice: by
+// running a `finish` whose operand arrives in rsi, and in the disassembly.
+#[cfg(test)]
+mod finish_tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::process::Command;
+
+    thread_local! {
+        static MAIN_SP: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+    }
+
+    /// `finish` with `caller_sp` in rsi on entry (the second argument's
+    /// register), where a free register choice is most likely to leave it.
+    /// Called through a pointer the optimiser cannot see through, so that it
+    /// keeps the C ABI's argument registers instead of dropping `_rdi`.
+    unsafe extern "C" fn finish_from_rsi(_rdi: usize, caller_sp: *mut u8) -> ! {
+        // SAFETY: the caller's, as for `finish`.
+        unsafe { finish(caller_sp) }
+    }
+
+    unsafe extern "C" fn entry(_: *mut u8) -> ! {
+        let main = MAIN_SP.with(|m| m.get());
+        let f = std::hint::black_box(finish_from_rsi as unsafe extern "C" fn(usize, *mut u8) -> !);
+        // SAFETY: `main` was stored by the resume that started us; nothing
+        // on this stack is used again.
+        unsafe { f(0, main) }
+    }
+
+    /// Set in the child process that runs the switch itself: a wrong stack
+    /// pointer crashes it, and the parent reports how.
+    const CHILD: &str = "COROUTINE_FINISH_TEST_CHILD";
+
+    #[test]
+    fn finish_with_caller_sp_in_rsi_returns_null() {
+        if std::env::var_os(CHILD).is_none() {
+            let name = concat!(
+                module_path!(),
+                "::finish_with_caller_sp_in_rsi_returns_null"
+            );
+            let name = name.split_once("::").expect("crate::path").1;
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args([name, "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD, "1")
+                .output()
+                .expect("re-running the test binary");
+            assert!(
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+                "the coroutine's finish did not land in its resumer ({}):\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let mut stack = vec![0u128; 1024];
+        // SAFETY: one past the end of the allocation, 16-aligned.
+        let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<u8>();
+        let vg = crate::valgrind::stack_register(stack.as_ptr().cast(), top);
+        // SAFETY: the buffer is ours, large enough and 16-aligned at `top`.
+        let sp = unsafe { init_frame(top, entry, std::ptr::null_mut()) };
+        let save = MAIN_SP.with(|m| m.as_ptr());
+        // SAFETY: `sp` was made by init_frame just above.
+        let back = unsafe { resume(save, sp) };
+        assert!(back.is_null(), "a finished coroutine hands back null");
+        crate::valgrind::stack_deregister(vg);
+        drop(stack);
+    }
+
+    /// The 64-bit register a general-purpose register name is part of.
+    fn full(reg: &str) -> Option<&'static str> {
+        const REGS: [[&str; 4]; 16] = [
+            ["rax", "eax", "ax", "al"],
+            ["rbx", "ebx", "bx", "bl"],
+            ["rcx", "ecx", "cx", "cl"],
+            ["rdx", "edx", "dx", "dl"],
+            ["rsi", "esi", "si", "sil"],
+            ["rdi", "edi", "di", "dil"],
+            ["rbp", "ebp", "bp", "bpl"],
+            ["rsp", "esp", "sp", "spl"],
+            ["r8", "r8d", "r8w", "r8b"],
+            ["r9", "r9d", "r9w", "r9b"],
+            ["r10", "r10d", "r10w", "r10b"],
+            ["r11", "r11d", "r11w", "r11b"],
+            ["r12", "r12d", "r12w", "r12b"],
+            ["r13", "r13d", "r13w", "r13b"],
+            ["r14", "r14d", "r14w", "r14b"],
+            ["r15", "r15d", "r15w", "r15b"],
+        ];
+        REGS.iter().find(|r| r.contains(&reg)).map(|r| r[0])
+    }
+
+    #[test]
+    fn finish_loads_rsp_from_a_register_it_did_not_clear() {
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new("objdump")
+            .args(["-d", "-M", "intel", "--no-show-raw-insn"])
+            .arg(&exe)
+            .output()
+            .unwrap_or_else(|e| panic!("objdump: {e} (install binutils to run this test)"));
+        assert!(out.status.success(), "objdump failed: {}", out.status);
+        let text = String::from_utf8_lossy(&out.stdout);
+        // (mnemonic, operands) of every instruction, in address order.
+        let insns: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let (addr, insn) = l.split_once(":\t")?;
+                u64::from_str_radix(addr.trim(), 16).ok()?;
+                let insn = insn.trim();
+                Some(
+                    insn.split_once(' ')
+                        .map_or((insn, ""), |(m, o)| (m, o.trim())),
+                )
+            })
+            .collect();
+        let mut sites = 0;
+        let mut bad = Vec::new();
+        for w in insns.windows(2) {
+            let [(m0, o0), (m1, o1)] = [w[0], w[1]];
+            let Some(src) = o1.strip_prefix("rsp,").filter(|_| m1 == "mov") else {
+                continue;
+            };
+            // `finish`'s signature: rsi cleared, then rsp loaded.
+            if m0 == "xor" && o0 == "esi,esi" {
+                sites += 1;
+            }
+            // A register zeroed by the instruction just before is no stack pointer.
+            let zeroed = (m0 == "xor")
+                .then(|| o0.split_once(','))
+                .flatten()
+                .filter(|(a, b)| a == b)
+                .and_then(|(a, _)| full(a));
+            if zeroed.is_some() && zeroed == full(src) {
+                bad.push(format!("{m0} {o0}; {m1} {o1}"));
+            }
+        }
+        assert!(
+            sites > 0,
+            "no `xor esi,esi; mov rsp,..` (finish) in {exe:?}"
+        );
+        assert!(
+            bad.is_empty(),
+            "finish loads rsp from the register it just cleared: {bad:?}"
+        );
     }
 }
