@@ -25,7 +25,7 @@
 //! ## The rings and their ordering
 //!
 //! [`ring`] sets up an instance with raw `io_uring_setup` /
-//! `io_uring_enter` / `io_uring_register` calls ([`sys`]), maps the SQ ring,
+//! `io_uring_enter` / `io_uring_register` calls (`sys`, private to the crate), maps the SQ ring,
 //! the CQ ring and the SQE array, and spells out the acquire/release pairs
 //! on their heads and tails (see [`ring`]'s module docs; it is the
 //! counterpart of the reactor's edge-triggered contract). The set-up is the
