@@ -40,18 +40,33 @@ step() { # NAME MINUTES COMMAND...
     [ "$rc" = 0 ] || exit "$rc"
 }
 
-# A step that selects tests by name: it must run at least one, or a renamed
-# test would turn it into a silent pass.
+# A step that selects tests by name: each of its name filters (the words
+# after `--` that are not options, nor the value of a `--skip`) must select
+# at least one test that ran, or a renamed test would turn it into a silent
+# pass (one matching filter must not hide another that matches nothing).
 filtered_step() { # NAME MINUTES COMMAND...
-    local name=$1 out ran
+    local name=$1 out filters=() after=0 skip=0 arg missing=()
+    for arg in "${@:3}"; do
+        if [ "$after" = 0 ]; then [ "$arg" = -- ] && after=1; continue; fi
+        if [ "$skip" = 1 ]; then skip=0; continue; fi
+        case "$arg" in
+            --skip) skip=1 ;;
+            -*) ;;
+            *) filters+=("$arg") ;;
+        esac
+    done
     out=$(mktemp)
     step "$@" 2>&1 | tee "$out"
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$out"; exit 1; }
-    ran=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out" \
-        | awk '{ n += $4 } END { print n + 0 }')
+    for arg in "${filters[@]}"; do
+        grep -qE "^test [^ ]*${arg//./\\.}[^ ]* \.\.\. ok$" "$out" || missing+=("$arg")
+    done
+    if [ "${#filters[@]}" = 0 ] && ! grep -qE '^test .* \.\.\. ok$' "$out"; then
+        missing+=("(any test)")
+    fi
     rm -f "$out"
-    if [ "$ran" = 0 ]; then
-        echo "test.sh: step '$name' ran no tests (its name filter matches none)" >&2
+    if [ "${#missing[@]}" != 0 ]; then
+        echo "test.sh: step '$name': these name filters selected no test that ran: ${missing[*]}" >&2
         exit 1
     fi
 }
@@ -60,6 +75,9 @@ filtered_step() { # NAME MINUTES COMMAND...
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 step "cargo fmt --all --check" 5 cargo fmt --all --check
+# The benchmark peers and the fuzz targets are workspaces of their own.
+step "cargo fmt --check (benches/peers)" 2 cargo fmt --check --manifest-path benches/peers/Cargo.toml
+step "cargo fmt --check (fuzz)" 2 cargo fmt --check --manifest-path fuzz/Cargo.toml
 
 # No file links to or names a path outside the repository (a clone must
 # stand on its own), and every relative link in the Markdown resolves.

@@ -71,14 +71,23 @@ fuzz_target!(|data: &[u8]| {
         stats: Stats::new(1).worker(0),
         access_log: log.map(|path| {
             std::fs::File::create(path).expect("empty the access log");
-            AccessLog::new(LogSink::open(path, WhenFull::Block).expect("open the access log").0)
+            AccessLog::new(
+                LogSink::open(path, WhenFull::Block)
+                    .expect("open the access log")
+                    .0,
+            )
         }),
         idle: IdleSet::default(),
-        tls: None,
+        tls: Default::default(),
     };
     let splits = knobs.splits(data.len());
     let mut wire = Wire::default();
-    conn::serve(&ctx, MemIo::new(data, splits, knobs, &mut wire), None);
+    conn::serve(
+        &ctx,
+        MemIo::new(data, splits, knobs, &mut wire),
+        None,
+        httplite::exposure::Surface::Public,
+    );
 
     let limits = *http1::Decoder::new(ctx.config.limits).limits();
     let verdicts = requests_ref::parse_stream(data, &limits.into());
@@ -280,14 +289,22 @@ fn apps() -> &'static (Arc<App>, Arc<App>) {
             max_age: cli.jobs_ttl,
         };
         let jobs = Jobs::new(pool, retention, false);
-        let app = |root| {
+        // Without a root every endpoint answers; with one, none does on
+        // the public listener (a hidden endpoint is routed as a file).
+        let app = |root: Option<StaticRoot>| {
             Arc::new(App {
+                exposure: match root {
+                    None => httplite::exposure::Exposure::DEMO,
+                    Some(_) => httplite::exposure::Exposure::site(&[]),
+                },
                 root,
                 stats: Arc::new(Stats::new(1)),
                 worker_extra: Box::new(|_, _| {}),
                 test_endpoints: false,
                 jobs: jobs.clone(),
                 events: Default::default(),
+                health_path: Some("/healthz".to_string()),
+                max_sleeping: 1024,
             })
         };
         let dir = static_dir();

@@ -64,7 +64,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(len <= 16 + 2048, "header of {len} bytes");
         let mut more = data.to_vec();
         more.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
-        assert_eq!(parse(&more), whole, "bytes after the header changed the answer");
+        assert_eq!(
+            parse(&more),
+            whole,
+            "bytes after the header changed the answer"
+        );
         // Every prefix shorter than the header is incomplete or the same
         // verdict on the bytes it has: never a different complete header.
         for cut in 0..len {

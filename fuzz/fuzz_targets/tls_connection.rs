@@ -49,12 +49,15 @@ fuzz_target!(|data: &[u8]| {
         stats: Stats::new(1).worker(0),
         access_log: None,
         idle: IdleSet::default(),
-        tls: Some(tls.clone()),
+        tls: httplite::tls::TlsByListener {
+            public: Some(tls.clone()),
+            admin: None,
+        },
     };
     let splits = knobs.splits(input.len());
     let mut wire = Wire::default();
     let io = TlsIo::new(MemIo::new(&input, splits, knobs, &mut wire), tls).expect("session");
-    conn::serve(&ctx, io, None);
+    conn::serve(&ctx, io, None, httplite::exposure::Surface::Public);
 
     let out = &wire.output;
     match input.first() {
@@ -94,7 +97,10 @@ fn records(mut out: &[u8]) -> Result<(), String> {
             return Err(format!("record version {version:#x}"));
         }
         if len > 16_384 + 256 || out.len() < 5 + len {
-            return Err(format!("record length {len} with {} bytes left", out.len() - 5));
+            return Err(format!(
+                "record length {len} with {} bytes left",
+                out.len() - 5
+            ));
         }
         out = &out[5 + len..];
     }
@@ -145,7 +151,10 @@ fn client_hello() -> &'static [u8] {
 fn app() -> &'static Arc<App> {
     static APP: OnceLock<Arc<App>> = OnceLock::new();
     APP.get_or_init(|| {
-        let pool = pool::Pool::builder().name("fuzz-pool").max_threads(1).build();
+        let pool = pool::Pool::builder()
+            .name("fuzz-pool")
+            .max_threads(1)
+            .build();
         let retention = Retention {
             max_count: 16,
             max_age: std::time::Duration::from_secs(60),
@@ -157,6 +166,9 @@ fn app() -> &'static Arc<App> {
             test_endpoints: false,
             jobs: Jobs::new(pool, retention, false),
             events: Default::default(),
+            exposure: httplite::exposure::Exposure::DEMO,
+            health_path: None,
+            max_sleeping: 1024,
         })
     })
 }

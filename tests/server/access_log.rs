@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
 use crate::harness::{
-    Server, TempDir, assert_fork_refuses, get_req, is_fork, runtimes, wait_until,
+    Client, Server, TempDir, assert_fork_refuses, get_req, is_fork, runtimes, wait_until,
 };
 
 /// Requests sent: their log lines (~80 bytes each) are far more than a
@@ -19,14 +19,18 @@ const REQUESTS: usize = 20_000;
 /// Sends `REQUESTS` pipelined plaintext requests, 100 per write, and reads
 /// every answer.
 fn flood(server: &Server) {
-    let mut c = server.connect();
+    flood_on(server.connect(), server.runtime());
+}
+
+/// [`flood`] on the connection `c` (to a server on runtime `rt`).
+fn flood_on(mut c: Client, rt: &str) {
     let batch: Vec<u8> = (0..100)
         .flat_map(|_| get_req("/_httplite/plaintext"))
         .collect();
     for _ in 0..REQUESTS / 100 {
         c.send(&batch);
         for _ in 0..100 {
-            assert_eq!(c.read_response().status, 200, "[{}]", server.runtime());
+            assert_eq!(c.read_response().status, 200, "[{rt}]");
         }
     }
 }
@@ -113,24 +117,55 @@ fn a_failing_log_is_counted_and_reported() {
 
 #[test]
 fn with_block_every_line_is_written_once_the_reader_reads() {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
     for rt in runtimes() {
         if is_fork(rt) {
             // Not under fork: the log's writer is a thread (refused).
             assert_fork_refuses(&["--access-log", "-"], "--access-log");
             continue;
         }
+        // A reader that starts late: the pipe fills, and the workers
+        // wait for room instead of dropping lines.
         let dir = TempDir::new("log-block");
-        let log = dir.path().join("access.log");
-        let args = [
-            "--access-log",
-            log.to_str().unwrap(),
-            "--access-log-full",
-            "block",
-        ];
+        let (fifo, mut reader) = stalled_fifo(&dir);
+        let args = ["--access-log", fifo.as_str(), "--access-log-full", "block"];
         let mut server = Server::start(rt, &args);
-        flood(&server);
+        let lines = std::thread::scope(|scope| {
+            let c = server.connect();
+            let load = scope.spawn(move || flood_on(c, rt));
+            // The pipe full: the writer (and then the workers) wait.
+            let full = wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+                let mut queued: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one int to `queued`.
+                unsafe { libc::ioctl(reader.as_raw_fd(), libc::FIONREAD, &mut queued) };
+                queued >= 60_000
+            });
+            assert!(full, "[{rt}] the log's pipe never filled");
+            let mut text = Vec::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while text.iter().filter(|&&b| b == b'\n').count() < REQUESTS {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "[{rt}] lines stopped coming"
+                );
+                match reader.read(&mut buf) {
+                    Ok(n) => text.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(e) => panic!("[{rt}] reading the log: {e}"),
+                }
+            }
+            load.join().expect("every request answered");
+            text
+        });
+        let stats = server.stats();
+        assert_eq!(stats.get("access_log.dropped"), 0, "[{rt}] {}", stats.0);
         assert_eq!(server.terminate().code(), Some(0), "[{rt}]");
-        let lines = std::fs::read_to_string(&log).unwrap().lines().count();
-        assert_eq!(lines, REQUESTS, "[{rt}] lines in the log");
+        let text = String::from_utf8_lossy(&lines);
+        let plain = text.lines().filter(|l| l.contains("/_httplite/plaintext"));
+        assert_eq!(plain.count(), REQUESTS, "[{rt}] lines in the log");
     }
 }

@@ -64,29 +64,92 @@ pub fn runtimes() -> &'static [&'static str] {
     })
 }
 
-/// [`OPS_RUNTIMES`], less those that cannot serve TLS when the suite runs
-/// over it (`uring`).
-pub fn ops_runtimes() -> &'static [&'static str] {
-    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    CHOSEN.get_or_init(|| {
-        OPS_RUNTIMES
-            .iter()
-            .copied()
-            .filter(|rt| !tls_mode() || TLS_RUNTIMES.contains(rt))
-            .collect()
-    })
+/// The runtimes of this run ([`runtimes`]) that a test can use: `why_not`
+/// names the reason a runtime is left out (`None`: kept). Each one left
+/// out is reported on stderr (one line, not captured by the test
+/// harness); a test left with no runtime fails, never passes having run
+/// nothing (a narrowed run such as `HTTPLITE_TEST_RUNTIMES=uring` then
+/// says which tests do not apply to it).
+pub fn runtimes_where(why_not: impl Fn(&str) -> Option<&'static str>) -> &'static [&'static str] {
+    use std::io::Write as _;
+    let mut kept = Vec::new();
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    for rt in runtimes() {
+        match why_not(rt) {
+            None => kept.push(*rt),
+            Some(why) => {
+                let _ = writeln!(io::stderr(), "{test}: [{rt}] skipped: {why}");
+            }
+        }
+    }
+    assert!(
+        !kept.is_empty(),
+        "{test}: no runtime of this run ({:?}) applies to this test",
+        runtimes()
+    );
+    kept.leak()
 }
 
-/// [`runtimes`] without `fork`: the ones a TLS test can start.
+/// Why `rt` lacks the operator's features a fork parent refuses (the
+/// access log, `--drain-delay` and health, several listeners, the binary
+/// upgrade; `designs.rs` and `drain.rs` assert the refusals), or cannot
+/// serve the suite over TLS.
+pub fn ops_exclusion(rt: &str) -> Option<&'static str> {
+    match rt {
+        "fork" => Some("a fork parent refuses the operator's flags (designs.rs asserts it)"),
+        _ => tls_exclusion(rt).filter(|_| tls_mode()),
+    }
+}
+
+/// Why `rt` cannot serve TLS.
+pub fn tls_exclusion(rt: &str) -> Option<&'static str> {
+    (!TLS_RUNTIMES.contains(&rt)).then_some("this design does not serve TLS")
+}
+
+/// [`OPS_RUNTIMES`] of this run, less those that cannot serve TLS when the
+/// suite runs over it (`uring`); each left out is reported.
+pub fn ops_runtimes() -> &'static [&'static str] {
+    runtimes_where(ops_exclusion)
+}
+
+/// The runtimes of this run that serve TLS; each left out is reported.
 pub fn tls_runtimes() -> &'static [&'static str] {
-    static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    CHOSEN.get_or_init(|| {
-        runtimes()
-            .iter()
-            .copied()
-            .filter(|rt| TLS_RUNTIMES.contains(rt))
-            .collect()
-    })
+    runtimes_where(tls_exclusion)
+}
+
+/// Whether the kernel has `openat2(2)` (Linux 5.6 and later), which the
+/// static root resolves paths with; without it, a fallback canonicalises
+/// them first (and a symlink is then typed by its target's name).
+pub fn kernel_has_openat2() -> bool {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: 0,
+    };
+    // SAFETY: `how` and the path are valid for the call; a returned fd is
+    // closed at once.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c".".as_ptr(),
+            &how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: `fd` was just opened and is ours.
+        unsafe { libc::close(fd as i32) };
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
 /// Whether `runtime` is `fork` (a process per connection: no `--workers`,

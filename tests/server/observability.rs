@@ -261,10 +261,7 @@ fn trace_rate_limit_drops_and_reports_the_excess() {
 fn trace_ties_a_proxy_headers_client_to_its_fd() {
     use std::io::Write;
     // uring refuses --proxy-protocol (tests/server/uring.rs).
-    for rt in super::harness::OPS_RUNTIMES
-        .iter()
-        .filter(|rt| **rt != "uring")
-    {
+    for rt in super::harness::runtimes_where(super::proxy_protocol::proxy_exclusion) {
         let args = [
             "--trace",
             "--proxy-protocol",

@@ -86,7 +86,10 @@ fn files_are_served_with_their_content_type() {
             // fallback canonicalises the path first.
             (
                 "/inlink",
-                "application/octet-stream|text/plain",
+                match kernel_has_openat2() {
+                    true => "application/octet-stream",
+                    false => "text/plain",
+                },
                 "hello from a\n",
             ),
             ("/with%20space.txt", "text/plain", "spaced\n"),
@@ -99,7 +102,7 @@ fn files_are_served_with_their_content_type() {
             assert_eq!(r.text(), body, "[{rt}] GET {path}");
             let got = r.header("content-type").unwrap_or("");
             assert!(
-                ctype.split('|').any(|t| got.contains(t)),
+                got.contains(ctype),
                 "[{rt}] GET {path}: Content-Type {got:?}, expected {ctype:?}"
             );
             assert!(r.header("last-modified").is_some(), "[{rt}] {path}: {r:?}");
@@ -454,10 +457,11 @@ fn listings_sort_hide_dotfiles_and_escape() {
         assert!(at("&lt;b&gt;&amp;.txt") < at("small.txt"), "[{rt}] {html}");
         // Ascending: the other way round.
         let html = c.get("/?sort=size&order=asc").text();
-        assert!(
-            html.find(">small.txt<") < html.find(">large.bin<"),
-            "[{rt}] {html}"
-        );
+        let at = |name: &str| {
+            html.find(&format!(">{name}<"))
+                .unwrap_or_else(|| panic!("[{rt}] {name} not listed: {html}"))
+        };
+        assert!(at("small.txt") < at("large.bin"), "[{rt}] {html}");
         // Escaped, and its link percent-encoded (it is served from there).
         let html = c.get("/").text();
         assert!(html.contains("href=\"%3Cb%3E%26.txt\""), "[{rt}] {html}");

@@ -268,7 +268,7 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn a_stop_during_an_upgrade_stops_both_processes() {
-    for rt in OPS_RUNTIMES {
+    for rt in ops_runtimes() {
         for drain in ["0s", "1s"] {
             let dir = TempDir::new("upgrade-stop");
             let exe = dir.path().join("httplite");

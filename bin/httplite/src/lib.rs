@@ -35,7 +35,7 @@ pub mod uring;
 /// The site's modules under their old paths, for the fuzz targets and
 /// examples written against them (re-exports only: nothing here imports
 /// them).
-pub use site::{access_log, jobs, routes, static_files, stats};
+pub use site::{access_log, exposure, jobs, routes, static_files, stats};
 
 /// The README's Rust code blocks, compiled and run by `cargo test` as
 /// doctests of this crate (shell and text blocks are marked `sh`/`text` and

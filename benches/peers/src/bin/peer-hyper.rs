@@ -18,12 +18,18 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
 async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    if let Some(ms) = req.uri().path_and_query().and_then(|t| sleep_ms(t.as_str())) {
+    if let Some(ms) = req
+        .uri()
+        .path_and_query()
+        .and_then(|t| sleep_ms(t.as_str()))
+    {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     let mut resp = Response::new(Full::new(Bytes::from_static(b"Hello, World!")));
-    resp.headers_mut()
-        .insert("content-type", hyper::header::HeaderValue::from_static("text/plain"));
+    resp.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
     Ok(resp)
 }
 
@@ -37,12 +43,17 @@ fn listener(addr: SocketAddr) -> std::net::TcpListener {
 }
 
 fn worker(addr: SocketAddr) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let std_l = listener(addr);
         let l = tokio::net::TcpListener::from_std(std_l).unwrap();
         loop {
-            let Ok((stream, _)) = l.accept().await else { continue };
+            let Ok((stream, _)) = l.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             tokio::spawn(async move {
                 let _ = http1::Builder::new()

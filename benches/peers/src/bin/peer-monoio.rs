@@ -89,7 +89,11 @@ fn parse(buf: &[u8]) -> Result<Option<Parsed>, ()> {
     } else {
         has_token(conn, "close")
     };
-    Ok(Some(Parsed { len: head + body, close, sleep: req.path.and_then(sleep_ms) }))
+    Ok(Some(Parsed {
+        len: head + body,
+        close,
+        sleep: req.path.and_then(sleep_ms),
+    }))
 }
 
 async fn serve(mut stream: TcpStream) {
@@ -109,7 +113,9 @@ async fn serve(mut stream: TcpStream) {
         let mut off = 0;
         let mut close = false;
         while !close {
-            let Ok(parsed) = parse(&rbuf[off..]) else { return };
+            let Ok(parsed) = parse(&rbuf[off..]) else {
+                return;
+            };
             let Some(p) = parsed else { break };
             if let Some(ms) = p.sleep {
                 monoio::time::sleep(Duration::from_millis(ms)).await;
@@ -151,7 +157,9 @@ fn worker(addr: SocketAddr) {
             }
         });
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             monoio::spawn(serve(stream));
         }
