@@ -324,3 +324,37 @@ fn a_stop_during_an_upgrade_stops_both_processes() {
         }
     }
 }
+
+/// An upgrade hands the admin listener over as an admin listener: an
+/// `--admin` with port 0 takes its own socket back, not the public one on
+/// the same address.
+#[test]
+fn an_upgrade_keeps_each_listener_in_its_role() {
+    for rt in ops_runtimes() {
+        let site = TempDir::new("upgrade-admin");
+        site.write("a.txt", b"a file\n");
+        let root = site.path().display().to_string();
+        let mut server = Server::start(rt, &["--root", &root, "--admin", "127.0.0.1:0"]);
+        let admin = server.admin_addr().expect("an admin listener");
+        server.signal(libc::SIGUSR2);
+        let ready = wait_until(Duration::from_secs(20), Duration::from_millis(10), || {
+            new_pid(&server.stderr()).is_some() || server.stderr().contains("upgrade failed")
+        });
+        let pid = new_pid(&server.stderr());
+        assert!(ready && pid.is_some(), "[{rt}] {}", server.stderr());
+        let old_gone = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+            server.has_exited().is_some()
+        });
+        assert!(old_gone, "[{rt}] the old process did not exit");
+        // The new process alone: the file on the public port, the
+        // endpoints on the admin port, and not the other way round.
+        assert_eq!(server.get("/a.txt").text(), "a file\n", "[{rt}]");
+        assert_eq!(server.get("/_httplite/stats").status, 404, "[{rt}]");
+        let mut c = Client::connect(admin);
+        let r = c.get("/_httplite/stats");
+        assert_eq!(r.status, 200, "[{rt}] {r:?}");
+        assert!(r.text().contains("\"state\":\"serving\""), "[{rt}]");
+        assert_eq!(c.get("/a.txt").status, 404, "[{rt}]");
+        stop_pid(pid.unwrap());
+    }
+}

@@ -174,7 +174,10 @@ fn take_admins(
 ) -> Result<(Vec<Listener>, Vec<Listener>)> {
     let mut taken = Vec::with_capacity(admins.len());
     for admin in admins {
-        match inherited.iter().position(|l| matches(admin, l.addr())) {
+        // From the end: an upgrade passes the admin listeners last, so
+        // that an `--admin` with port 0 takes its own and not a public
+        // listener on the same address.
+        match inherited.iter().rposition(|l| matches(admin, l.addr())) {
             Some(i) => taken.push(inherited.remove(i)),
             None => {
                 let passed: Vec<String> = (taken.iter().chain(&inherited))

@@ -127,14 +127,20 @@ struct Conn<S> {
     /// next wait can skip asking whether more arrived (a hint only; the
     /// registry's readiness still decides when the wait ends).
     drained: bool,
-    /// The client a PROXY header named (`None`: the socket's peer). Boxed:
-    /// one pointer on the connections that have none.
-    client: Option<Box<SocketAddr>>,
-    /// The listener it came in on.
-    on: Surface,
+    /// Where it came from (for the access log and the routing).
+    origin: Origin,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
+}
+
+/// Where a connection came from: the client a PROXY header named (`None`:
+/// the socket's peer; boxed, one pointer on the connections that have
+/// none) and the listener. One place, so that the request loops' log
+/// closures borrow it with one pointer.
+struct Origin {
+    client: Option<Box<SocketAddr>>,
+    on: Surface,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
@@ -171,8 +177,10 @@ pub fn serve_with<S: Transport>(
             request_started: now,
             served: 0,
             drained: false,
-            client: client.map(Box::new),
-            on,
+            origin: Origin {
+                client: client.map(Box::new),
+                on,
+            },
             ctx,
             stream,
             _guard: guard,
@@ -351,22 +359,20 @@ impl<S: Transport> Conn<S> {
             active,
             stream,
             request_started,
-            client,
-            on,
+            origin,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
         let shutting_down = ctx.shutdown.is_set();
         let started = *request_started;
-        let on = *on;
         respond::handle(
             &ctx.app,
             &ctx.stats,
             wbuf,
             req,
-            on,
+            origin.on,
             shutting_down,
-            |req, out| log(ctx, stream, client, on, req, out, Some(started)),
+            |req, out| log(ctx, stream, origin, req, out, Some(started)),
         )
     }
 }
@@ -379,8 +385,7 @@ impl<S: Transport> Conn<S> {
 fn log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
-    client: &Option<Box<SocketAddr>>,
-    on: Surface,
+    origin: &Origin,
     req: &Request,
     out: Outcome,
     started: Option<Instant>,
@@ -393,7 +398,7 @@ fn log<S: Transport>(
         driver::trace_outcome(fd, req, out, started());
     }
     if ctx.access_log.is_some() {
-        access_log(ctx, stream, client, on, req, out, started());
+        access_log(ctx, stream, origin, req, out, started());
     }
 }
 
@@ -404,20 +409,19 @@ fn log<S: Transport>(
 fn access_log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
-    client: &Option<Box<SocketAddr>>,
-    on: Surface,
+    origin: &Origin,
     req: &Request,
     out: Outcome,
     started: Instant,
 ) {
     let Some(log) = &ctx.access_log else { return };
     let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
-    let client = client.as_deref().copied();
+    let client = origin.client.as_deref().copied();
     let peer = (ctx.config.proxy).client_of(client, fd, req, || stream.peer_addr().ok());
     log.log(&Entry::new(
         peer,
         req,
-        on,
+        origin.on,
         out.status.code(),
         out.bytes,
         Some(started),

@@ -70,8 +70,9 @@ pub(super) struct Conn {
     /// worker: the first request's header timeout and the shutdown grace
     /// count from it (one `Instant` fewer in every idle connection).
     pub(super) request_started: Instant,
-    /// Requests answered on this connection.
-    served: u64,
+    /// Requests answered on this connection (saturating: it only tells
+    /// the first request from the others; 32 bits leave room for `on`).
+    served: u32,
     /// The listener it came in on.
     pub(super) on: Surface,
     /// Counts the connection open; declared last so that it drops after
@@ -362,7 +363,7 @@ impl Conn {
     /// Handles one request without waiting, if it can (see
     /// [`respond::handle`]); what must wait comes back as `Slow`.
     fn handle(&mut self, req: Request) -> Handled<Slow> {
-        self.served += 1;
+        self.served = self.served.saturating_add(1);
         let Conn {
             ctx,
             active,

@@ -232,8 +232,7 @@ impl<S: Transport> Conn<S> {
             head_started,
             request_started,
             served,
-            client,
-            on,
+            origin,
             ..
         } = self;
         let io = ctx.pool.ensure(active);
@@ -248,15 +247,14 @@ impl<S: Transport> Conn<S> {
                     // closure) and cleared after the answer.
                     let started = &*head_started;
                     *served += 1;
-                    let on = *on;
                     let handled = respond::handle(
                         &ctx.app,
                         &ctx.stats,
                         &mut io.wbuf,
                         req,
-                        on,
+                        origin.on,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, client, on, req, out, *started),
+                        |req, out| log(ctx, stream, origin, req, out, *started),
                     );
                     let started = head_started.take();
                     match handled {

@@ -342,8 +342,7 @@ impl<S: Transport> Conn<S> {
                     log(
                         &self.ctx,
                         &self.stream,
-                        &self.client,
-                        self.on,
+                        &self.origin,
                         plan.request(),
                         outcome,
                         Some(started),
