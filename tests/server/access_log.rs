@@ -6,6 +6,8 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::harness::{
@@ -19,11 +21,12 @@ const REQUESTS: usize = 20_000;
 /// Sends `REQUESTS` pipelined plaintext requests, 100 per write, and reads
 /// every answer.
 fn flood(server: &Server) {
-    flood_on(server.connect(), server.runtime());
+    flood_on(server.connect(), server.runtime(), &AtomicUsize::new(0));
 }
 
-/// [`flood`] on the connection `c` (to a server on runtime `rt`).
-fn flood_on(mut c: Client, rt: &str) {
+/// [`flood`] on the connection `c` (to a server on runtime `rt`),
+/// counting the answers in `answered`.
+fn flood_on(mut c: Client, rt: &str, answered: &AtomicUsize) {
     let batch: Vec<u8> = (0..100)
         .flat_map(|_| get_req("/_httplite/plaintext"))
         .collect();
@@ -31,6 +34,7 @@ fn flood_on(mut c: Client, rt: &str) {
         c.send(&batch);
         for _ in 0..100 {
             assert_eq!(c.read_response().status, 200, "[{rt}]");
+            answered.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -131,39 +135,48 @@ fn with_block_every_line_is_written_once_the_reader_reads() {
         let (fifo, mut reader) = stalled_fifo(&dir);
         let args = ["--access-log", fifo.as_str(), "--access-log-full", "block"];
         let mut server = Server::start(rt, &args);
-        let lines = std::thread::scope(|scope| {
-            let c = server.connect();
-            let load = scope.spawn(move || flood_on(c, rt));
-            // The pipe full: the writer (and then the workers) wait.
-            let full = wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
-                let mut queued: libc::c_int = 0;
-                // SAFETY: FIONREAD writes one int to `queued`.
-                unsafe { libc::ioctl(reader.as_raw_fd(), libc::FIONREAD, &mut queued) };
-                queued >= 60_000
-            });
-            assert!(full, "[{rt}] the log's pipe never filled");
+        let c = server.connect();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let count = answered.clone();
+        let load = std::thread::spawn(move || flood_on(c, rt, &count));
+        // The reader starts late: once the lines outgrow the pipe and the
+        // writer's queue, the load stops (every worker waits for room), or
+        // it ends if lines were dropped instead. Checked as a count that
+        // no longer moves over two looks 300 ms apart.
+        let mut last = usize::MAX;
+        let settled = wait_until(Duration::from_secs(30), Duration::from_millis(300), || {
+            let now = answered.load(Ordering::Relaxed);
+            std::mem::replace(&mut last, now) == now
+        });
+        assert!(settled, "[{rt}] the load neither stopped nor ended");
+        assert!(
+            last < REQUESTS,
+            "[{rt}] all {REQUESTS} answered while nobody read the log"
+        );
+        // Now read everything, to the end of the stream (the server's exit:
+        // a blocking worker hands its last lines over when it stops).
+        let reading = std::thread::spawn(move || {
             let mut text = Vec::new();
             let mut buf = vec![0u8; 64 * 1024];
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while text.iter().filter(|&&b| b == b'\n').count() < REQUESTS {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "[{rt}] lines stopped coming"
-                );
+            let deadline = std::time::Instant::now() + Duration::from_secs(90);
+            while std::time::Instant::now() < deadline {
                 match reader.read(&mut buf) {
+                    Ok(0) => return Some(text),
                     Ok(n) => text.extend_from_slice(&buf[..n]),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(2));
                     }
-                    Err(e) => panic!("[{rt}] reading the log: {e}"),
+                    Err(_) => return None,
                 }
             }
-            load.join().expect("every request answered");
-            text
+            None
         });
+        load.join()
+            .expect("every request answered while the log blocked");
         let stats = server.stats();
         assert_eq!(stats.get("access_log.dropped"), 0, "[{rt}] {}", stats.0);
         assert_eq!(server.terminate().code(), Some(0), "[{rt}]");
+        let lines = reading.join().unwrap().expect("the log read to its end");
         let text = String::from_utf8_lossy(&lines);
         let plain = text.lines().filter(|l| l.contains("/_httplite/plaintext"));
         assert_eq!(plain.count(), REQUESTS, "[{rt}] lines in the log");

@@ -34,11 +34,6 @@ pub const RUNTIMES: &[&str] = &[
 /// refuses it too: the TLS layer reads from a socket, the ring hands over
 /// buffers).
 pub const TLS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
-/// The runtimes with the operator's features that a fork parent refuses
-/// (the access log, `--drain-delay` and health, several listeners, the
-/// binary upgrade): every one but fork, whose refusals `designs.rs` and
-/// `drain.rs` assert.
-pub const OPS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool", "uring"];
 
 /// The runtimes this run covers: [`RUNTIMES`], or [`TLS_RUNTIMES`] when
 /// the suite runs over TLS (`HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
@@ -107,7 +102,8 @@ pub fn tls_exclusion(rt: &str) -> Option<&'static str> {
     (!TLS_RUNTIMES.contains(&rt)).then_some("this design does not serve TLS")
 }
 
-/// [`OPS_RUNTIMES`] of this run, less those that cannot serve TLS when the
+/// The runtimes of this run with the operator's features (every one but
+/// fork: see [`ops_exclusion`]), less those that cannot serve TLS when the
 /// suite runs over it (`uring`); each left out is reported.
 pub fn ops_runtimes() -> &'static [&'static str] {
     runtimes_where(ops_exclusion)

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, Server, TempDir, get_req, runtimes};
+use crate::harness::{Client, Server, TempDir, get_req, kernel_has_openat2, runtimes};
 
 const SECRET: &str = "TOP-SECRET-OUTSIDE-THE-ROOT";
 
