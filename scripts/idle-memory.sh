@@ -3,7 +3,8 @@
 # connections, one request each, hold them idle, and report
 # (RSS after - RSS before) / N.
 #
-# Usage: scripts/idle-memory.sh [--runtime R] [--nginx]
+# Usage: [HTTPLITE_BIN=path] scripts/idle-memory.sh [--runtime R] [--nginx]
+# (HTTPLITE_BIN measures another build, e.g. one of an older commit.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
@@ -29,8 +30,9 @@ if [ "$NGINX" = 1 ]; then
     PID=$(pgrep -P "$(cat "$TMP/nginx.pid")" | head -1) # the one worker
     NAME=nginx
 else
-    cargo build --release -p httplite -q
-    target/release/httplite --bind "127.0.0.1:$PORT" --workers 1 --runtime "$RUNTIME" \
+    BIN=${HTTPLITE_BIN:-target/release/httplite}
+    [ -n "${HTTPLITE_BIN:-}" ] || cargo build --release -p httplite -q
+    "$BIN" --bind "127.0.0.1:$PORT" --workers 1 --runtime "$RUNTIME" \
         --idle-timeout 600s --quiet &
     PID=$!
     NAME="httplite ($RUNTIME)"

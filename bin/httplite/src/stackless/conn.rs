@@ -127,20 +127,15 @@ struct Conn<S> {
     /// next wait can skip asking whether more arrived (a hint only; the
     /// registry's readiness still decides when the wait ends).
     drained: bool,
-    /// Where it came from (for the access log and the routing).
-    origin: Origin,
+    /// The client a PROXY header named (`None`: the socket's peer). Boxed:
+    /// one pointer on the connections that have none.
+    client: Option<Box<SocketAddr>>,
+    /// The listener it came in on. A field of its own (not beside
+    /// `client` in a struct): it then shares `drained`'s word.
+    on: Surface,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
-}
-
-/// Where a connection came from: the client a PROXY header named (`None`:
-/// the socket's peer; boxed, one pointer on the connections that have
-/// none) and the listener. One place, so that the request loops' log
-/// closures borrow it with one pointer.
-struct Origin {
-    client: Option<Box<SocketAddr>>,
-    on: Surface,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
@@ -177,10 +172,8 @@ pub fn serve_with<S: Transport>(
             request_started: now,
             served: 0,
             drained: false,
-            origin: Origin {
-                client: client.map(Box::new),
-                on,
-            },
+            client: client.map(Box::new),
+            on,
             ctx,
             stream,
             _guard: guard,
@@ -359,7 +352,8 @@ impl<S: Transport> Conn<S> {
             active,
             stream,
             request_started,
-            origin,
+            client,
+            on,
             ..
         } = self;
         let wbuf = &mut ctx.pool.ensure(active).wbuf;
@@ -370,9 +364,9 @@ impl<S: Transport> Conn<S> {
             &ctx.stats,
             wbuf,
             req,
-            origin.on,
+            *on,
             shutting_down,
-            |req, out| log(ctx, stream, origin, req, out, Some(started)),
+            |req, out| log(ctx, stream, client, *on, req, out, Some(started)),
         )
     }
 }
@@ -385,7 +379,8 @@ impl<S: Transport> Conn<S> {
 fn log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
-    origin: &Origin,
+    client: &Option<Box<SocketAddr>>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Option<Instant>,
@@ -398,7 +393,7 @@ fn log<S: Transport>(
         driver::trace_outcome(fd, req, out, started());
     }
     if ctx.access_log.is_some() {
-        access_log(ctx, stream, origin, req, out, started());
+        access_log(ctx, stream, client, on, req, out, started());
     }
 }
 
@@ -409,19 +404,20 @@ fn log<S: Transport>(
 fn access_log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
-    origin: &Origin,
+    client: &Option<Box<SocketAddr>>,
+    on: Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
 ) {
     let Some(log) = &ctx.access_log else { return };
     let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
-    let client = origin.client.as_deref().copied();
+    let client = client.as_deref().copied();
     let peer = (ctx.config.proxy).client_of(client, fd, req, || stream.peer_addr().ok());
     log.log(&Entry::new(
         peer,
         req,
-        origin.on,
+        on,
         out.status.code(),
         out.bytes,
         Some(started),

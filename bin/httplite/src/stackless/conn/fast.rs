@@ -232,7 +232,8 @@ impl<S: Transport> Conn<S> {
             head_started,
             request_started,
             served,
-            origin,
+            client,
+            on,
             ..
         } = self;
         let io = ctx.pool.ensure(active);
@@ -252,9 +253,9 @@ impl<S: Transport> Conn<S> {
                         &ctx.stats,
                         &mut io.wbuf,
                         req,
-                        origin.on,
+                        *on,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, origin, req, out, *started),
+                        |req, out| log(ctx, stream, client, *on, req, out, *started),
                     );
                     let started = head_started.take();
                     match handled {

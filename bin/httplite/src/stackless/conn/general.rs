@@ -342,7 +342,8 @@ impl<S: Transport> Conn<S> {
                     log(
                         &self.ctx,
                         &self.stream,
-                        &self.origin,
+                        &self.client,
+                        self.on,
                         plan.request(),
                         outcome,
                         Some(started),
