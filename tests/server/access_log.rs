@@ -122,15 +122,12 @@ fn a_failing_log_is_counted_and_reported() {
 #[test]
 fn with_block_every_line_is_written_once_the_reader_reads() {
     use std::io::Read as _;
-    use std::os::fd::AsRawFd as _;
     for rt in runtimes() {
         if is_fork(rt) {
             // Not under fork: the log's writer is a thread (refused).
             assert_fork_refuses(&["--access-log", "-"], "--access-log");
             continue;
         }
-        // A reader that starts late: the pipe fills, and the workers
-        // wait for room instead of dropping lines.
         let dir = TempDir::new("log-block");
         let (fifo, mut reader) = stalled_fifo(&dir);
         let args = ["--access-log", fifo.as_str(), "--access-log-full", "block"];

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{Server, TempDir, find, get_req, pseudo_random, runtimes};
+use std::os::fd::AsRawFd as _;
+
+use crate::harness::{Server, TempDir, find, get_req, pseudo_random, runtimes, wait_until};
 use crate::pki::tls_mode;
 
 /// Both ways to send a file body.
@@ -85,8 +87,20 @@ fn a_file_that_shrinks_while_sent_closes_the_connection() {
             let mut c = server.connect();
             c.send(&get_req("/big.bin"));
             // Not reading yet: the server fills the socket buffers and waits
-            // for room, mid-body, when the file is cut short.
-            std::thread::sleep(Duration::from_millis(300));
+            // for room, mid-body, when the file is cut short. Waited for as
+            // bytes queued at the client that stop growing.
+            let queued = || {
+                let mut n: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one int to `n`.
+                unsafe { libc::ioctl(c.stream().as_raw_fd(), libc::FIONREAD, &mut n) };
+                n
+            };
+            let mut last = -1;
+            let full = wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+                let now = queued();
+                now > 0 && std::mem::replace(&mut last, now) == now
+            });
+            assert!(full, "[{rt} {mode}] the body never filled the buffers");
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(&path)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Server, TempDir, assert_fork_refuses, get_req, run_binary};
+use crate::harness::{Server, TempDir, assert_fork_refuses, get_req, run_binary, wait_until};
 
 mod check;
 mod cross_thread;
@@ -213,9 +213,18 @@ fn timeline_cut_by_a_crash_reads_with_the_lenient_rule() {
     for _ in 0..5 {
         assert_eq!(server.get("/_httplite/plaintext").status, 200);
     }
-    // The writer collects every thread's events within 100 ms.
-    wait_for_file(&file, "GET /_httplite/plaintext");
-    std::thread::sleep(Duration::from_millis(300));
+    // The writer collects every thread's events within 100 ms: wait until
+    // the file holds all five requests' slices.
+    let written = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let events = lenient(&text);
+        let t = check(&events, false);
+        (t.slices.iter())
+            .filter(|s| s.name == "GET /_httplite/plaintext")
+            .count()
+            == 5
+    });
+    assert!(written, "the five requests' slices never reached the file");
     server.signal(libc::SIGKILL);
     assert!(server.wait_exit(Duration::from_secs(10)).is_some());
     let text = std::fs::read_to_string(&file).unwrap();

@@ -99,7 +99,12 @@ fn sigterm_closes_idle_connections_at_once() {
         }
         // And some that never sent anything.
         let mut silent: Vec<Client> = (0..5).map(|_| server.connect()).collect();
-        std::thread::sleep(Duration::from_millis(50));
+        // Every one accepted and open (the stats request's own connection
+        // is the 26th).
+        let open = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+            server.stats().get("connections.open") >= 26
+        });
+        assert!(open, "[{rt}] {}", server.stats().0);
         let t = Instant::now();
         server.signal(libc::SIGTERM);
         for c in idle.iter_mut().chain(silent.iter_mut()) {
