@@ -178,8 +178,8 @@ fn address_of(lines: &[(String, String)], target: &str) -> String {
 fn headers_of_both_versions_name_the_logged_client() {
     let formats = ["clf", "combined", "json"];
     for rt in proxy_runtimes() {
-        // fork keeps no access log: its clients' addresses are checked in
-        // its trace instead (observability::trace_ties_a_proxy_headers_client_to_its_fd).
+        // fork keeps no access log (and its children's request lines do
+        // not reach the trace): the answers are checked, the address is not.
         let logs = ops_exclusion(rt).is_none();
         if !logs {
             use std::io::Write as _;
