@@ -169,7 +169,11 @@ fn upgrade_under_load_refuses_no_connection() {
             let (c, s) = (counts.clone(), stop.clone());
             threads.push(std::thread::spawn(move || keepalive_loop(addr, &c, &s)));
 
-            std::thread::sleep(Duration::from_millis(300));
+            // Load under way before the upgrade.
+            let loaded = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+                counts.ok.load(Relaxed) >= 100
+            });
+            assert!(loaded, "[{rt} {mode}] no load before the upgrade");
             let before = counts.ok.load(Relaxed);
             server.signal(libc::SIGUSR2);
             let ready = wait_until(Duration::from_secs(20), Duration::from_millis(10), || {
@@ -183,8 +187,10 @@ fn upgrade_under_load_refuses_no_connection() {
             });
             assert!(old_gone, "[{rt} {mode}] the old process did not exit");
             let at_exit = counts.ok.load(Relaxed);
-            // The new process alone now.
-            std::thread::sleep(Duration::from_millis(300));
+            // The new process alone now, serving the load.
+            let served = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+                counts.ok.load(Relaxed) >= at_exit + 100
+            });
             stop.store(true, Relaxed);
             for t in threads {
                 t.join().unwrap();
@@ -216,6 +222,7 @@ fn upgrade_under_load_refuses_no_connection() {
                 "[{rt} {mode}] failed requests: {:?}",
                 c.why.lock().unwrap()
             );
+            assert!(served, "[{rt} {mode}] the new process served no load alone");
             assert!(before > 0 && after > 0, "[{rt} {mode}] no load on one side");
         }
     }

@@ -73,7 +73,13 @@ fn timeline_draws_pool_threads_with_arrows_to_and_from_the_worker() {
         }
         let file = dir.path().join("trace.json");
         let mut args = chrome_args(file.to_str().unwrap(), "0").to_vec();
-        args.extend(["--root", root.to_str().unwrap(), "--list-dirs", "--expose", "jobs"]);
+        args.extend([
+            "--root",
+            root.to_str().unwrap(),
+            "--list-dirs",
+            "--expose",
+            "jobs",
+        ]);
         let mut server = Server::start(rt, &args);
         let mut c = server.connect();
         for _ in 0..LISTINGS {
