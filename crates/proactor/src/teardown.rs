@@ -76,7 +76,12 @@ impl Drop for Inner {
                     unsafe { sys::close(c.res) };
                 }
                 if !more {
-                    drop(ops.remove((c.user_data & 0xffff_ffff) as u32));
+                    let parked = ops.remove((c.user_data & 0xffff_ffff) as u32);
+                    // The gauges stay true to the end: a `StatsHandle`
+                    // outlives the proactor.
+                    self.stats.parked.set(ops.orphans() as u64);
+                    self.stats.in_flight.set(ops.live() as u64);
+                    drop(parked);
                 }
             }
         }
