@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell, UnsafeCell};
+use std::collections::VecDeque;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
@@ -23,6 +24,27 @@ use crate::{ProactorStats, sys, trace};
 pub(crate) const NOTIFY_UD: u64 = u64::MAX;
 /// `user_data` of fire-and-forget SQEs (cancels, closes of dropped fds).
 pub(crate) const IGNORE_UD: u64 = u64::MAX - 1;
+
+/// The longest a turn waits while SQEs are still in the overflow list: the
+/// next turn pushes them as soon as the kernel makes room.
+const OVERFLOW_RETRY: Duration = Duration::from_millis(1);
+
+/// Moves SQEs from the overflow list into the SQ, oldest first, while the
+/// SQ has room. Returns whether the list is empty now.
+///
+/// # Safety
+/// Each SQE in `overflow` was queued under [`Ring::push`]'s contract, which
+/// still holds (its memory stays valid until its last CQE).
+pub(crate) unsafe fn refill(ring: &mut Ring, overflow: &mut VecDeque<Sqe>) -> bool {
+    while let Some(sqe) = overflow.front() {
+        // SAFETY: our caller's contract.
+        if unsafe { ring.push(sqe) }.is_err() {
+            return false;
+        }
+        overflow.pop_front();
+    }
+    true
+}
 
 /// How a [`Proactor`] is sized.
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +103,7 @@ impl Builder {
         let p = Proactor {
             inner: Rc::new(Inner {
                 ring: RefCell::new(ring),
+                overflow: RefCell::new(VecDeque::new()),
                 ops: RefCell::new(Ops::default()),
                 bufs: ManuallyDrop::new(bufs),
                 buf_waiters: RefCell::new(Vec::new()),
@@ -130,6 +153,9 @@ impl std::fmt::Debug for Proactor {
 
 pub(crate) struct Inner {
     pub ring: RefCell<Ring>,
+    /// SQEs that found the SQ full even after a submit (the kernel took
+    /// nothing), oldest first: pushed into the SQ before anything newer.
+    pub overflow: RefCell<VecDeque<Sqe>>,
     pub ops: RefCell<Ops>,
     /// Dropped by hand at the end of `Drop`, after the kernel let go of it.
     pub bufs: ManuallyDrop<BufRing>,
@@ -230,8 +256,20 @@ impl Proactor {
         self.inner.bufs.available()
     }
 
+    /// Makes the next `n` `io_uring_enter`s consume nothing and return at
+    /// once ([`Ring::stall_enters`]), to test the full-SQ back-pressure.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn stall_enters(&self, n: u32) {
+        self.inner.ring.borrow_mut().stall_enters(n);
+    }
+
     /// Queues an SQE. When the SQ is full, everything queued is submitted
-    /// first (an `io_uring_enter` without waiting).
+    /// first (an `io_uring_enter` without waiting); if the kernel took
+    /// nothing (it could not allocate a request, or the CQ backlog refused
+    /// the enter), the SQE waits in the overflow list, which the next turn
+    /// pushes first. Never fails: a full SQ is back-pressure, not an error,
+    /// and this runs in `Drop` (cancels) and in the middle of a turn (the
+    /// notifier's re-arm).
     ///
     /// # Safety
     /// As [`Ring::push`]: what the SQE points to stays valid until its last
@@ -243,26 +281,25 @@ impl Proactor {
             trace::sqe(sqe);
         }
         let mut ring = self.inner.ring.borrow_mut();
-        // SAFETY: forwarded to our caller's contract.
-        if unsafe { ring.push(sqe) }.is_ok() {
-            return;
-        }
-        let before = ring.pending();
-        // An EBUSY here (CQ backlog) just means try again next turn; the
-        // loop below retries a bounded number of times.
-        for _ in 0..64 {
-            let _ = ring.enter(0, None);
-            self.inner.stats.enters.bump();
-            // SAFETY: as above.
-            if unsafe { ring.push(sqe) }.is_ok() {
-                self.inner
-                    .stats
-                    .sqes
-                    .add((before + 1 - ring.pending()) as u64);
+        let mut overflow = self.inner.overflow.borrow_mut();
+        for flushed in [false, true] {
+            // Behind whatever already waits: the kernel sees SQEs in the
+            // order they were queued (a cancel after the operation it names).
+            // SAFETY: forwarded to our caller's contract (and, for the SQEs
+            // that wait, to the contracts they were queued under).
+            if unsafe { refill(&mut ring, &mut overflow) } && unsafe { ring.push(sqe) }.is_ok() {
                 return;
             }
+            if !flushed {
+                // An error here (not one `enter` documents) shows up again
+                // at the turn's enter, which reports it.
+                let consumed = ring.enter(0, None).unwrap_or(0);
+                self.inner.stats.enters.bump();
+                self.inner.stats.sqes.add(u64::from(consumed));
+            }
         }
-        panic!("io_uring SQ stayed full");
+        overflow.push_back(*sqe);
+        self.inner.stats.sq_full.bump();
     }
 
     /// Starts an operation: a slot of `kind`, `sqe.user_data` set to it,
@@ -396,7 +433,7 @@ impl Proactor {
 
     /// Whether anything is queued for submission.
     pub fn has_pending_sqes(&self) -> bool {
-        self.inner.ring.borrow().pending() > 0
+        self.inner.ring.borrow().pending() > 0 || !self.inner.overflow.borrow().is_empty()
     }
 
     /// One loop turn: **one** `io_uring_enter` that submits every queued SQE
@@ -406,7 +443,7 @@ impl Proactor {
     /// of CQEs.
     pub fn turn(&self, wait: bool) -> io::Result<usize> {
         let inner = &*self.inner;
-        let timeout = if wait {
+        let mut timeout = if wait {
             let due = inner
                 .timers
                 .borrow()
@@ -426,6 +463,11 @@ impl Proactor {
         let submitted;
         {
             let mut ring = inner.ring.borrow_mut();
+            // SAFETY: these SQEs were queued by `push`, under its contract.
+            let backlog = !unsafe { refill(&mut ring, &mut inner.overflow.borrow_mut()) };
+            if backlog && wait {
+                timeout = Some(timeout.map_or(OVERFLOW_RETRY, |t| t.min(OVERFLOW_RETRY)));
+            }
             let before = ring.pending();
             let t0 = trace::enabled().then(Instant::now);
             if t0.is_some() {
@@ -553,3 +595,6 @@ impl Proactor {
         debug_assert!(c.res == -libc::ETIME || c.res == -libc::ECANCELED || c.res == 0);
     }
 }
+
+#[cfg(test)]
+mod tests;

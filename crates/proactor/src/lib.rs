@@ -44,6 +44,11 @@
 //! (min_complete 0) but still submits and collects, so I/O keeps flowing.
 //! There is no loop that peeks the CQ while idle.
 //!
+//! A full SQ is back-pressure, never an error: the SQE that finds it full
+//! submits what is queued and tries again, and if the kernel took nothing
+//! (it could not allocate a request) waits in a small overflow list that
+//! the next turn pushes first, in order ([`ProactorStats::sq_full`]).
+//!
 //! ## Operations and their `user_data`
 //!
 //! Every SQE carries `generation << 32 | slot` of a table of operations

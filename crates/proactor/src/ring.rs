@@ -85,6 +85,11 @@ pub struct Ring {
     refused_flags: Vec<(u32, i32)>,
     features: u32,
 
+    /// Enters still to fail as the kernel's `-EAGAIN` does (nothing
+    /// consumed, no wait, no CQE): [`Ring::stall_enters`].
+    #[cfg(any(test, feature = "fault-injection"))]
+    stalled_enters: u32,
+
     // Field order is drop order: unmap, then close the fd.
     _sqe_map: Mmap,
     _cq_map: Option<Mmap>,
@@ -202,6 +207,8 @@ impl Ring {
             setup_flags: p.flags,
             refused_flags: refused,
             features: p.features,
+            #[cfg(any(test, feature = "fault-injection"))]
+            stalled_enters: 0,
             _sqe_map: sqe_map,
             _cq_map: cq_map,
             _sq_map: sq_map,
@@ -249,6 +256,11 @@ impl Ring {
     /// `EBUSY` (CQ overflow backlog) are normal ends of a wait and return
     /// `Ok`. Returns the number of SQEs the kernel consumed.
     pub fn enter(&mut self, min_complete: u32, timeout: Option<Duration>) -> io::Result<u32> {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if self.stalled_enters > 0 {
+            self.stalled_enters -= 1;
+            return Ok(0);
+        }
         // Release: every SQE written above is visible before the new tail.
         // SAFETY: see `map`.
         unsafe { (*self.sq_tail).store(self.sqe_tail, Ordering::Release) };
@@ -271,6 +283,21 @@ impl Ring {
                 _ => Err(e),
             },
         }
+    }
+
+    /// Makes the next `n` calls of [`Ring::enter`] return `Ok(0)` at once,
+    /// without calling the kernel: what an enter whose first request the
+    /// kernel could not allocate (`-EAGAIN`) looks like. For tests of the
+    /// full-SQ paths (the `fault-injection` feature outside this crate).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn stall_enters(&mut self, n: u32) {
+        self.stalled_enters = n;
+    }
+
+    /// Enters [`Ring::stall_enters`] has still to stall.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn stalled_enters(&self) -> u32 {
+        self.stalled_enters
     }
 
     /// Moves every CQE now in the CQ into `out` (appending) and frees their

@@ -44,6 +44,7 @@ pub(crate) struct Counters {
     pub timers_fired: Counter,
     pub parked: Counter,
     pub in_flight: Counter,
+    pub sq_full: Counter,
 }
 
 impl Counters {
@@ -61,6 +62,7 @@ impl Counters {
             timers_fired: self.timers_fired.get(),
             parked: self.parked.get(),
             in_flight: self.in_flight.get(),
+            sq_full: self.sq_full.get(),
         }
     }
 }
@@ -93,6 +95,9 @@ pub struct ProactorStats {
     pub parked: u64,
     /// Gauge: operations in flight.
     pub in_flight: u64,
+    /// SQEs that found the SQ full even after a submit and waited in the
+    /// overflow list for a later turn (the kernel was taking nothing).
+    pub sq_full: u64,
 }
 
 /// Reads a proactor's counters from any thread (a stats page served by

@@ -13,7 +13,7 @@ use std::mem::ManuallyDrop;
 use std::time::Duration;
 
 use crate::abi::*;
-use crate::driver::{IGNORE_UD, Inner, NOTIFY_UD};
+use crate::driver::{IGNORE_UD, Inner, NOTIFY_UD, refill};
 use crate::ops::Kind;
 use crate::sys;
 
@@ -24,30 +24,41 @@ impl Drop for Inner {
     /// rings unmapped and the ring fd closed (field drops).
     fn drop(&mut self) {
         let live = self.ops.get_mut().live();
-        if live == 0 && !self.notify_armed.get() {
+        if live == 0 && !self.notify_armed.get() && self.overflow.get_mut().is_empty() {
             self.drop_bufs();
             return;
         }
-        let ring = self.ring.get_mut();
         let cancel_all = Sqe {
             opcode: IORING_OP_ASYNC_CANCEL,
             op_flags: IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL,
             user_data: IGNORE_UD,
             ..Sqe::default()
         };
-        // SAFETY: ASYNC_CANCEL points to no memory.
-        let _ = unsafe { ring.push(&cancel_all) };
+        let mut cancel_queued = false;
         let mut cqes = Vec::new();
         for _ in 0..200 {
-            if self.ops.get_mut().live() == 0 && !self.notify_armed.get() {
+            let ring = self.ring.get_mut();
+            // The overflow list goes to the kernel first and the cancel-all
+            // after it: the kernel cancels only operations it has seen. A
+            // full SQ is retried after this round's enter made room.
+            // SAFETY: queued by `Proactor::push` under its contract; the
+            // memory stays until the last CQE, which this loop waits for
+            // (or it is leaked below).
+            let flushed = unsafe { refill(ring, self.overflow.get_mut()) };
+            if flushed && !cancel_queued {
+                // SAFETY: ASYNC_CANCEL points to no memory.
+                cancel_queued = unsafe { ring.push(&cancel_all) }.is_ok();
+            }
+            if flushed
+                && ring.pending() == 0
+                && self.ops.get_mut().live() == 0
+                && !self.notify_armed.get()
+            {
                 break;
             }
-            let _ = self
-                .ring
-                .get_mut()
-                .enter(1, Some(Duration::from_millis(10)));
+            let _ = ring.enter(1, Some(Duration::from_millis(10)));
             cqes.clear();
-            self.ring.get_mut().reap(&mut cqes);
+            ring.reap(&mut cqes);
             for c in &cqes {
                 if c.user_data == NOTIFY_UD {
                     self.notify_armed.set(false);
@@ -65,7 +76,12 @@ impl Drop for Inner {
                     unsafe { sys::close(c.res) };
                 }
                 if !more {
-                    drop(ops.remove((c.user_data & 0xffff_ffff) as u32));
+                    let parked = ops.remove((c.user_data & 0xffff_ffff) as u32);
+                    // The gauges stay true to the end: a `StatsHandle`
+                    // outlives the proactor.
+                    self.stats.parked.set(ops.orphans() as u64);
+                    self.stats.in_flight.set(ops.live() as u64);
+                    drop(parked);
                 }
             }
         }
