@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, Server, TempDir, get_req, run_binary, wait_until};
+use crate::harness::{Client, Server, TempDir, get_close, get_req, run_binary, wait_until};
 
 /// The child processes of `pid`, oldest first.
 fn children(pid: u32) -> Vec<u32> {
@@ -268,6 +268,75 @@ fn threadpool_full_queue_answers_503_without_reading() {
         "one pool, listed per worker: {}",
         stats.0
     );
+}
+
+#[test]
+fn threadpool_refused_client_that_sent_its_request_reads_the_whole_503() {
+    let server = Server::start(
+        "threadpool",
+        &["--threadpool-size", "1", "--threadpool-queue", "1"],
+    );
+    let held = served(&server); // holds the one thread
+    // A stopped server accepts nothing, but the kernel completes each
+    // handshake and queues what the client sends: every request below is
+    // whole in the server's socket before that connection is queued or
+    // refused.
+    server.signal(libc::SIGSTOP);
+    let clients: Vec<Client> = (0..3)
+        .map(|_| {
+            let mut c = server.connect();
+            c.send(&get_close("/_httplite/sleep?ms=1"));
+            c
+        })
+        .collect();
+    server.signal(libc::SIGCONT);
+    // One of them waits in the queue, the other two are refused: each reads
+    // its answer on a thread of its own, the queued one until `held` leaves.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = c.try_read_response(false);
+                // The refused end of stream, or the error that ended it.
+                let end = match &r {
+                    Ok(r) if r.status == 503 => Some(
+                        std::io::Read::read_to_end(&mut c.stream(), &mut Vec::new()).map(|_| ()),
+                    ),
+                    _ => None,
+                };
+                let status = r.as_ref().map(|r| r.status).map_err(|e| e.to_string());
+                let _ = tx.send(status.clone());
+                (c, status, end)
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        let status = rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(status, Ok(Ok(503)), "a refused client's answer");
+    }
+    drop(held);
+    let answered: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let ok = answered.iter().filter(|(_, s, _)| *s == Ok(200)).count();
+    assert_eq!(ok, 1, "the queued one is served once the thread is free");
+    let stats = server.stats();
+    assert_eq!(stats.get("errors.overloaded"), 2, "{}", stats.0);
+    for (c, status, end) in answered {
+        if status == Ok(200) {
+            continue;
+        }
+        assert_eq!(status, Ok(503));
+        let end = end.expect("a refused client read to the end");
+        assert!(end.is_ok(), "the refused connection ended in {end:?}");
+        // By now the server has long closed it: a reset (unread request
+        // bytes at close) would have reached the client's socket.
+        let error = c.stream().take_error().unwrap();
+        assert!(
+            error.is_none(),
+            "the refused connection was reset: {error:?}"
+        );
+    }
 }
 
 #[test]
