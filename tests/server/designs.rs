@@ -171,6 +171,77 @@ fn fork_stats_count_every_process() {
     assert_eq!(stats.sum("children_crashed"), 0, "{}", stats.0);
 }
 
+/// User plus system CPU time of `pid`, in clock ticks (`/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which may hold spaces: state is
+    // the first, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Connects again whenever a connection is closed unanswered, until one
+/// `GET` is answered; how many were closed unanswered.
+fn get_until_answered(addr: std::net::SocketAddr) -> u64 {
+    let mut dropped = 0;
+    for _ in 0..100_000 {
+        let Ok(mut c) = Client::try_connect(addr) else {
+            continue;
+        };
+        let sent = c.try_send(&get_close("/_httplite/plaintext"));
+        match sent.and_then(|_| c.try_read_response(false)) {
+            Ok(r) => {
+                assert_eq!(r.status, 200);
+                return dropped;
+            }
+            Err(_) => dropped += 1,
+        }
+    }
+    panic!("never answered");
+}
+
+#[test]
+fn fork_parent_backs_off_after_a_failed_fork_and_recovers() {
+    // Every fork fails for 300 ms from the first, as at a process limit.
+    let server = Server::start_with("fork", &[], |mut cmd| {
+        cmd.env("HTTPLITE_TEST_FORK_FAIL_MS", "300");
+        cmd
+    });
+    let cpu_before = cpu_ticks(server.pid());
+    // Three clients that reconnect at once when dropped: without a pause
+    // after a failed fork, the parent accepts and drops as fast as they
+    // come; with one, each failure holds the next connections in the
+    // kernel's queue.
+    let addr = server.addr();
+    let dropped: u64 = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..3)
+            .map(|_| scope.spawn(|| get_until_answered(addr)))
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    });
+    let cpu = cpu_ticks(server.pid()) - cpu_before;
+    let stats = server.stats();
+    let failed = stats.sum("fork_failed");
+    assert!(failed >= 1, "{}", stats.0);
+    assert_eq!(dropped, failed, "each failed fork drops its connection");
+    // A pause of 20 ms after each failure: at most one attempt per pause
+    // in 300 ms of failures, and the first.
+    assert!(
+        failed <= 300 / 20 + 1,
+        "{failed} forks tried in 300 ms of failures"
+    );
+    assert!(
+        cpu <= 10,
+        "the parent used {cpu} ticks of CPU while forks failed"
+    );
+    assert_eq!(server.get("/_httplite/plaintext").status, 200);
+}
+
 #[test]
 fn fork_crashing_child_takes_down_only_its_connection() {
     let server = Server::start("fork", &[]);

@@ -30,6 +30,8 @@
 //!   child serves counts every process.
 //! - **A crash** (a signal, or a panic outside a handler) ends one child:
 //!   its connection closes, the parent counts it and carries on.
+//! - **A failed `fork()`** closes its connection unanswered and pauses
+//!   accepting for 20 ms, as `EMFILE` pauses it.
 
 mod child;
 pub mod shared;
@@ -101,6 +103,10 @@ pub struct Settings {
     pub max_connections: Option<usize>,
     /// How long children get to finish after SIGINT/SIGTERM.
     pub grace: Duration,
+    /// Tests only (`HTTPLITE_TEST_FORK_FAIL_MS`, honoured with the test
+    /// endpoints): every `fork()` fails with `EAGAIN` for this long from
+    /// the first one, as under a process limit.
+    pub test_fork_failure: Option<Duration>,
 }
 
 /// The parent: a bound listener and the signalfd, not yet serving.
@@ -116,7 +122,15 @@ pub struct Parent {
     settings: Settings,
     children: HashSet<libc::pid_t>,
     page: &'static shared::Page,
+    /// When the forks [`Settings::test_fork_failure`] fails stop failing.
+    failing_until: Option<Instant>,
 }
+
+/// How long the parent stops accepting after a failed `fork()` (`EAGAIN`
+/// at the process limit, `ENOMEM`): the connection it was for is closed
+/// unanswered, and the ones behind it wait in the kernel's queue for a
+/// child to end rather than be accepted and closed as fast as they come.
+const FORK_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Signals the parent takes through its signalfd.
 const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM];
@@ -174,6 +188,7 @@ impl Parent {
             settings,
             children: HashSet::new(),
             page: shared::page()?,
+            failing_until: None,
         })
     }
 
@@ -316,8 +331,8 @@ impl Parent {
     }
 
     /// Accepts and forks until the queue is empty, the bound is reached or
-    /// accepting fails; a time to retry after if it failed for lack of
-    /// fds or memory.
+    /// accepting or forking fails; a time to retry after if it failed for
+    /// lack of fds, memory or processes.
     fn accept_some(&mut self, listener: RawFd, ctx: &Ctx) -> Option<Instant> {
         for _ in 0..64 {
             if self
@@ -332,7 +347,11 @@ impl Parent {
             // which stay open while this runs (they are closed only by the
             // signal branch of `run`).
             match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
-                Ok(conn) => self.spawn(conn, ctx),
+                Ok(conn) => {
+                    if let Err(retry) = self.spawn(conn, ctx) {
+                        return Some(retry);
+                    }
+                }
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return None,
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
@@ -345,18 +364,19 @@ impl Parent {
         None
     }
 
-    /// Forks a child for `conn`; the parent's copy closes on return.
-    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) {
+    /// Forks a child for `conn`; the parent's copy closes on return. If
+    /// the fork fails, `conn` is closed unanswered and the time to try
+    /// again after is returned.
+    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) -> Result<(), Instant> {
         let page = self.page;
         page.counters.connections.fetch_add(1, Ordering::Relaxed);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
-        // SAFETY: this process has one thread (see the module doc), so the
-        // child is a complete copy with no lock held by a vanished thread.
-        match unsafe { libc::fork() } {
+        match self.fork() {
             -1 => {
                 page.fork_failed.fetch_add(1, Ordering::Relaxed);
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
+                Err(Instant::now() + FORK_BACKOFF)
             }
             0 => {
                 let mut close = self.listener_fds.clone();
@@ -367,8 +387,26 @@ impl Parent {
                 self.children.insert(pid);
                 let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
                 page.high_water.fetch_max(alive, Ordering::Relaxed);
+                Ok(())
             }
         }
+    }
+}
+
+impl Parent {
+    /// `fork()`, or the failure [`Settings::test_fork_failure`] asks for.
+    fn fork(&mut self) -> libc::pid_t {
+        if let Some(failing) = self.settings.test_fork_failure {
+            let until = *self
+                .failing_until
+                .get_or_insert_with(|| Instant::now() + failing);
+            if Instant::now() < until {
+                return -1;
+            }
+        }
+        // SAFETY: this process has one thread (see the module doc), so the
+        // child is a complete copy with no lock held by a vanished thread.
+        unsafe { libc::fork() }
     }
 }
 
