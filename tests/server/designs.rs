@@ -243,6 +243,56 @@ fn fork_parent_backs_off_after_a_failed_fork_and_recovers() {
 }
 
 #[test]
+fn fork_open_connections_count_down_as_children_end() {
+    // Started with SIGCHLD ignored (a supervisor, or a shell's
+    // `trap '' CHLD`, can leave it so; exec keeps an ignored signal
+    // ignored), and with forks failing for the first 100 ms.
+    let server = Server::start_with("fork", &[], |mut cmd| {
+        use std::os::unix::process::CommandExt as _;
+        cmd.env("HTTPLITE_TEST_FORK_FAIL_MS", "100");
+        // SAFETY: the closure runs between fork and exec and only calls
+        // signal(2), which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+                Ok(())
+            })
+        };
+        cmd
+    });
+    let dropped = get_until_answered(server.addr());
+    assert!(dropped >= 1, "the first fork failed");
+    for _ in 0..5 {
+        assert_eq!(server.get("/_httplite/plaintext").status, 200);
+    }
+    let before = children(server.pid());
+    let mut held = vec![served(&server)];
+    let crashed = children(server.pid())
+        .into_iter()
+        .find(|kid| !before.contains(kid))
+        .expect("the held connection's child");
+    held.push(served(&server));
+    // SAFETY: `crashed` is the server's child, alive (its connection is open).
+    unsafe { libc::kill(crashed as libc::pid_t, libc::SIGABRT) };
+    held[0].expect_closed(Duration::from_secs(5));
+    held.remove(0);
+    // Open: the connection still held and the one asking.
+    let open_is = |n: u64| {
+        let mut last = String::new();
+        let ok = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            let stats = server.stats();
+            let ok = stats.get("connections.open") == n && stats.sum("children_alive") == n;
+            last = stats.0;
+            ok
+        });
+        assert!(ok, "expected {n} open: {last}");
+    };
+    open_is(2);
+    drop(held);
+    open_is(1);
+}
+
+#[test]
 fn fork_crashing_child_takes_down_only_its_connection() {
     let server = Server::start("fork", &[]);
     let mut a = served(&server);

@@ -21,7 +21,9 @@
 //!   loop.** Not `SA_NOCLDWAIT`: with it the kernel reaps the children
 //!   itself and the parent never learns that one ended, yet it must, to
 //!   bound the live children (`--max-connections`), to count closed
-//!   connections and to notice a child that crashed. Signals coalesce (two
+//!   connections and to notice a child that crashed; for the same reason
+//!   the parent sets SIGCHLD back to its default action, in case it was
+//!   started with the signal ignored. Signals coalesce (two
 //!   children ending together can raise one `SIGCHLD`), hence the loop.
 //!   A signalfd instead of a handler: the parent has one thread, so
 //!   blocking the signals there makes the signalfd the only way they
@@ -166,6 +168,13 @@ impl Parent {
         };
         let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
         let addr = reactor::sys::local_addr(listener.as_fd())?;
+        // An ignored SIGCHLD survives exec (a supervisor, or a shell's
+        // `trap '' CHLD`, can leave it so) and makes the kernel reap the
+        // children itself: the parent would never learn that one ended.
+        // SAFETY: SIG_DFL installs no handler code.
+        if unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
         let set = child::sigset(&SIGNALS);
         // SAFETY: `set` is an initialised sigset_t; the old mask is not
         // asked for. The process has one thread, so this is its mask.
