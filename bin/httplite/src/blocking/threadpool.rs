@@ -336,10 +336,7 @@ fn wait_lingering(port: RawFd, refused: &mut Vec<Refused>) -> io::Result<()> {
         .map(|r| r.until)
         .min()
         .unwrap_or_else(Instant::now);
-    let left = first.saturating_duration_since(Instant::now());
-    // Rounded up: a timeout short of the deadline would wake to find
-    // nothing due and wait again.
-    let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+    let ms = super::poll_timeout_ms(first.saturating_duration_since(Instant::now()));
     // SAFETY: `pfds` holds `pfds.len()` valid pollfds for the call.
     let polled =
         reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) });

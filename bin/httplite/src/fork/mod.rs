@@ -247,8 +247,7 @@ impl Parent {
                 .flatten()
                 .min();
             let ms = wake.map_or(-1, |w| {
-                let left = w.saturating_duration_since(Instant::now());
-                left.as_millis().clamp(1, i32::MAX as u128) as i32
+                crate::blocking::poll_timeout_ms(w.saturating_duration_since(Instant::now()))
             });
             // SAFETY: `pfds` holds `n` valid pollfds for the call.
             match reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) })
