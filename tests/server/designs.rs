@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Client, Server, TempDir, get_req, run_binary, wait_until};
+use crate::harness::{Client, Server, TempDir, get_close, get_req, run_binary, wait_until};
 
 /// The child processes of `pid`, oldest first.
 fn children(pid: u32) -> Vec<u32> {
@@ -171,6 +171,127 @@ fn fork_stats_count_every_process() {
     assert_eq!(stats.sum("children_crashed"), 0, "{}", stats.0);
 }
 
+/// User plus system CPU time of `pid`, in clock ticks (`/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which may hold spaces: state is
+    // the first, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Connects again whenever a connection is closed unanswered, until one
+/// `GET` is answered; how many were closed unanswered.
+fn get_until_answered(addr: std::net::SocketAddr) -> u64 {
+    let mut dropped = 0;
+    for _ in 0..100_000 {
+        let Ok(mut c) = Client::try_connect(addr) else {
+            continue;
+        };
+        let sent = c.try_send(&get_close("/_httplite/plaintext"));
+        match sent.and_then(|_| c.try_read_response(false)) {
+            Ok(r) => {
+                assert_eq!(r.status, 200);
+                return dropped;
+            }
+            Err(_) => dropped += 1,
+        }
+    }
+    panic!("never answered");
+}
+
+#[test]
+fn fork_parent_backs_off_after_a_failed_fork_and_recovers() {
+    // Every fork fails for 300 ms from the first, as at a process limit.
+    let server = Server::start_with("fork", &[], |mut cmd| {
+        cmd.env("HTTPLITE_TEST_FORK_FAIL_MS", "300");
+        cmd
+    });
+    let cpu_before = cpu_ticks(server.pid());
+    // Three clients that reconnect at once when dropped: without a pause
+    // after a failed fork, the parent accepts and drops as fast as they
+    // come; with one, each failure holds the next connections in the
+    // kernel's queue.
+    let addr = server.addr();
+    let dropped: u64 = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..3)
+            .map(|_| scope.spawn(|| get_until_answered(addr)))
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    });
+    let cpu = cpu_ticks(server.pid()) - cpu_before;
+    let stats = server.stats();
+    let failed = stats.sum("fork_failed");
+    assert!(failed >= 1, "{}", stats.0);
+    assert_eq!(dropped, failed, "each failed fork drops its connection");
+    // A pause of 20 ms after each failure: at most one attempt per pause
+    // in 300 ms of failures, and the first.
+    assert!(
+        failed <= 300 / 20 + 1,
+        "{failed} forks tried in 300 ms of failures"
+    );
+    assert!(
+        cpu <= 10,
+        "the parent used {cpu} ticks of CPU while forks failed"
+    );
+    assert_eq!(server.get("/_httplite/plaintext").status, 200);
+}
+
+#[test]
+fn fork_open_connections_count_down_as_children_end() {
+    // Started with SIGCHLD ignored (a supervisor, or a shell's
+    // `trap '' CHLD`, can leave it so; exec keeps an ignored signal
+    // ignored), and with forks failing for the first 100 ms.
+    let server = Server::start_with("fork", &[], |mut cmd| {
+        use std::os::unix::process::CommandExt as _;
+        cmd.env("HTTPLITE_TEST_FORK_FAIL_MS", "100");
+        // SAFETY: the closure runs between fork and exec and only calls
+        // signal(2), which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+                Ok(())
+            })
+        };
+        cmd
+    });
+    let dropped = get_until_answered(server.addr());
+    assert!(dropped >= 1, "the first fork failed");
+    for _ in 0..5 {
+        assert_eq!(server.get("/_httplite/plaintext").status, 200);
+    }
+    let before = children(server.pid());
+    let mut held = vec![served(&server)];
+    let crashed = children(server.pid())
+        .into_iter()
+        .find(|kid| !before.contains(kid))
+        .expect("the held connection's child");
+    held.push(served(&server));
+    // SAFETY: `crashed` is the server's child, alive (its connection is open).
+    unsafe { libc::kill(crashed as libc::pid_t, libc::SIGABRT) };
+    held[0].expect_closed(Duration::from_secs(5));
+    held.remove(0);
+    // Open: the connection still held and the one asking.
+    let open_is = |n: u64| {
+        let mut last = String::new();
+        let ok = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            let stats = server.stats();
+            let ok = stats.get("connections.open") == n && stats.sum("children_alive") == n;
+            last = stats.0;
+            ok
+        });
+        assert!(ok, "expected {n} open: {last}");
+    };
+    open_is(2);
+    drop(held);
+    open_is(1);
+}
+
 #[test]
 fn fork_crashing_child_takes_down_only_its_connection() {
     let server = Server::start("fork", &[]);
@@ -268,6 +389,75 @@ fn threadpool_full_queue_answers_503_without_reading() {
         "one pool, listed per worker: {}",
         stats.0
     );
+}
+
+#[test]
+fn threadpool_refused_client_that_sent_its_request_reads_the_whole_503() {
+    let server = Server::start(
+        "threadpool",
+        &["--threadpool-size", "1", "--threadpool-queue", "1"],
+    );
+    let held = served(&server); // holds the one thread
+    // A stopped server accepts nothing, but the kernel completes each
+    // handshake and queues what the client sends: every request below is
+    // whole in the server's socket before that connection is queued or
+    // refused.
+    server.signal(libc::SIGSTOP);
+    let clients: Vec<Client> = (0..3)
+        .map(|_| {
+            let mut c = server.connect();
+            c.send(&get_close("/_httplite/sleep?ms=1"));
+            c
+        })
+        .collect();
+    server.signal(libc::SIGCONT);
+    // One of them waits in the queue, the other two are refused: each reads
+    // its answer on a thread of its own, the queued one until `held` leaves.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = c.try_read_response(false);
+                // The refused end of stream, or the error that ended it.
+                let end = match &r {
+                    Ok(r) if r.status == 503 => Some(
+                        std::io::Read::read_to_end(&mut c.stream(), &mut Vec::new()).map(|_| ()),
+                    ),
+                    _ => None,
+                };
+                let status = r.as_ref().map(|r| r.status).map_err(|e| e.to_string());
+                let _ = tx.send(status.clone());
+                (c, status, end)
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        let status = rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(status, Ok(Ok(503)), "a refused client's answer");
+    }
+    drop(held);
+    let answered: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let ok = answered.iter().filter(|(_, s, _)| *s == Ok(200)).count();
+    assert_eq!(ok, 1, "the queued one is served once the thread is free");
+    let stats = server.stats();
+    assert_eq!(stats.get("errors.overloaded"), 2, "{}", stats.0);
+    for (c, status, end) in answered {
+        if status == Ok(200) {
+            continue;
+        }
+        assert_eq!(status, Ok(503));
+        let end = end.expect("a refused client read to the end");
+        assert!(end.is_ok(), "the refused connection ended in {end:?}");
+        // By now the server has long closed it: a reset (unread request
+        // bytes at close) would have reached the client's socket.
+        let error = c.stream().take_error().unwrap();
+        assert!(
+            error.is_none(),
+            "the refused connection was reset: {error:?}"
+        );
+    }
 }
 
 #[test]

@@ -98,7 +98,8 @@ pub struct Cli {
     pub threadpool_size: Option<u16>,
 
     /// Connections that may wait for a thread of --runtime threadpool;
-    /// beyond it a new connection is answered 503 and closed unread.
+    /// beyond it a new connection is answered 503 and closed, its request
+    /// never parsed (what the client sent is drained for a few ms first).
     /// At least 1: with no room, every connection would be refused even
     /// with threads idle.
     #[arg(long, value_name = "N", default_value_t = 1024,

@@ -597,6 +597,11 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         bind,
         max_connections: cli.max_connections,
         grace: cli.shutdown_timeout,
+        test_fork_failure: test_endpoints
+            .then(|| std::env::var("HTTPLITE_TEST_FORK_FAIL_MS").ok())
+            .flatten()
+            .and_then(|ms| ms.parse().ok())
+            .map(std::time::Duration::from_millis),
     })
     .with_context(|| format!("--bind {bind}: cannot listen"))?;
     let public = [dispatch::ListenAddr::Tcp(parent.local_addr())];

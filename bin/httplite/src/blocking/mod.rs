@@ -53,6 +53,15 @@ impl Deadline {
     }
 }
 
+/// The poll(2) timeout that lasts until `left` has passed: whole
+/// milliseconds rounded up (a timeout rounded down ends the wait short of
+/// its deadline, and a second wait follows), at most `i32::MAX`.
+pub fn poll_timeout_ms(left: Duration) -> libc::c_int {
+    left.as_nanos()
+        .div_ceil(1_000_000)
+        .min(libc::c_int::MAX as u128) as libc::c_int
+}
+
 /// What the blocking connection code needs from its socket. Every call
 /// blocks the calling thread of control until done or until its deadline
 /// (then `io::ErrorKind::TimedOut`).
@@ -305,6 +314,18 @@ mod tests {
 
     fn read_once(mut s: &UnixStream) -> io::Result<usize> {
         s.read(&mut [0u8; 8])
+    }
+
+    #[test]
+    fn poll_timeouts_round_up_to_whole_milliseconds() {
+        let ms = |micros| poll_timeout_ms(Duration::from_micros(micros));
+        assert_eq!(ms(1_900), 2);
+        assert_eq!(ms(100), 1);
+        assert_eq!(ms(0), 0);
+        assert_eq!(ms(2_000), 2);
+        assert_eq!(ms(2_001), 3);
+        assert_eq!(poll_timeout_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(poll_timeout_ms(Duration::MAX), libc::c_int::MAX);
     }
 
     #[test]

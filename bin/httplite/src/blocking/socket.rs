@@ -40,10 +40,10 @@ fn refresh_timeout(
     Ok(())
 }
 
-/// The socket timeout a deadline becomes: at least 1 ms (zero would mean
-/// "no timeout"), in whole milliseconds so that repeated calls with the
-/// same deadline usually need no new `setsockopt`. A relative deadline
-/// needs no clock read at all.
+/// The socket timeout a deadline becomes: in whole milliseconds, rounded
+/// up (never short of the deadline, and never zero, which would mean "no
+/// timeout"), so that repeated calls with the same deadline usually need
+/// no new `setsockopt`. A relative deadline needs no clock read at all.
 pub(crate) fn remaining(deadline: Deadline) -> io::Result<Duration> {
     let left = match deadline {
         Deadline::After(d) => d,
@@ -53,7 +53,8 @@ pub(crate) fn remaining(deadline: Deadline) -> io::Result<Duration> {
     if left.is_zero() {
         return Err(io::ErrorKind::TimedOut.into());
     }
-    Ok(Duration::from_millis(left.as_millis().max(1) as u64))
+    let ms = left.as_nanos().div_ceil(1_000_000);
+    Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
 }
 
 /// Blocking calls report an expired socket timeout as `EAGAIN`.
@@ -84,17 +85,21 @@ impl Blocking {
     /// Waits with poll(2) until one of `events` (or an error or hang-up)
     /// is reported, or the deadline passes (`TimedOut`).
     pub(crate) fn wait(&self, events: libc::c_short, deadline: Deadline) -> io::Result<()> {
-        let deadline = Deadline::At(deadline.at(Instant::now));
+        let at = deadline.at(Instant::now);
         let mut pfd = libc::pollfd {
             fd: self.stream.as_raw_fd(),
             events,
             revents: 0,
         };
         loop {
-            let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let ms = super::poll_timeout_ms(left);
             // SAFETY: `pfd` is one valid pollfd for the duration of the call.
             match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-                Ok(0) => continue, // re-check the deadline
+                Ok(0) => continue, // the deadline has passed (checked above)
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -224,5 +229,45 @@ unsafe impl BlockingIo for Blocking {
 
     fn peer_addr(&self) -> Option<SocketAddr> {
         self.stream.peer_addr().ok()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The calling thread's voluntary context switches so far: one per
+    /// sleep in a blocking call such as poll(2).
+    pub(crate) fn sleeps() -> i64 {
+        // SAFETY: an all-zero rusage is a valid value for getrusage to
+        // overwrite.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        usage.ru_nvcsw
+    }
+
+    /// A connected socket on which nothing arrives (and its peer).
+    pub(crate) fn quiet_socket() -> (TcpStream, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (server, client)
+    }
+
+    #[test]
+    fn a_timed_wait_reaches_its_deadline_in_one_sleep() {
+        let (socket, _peer) = quiet_socket();
+        let io = Blocking::new(socket);
+        // Between whole milliseconds, below one, on one.
+        for micros in [1_900, 2_500, 100, 2_000] {
+            let deadline = Deadline::After(Duration::from_micros(micros));
+            let before = sleeps();
+            let e = io.wait(libc::POLLIN, deadline).unwrap_err();
+            let slept = sleeps() - before;
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+            assert_eq!(slept, 1, "{micros} µs away: {slept} sleeps");
+        }
     }
 }

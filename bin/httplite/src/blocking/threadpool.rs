@@ -7,7 +7,8 @@
 //!   dispatch workers ──push──▶ [ queue, at most --threadpool-queue ] ──pop──▶ N pool threads
 //!          │ queue full                                                      serve to the end
 //!          ▼
-//!   503 + Connection: close, written at once (the request is never read)
+//!   503 + Connection: close, written at once; what the client sent is read
+//!   and discarded for a few ms (never parsed), then the socket is closed
 //! ```
 //!
 //! A keep-alive connection holds its thread for its whole life, idle or
@@ -18,10 +19,11 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::TcpStream;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use dispatch::{Batch, Closer, WorkerPort};
@@ -33,6 +35,18 @@ use super::threads::{Live, wait_fd};
 
 /// Stack size of a pool thread, as for `threads`' connection threads.
 const THREAD_STACK: usize = 256 * 1024;
+
+/// How long a refused connection is drained after its 503. Closing a
+/// socket with unread input sends a reset instead of a FIN, and a reset
+/// can cost the client the 503 (and fails its writes); reading what it
+/// sent first makes the close a clean one.
+const LINGER: Duration = Duration::from_millis(5);
+/// Most bytes read from one refused connection; a client still sending
+/// beyond that gets its reset.
+const LINGER_BYTES: usize = 8 * 1024;
+/// Most refused connections one worker keeps draining at once; beyond,
+/// one is closed after reading only what has arrived.
+const LINGER_MAX: usize = 64;
 
 /// One accepted connection waiting for a thread.
 struct Job {
@@ -197,9 +211,11 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
     ctx.stats.set_runtime(Box::new(Probe(pool.shared.clone())));
     pool.start();
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
+    let mut refused: Vec<Refused> = Vec::new();
     let deadline = loop {
         match port.poll_batch(&mut fds)? {
-            Batch::WouldBlock => wait_fd(port.fd())?,
+            Batch::WouldBlock if refused.is_empty() => wait_fd(port.fd())?,
+            Batch::WouldBlock => wait_lingering(port.fd(), &mut refused)?,
             Batch::Fds(_) => {}
             Batch::Shutdown { deadline } => break deadline,
         }
@@ -213,10 +229,20 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
                 closer: port.closer(),
             };
             if let Err(job) = pool.push(job) {
-                reject(job, &pool);
+                let mut r = reject(job, &pool);
+                if r.drain() == Drained::More && refused.len() < LINGER_MAX {
+                    refused.push(r);
+                } else {
+                    r.close();
+                }
             }
         }
     };
+    // What the refused clients sent since: read, then closed.
+    for mut r in refused.drain(..) {
+        r.drain();
+        r.close();
+    }
     // Idle connections get end-of-file now; busy and queued ones are
     // answered with `Connection: close` until the deadline.
     ctx.idle.begin_shutdown();
@@ -228,18 +254,110 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
 }
 
 /// Answers a connection the queue has no room for: a 503 written with one
-/// non-blocking send (the socket is new, so its buffer has room), without
-/// reading the request, then closed.
-fn reject(job: Job, pool: &ThreadPool) {
+/// non-blocking send (the socket is new, so its buffer has room), then the
+/// write side shut down. The request is never parsed; the caller drains and
+/// closes the connection ([`Refused`]).
+fn reject(job: Job, pool: &ThreadPool) -> Refused {
     pool.shared.rejected.fetch_add(1, Ordering::Relaxed);
     let mut wbuf = BytesMut::with_capacity(512);
     site::respond::overloaded(&mut wbuf, &job.ctx.stats);
-    let fd = job.fd.as_raw_fd();
     let _ = reactor::sys::send(job.fd.as_fd(), &wbuf);
-    // SAFETY: `fd` is the connection's open socket, owned by `job` until
-    // it drops below; shutdown(2) touches no memory.
-    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
-    job.ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
-    job.closer.connection_closed();
-    job.live.done();
+    let _ = reactor::sys::shutdown(job.fd.as_fd(), Shutdown::Write);
+    Refused {
+        job,
+        until: Instant::now() + LINGER,
+        read: 0,
+    }
+}
+
+/// A refused connection whose 503 is written, being drained until the
+/// client ends its side, [`LINGER_BYTES`] or [`LINGER`], on the worker's
+/// thread without blocking it; then [`Refused::close`]d.
+struct Refused {
+    job: Job,
+    until: Instant,
+    read: usize,
+}
+
+/// What a [`Refused::drain`] left.
+#[derive(Debug, PartialEq, Eq)]
+enum Drained {
+    /// Nothing more to read for now: the client may still send.
+    More,
+    /// The client's end of stream, an error, or the byte budget spent.
+    Done,
+}
+
+impl Refused {
+    /// Reads and discards what has arrived, without blocking.
+    fn drain(&mut self) -> Drained {
+        let mut buf = [0u8; 2048];
+        while self.read < LINGER_BYTES {
+            match reactor::sys::read(self.job.fd.as_fd(), &mut buf) {
+                Ok(0) => return Drained::Done,
+                Ok(n) => self.read += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Drained::More,
+                Err(_) => return Drained::Done,
+            }
+        }
+        Drained::Done
+    }
+
+    /// Closes the socket and counts the close.
+    fn close(self) {
+        let Job {
+            fd,
+            ctx,
+            live,
+            closer,
+        } = self.job;
+        drop(fd);
+        ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+        closer.connection_closed();
+        live.done();
+    }
+}
+
+/// Waits until the port has connections or a refused connection has input
+/// or is due, then drains those and closes the ones that are done.
+fn wait_lingering(port: RawFd, refused: &mut Vec<Refused>) -> io::Result<()> {
+    let poll = |fd: RawFd, events: libc::c_short| libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let mut pfds = Vec::with_capacity(refused.len() + 1);
+    pfds.push(poll(port, libc::POLLIN));
+    let input = libc::POLLIN | libc::POLLRDHUP;
+    pfds.extend(refused.iter().map(|r| poll(r.job.fd.as_raw_fd(), input)));
+    let first = refused
+        .iter()
+        .map(|r| r.until)
+        .min()
+        .unwrap_or_else(Instant::now);
+    let ms = super::poll_timeout_ms(first.saturating_duration_since(Instant::now()));
+    // SAFETY: `pfds` holds `pfds.len()` valid pollfds for the call.
+    let polled =
+        reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) });
+    match polled {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let now = Instant::now();
+    // Backwards, so that `swap_remove` moves only entries already seen.
+    for i in (0..refused.len()).rev() {
+        let r = &mut refused[i];
+        let ended = pfds[i + 1].revents != 0 && r.drain() == Drained::Done;
+        let due = !ended && now >= r.until;
+        if due {
+            // One last read, so that nothing that came since is unread.
+            r.drain();
+        }
+        if ended || due {
+            refused.swap_remove(i).close();
+        }
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::blocking::conn::Ctx;
-use crate::blocking::socket::{Blocking, remaining};
+use crate::blocking::socket::Blocking;
 use crate::blocking::{BlockingIo, Deadline, IdleSet};
 
 /// Set by the handler when the parent asks the children to finish.
@@ -139,7 +139,7 @@ impl ChildIo<'_> {
     /// shuts the read side down so that the read that follows sees the
     /// end of the stream and the connection closes cleanly.
     fn wait_idle(&mut self, deadline: Deadline) -> io::Result<()> {
-        let at = Deadline::At(deadline.at(Instant::now));
+        let at = deadline.at(Instant::now);
         let fd = self.inner.fd();
         let open = sigset(&[]);
         loop {
@@ -148,7 +148,12 @@ impl ChildIo<'_> {
                 let _ = self.inner.shutdown(Shutdown::Read);
                 return Ok(());
             }
-            let left = remaining(at)?;
+            // To the nanosecond: a timeout short of the deadline would
+            // wake to find nothing due and wait again.
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
             let ts = libc::timespec {
                 tv_sec: left.as_secs() as libc::time_t,
                 tv_nsec: left.subsec_nanos() as libc::c_long,
@@ -161,7 +166,7 @@ impl ChildIo<'_> {
             // SAFETY: one valid pollfd, a valid timespec and sigset, all
             // alive for the call.
             match reactor::syscall!(unsafe { libc::ppoll(&mut pfd, 1, &ts, &open) }) {
-                Ok(0) => continue, // re-check the deadline
+                Ok(0) => continue, // the deadline has passed (checked above)
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -254,5 +259,29 @@ unsafe impl BlockingIo for ChildIo<'_> {
 
     fn peer_addr(&self) -> Option<SocketAddr> {
         self.inner.peer_addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blocking::socket::tests::{quiet_socket, sleeps};
+
+    #[test]
+    fn the_idle_wait_reaches_its_deadline_in_one_sleep() {
+        let (socket, _peer) = quiet_socket();
+        let idle = IdleSet::default();
+        let mut io = ChildIo {
+            inner: Blocking::new(socket),
+            idle: &idle,
+        };
+        for micros in [1_900, 2_500, 100, 2_000] {
+            let deadline = Deadline::After(Duration::from_micros(micros));
+            let before = sleeps();
+            let e = io.wait_idle(deadline).unwrap_err();
+            let slept = sleeps() - before;
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+            assert_eq!(slept, 1, "{micros} µs away: {slept} sleeps");
+        }
     }
 }

@@ -21,7 +21,9 @@
 //!   loop.** Not `SA_NOCLDWAIT`: with it the kernel reaps the children
 //!   itself and the parent never learns that one ended, yet it must, to
 //!   bound the live children (`--max-connections`), to count closed
-//!   connections and to notice a child that crashed. Signals coalesce (two
+//!   connections and to notice a child that crashed; for the same reason
+//!   the parent sets SIGCHLD back to its default action, in case it was
+//!   started with the signal ignored. Signals coalesce (two
 //!   children ending together can raise one `SIGCHLD`), hence the loop.
 //!   A signalfd instead of a handler: the parent has one thread, so
 //!   blocking the signals there makes the signalfd the only way they
@@ -30,6 +32,8 @@
 //!   child serves counts every process.
 //! - **A crash** (a signal, or a panic outside a handler) ends one child:
 //!   its connection closes, the parent counts it and carries on.
+//! - **A failed `fork()`** closes its connection unanswered and pauses
+//!   accepting for 20 ms, as `EMFILE` pauses it.
 
 mod child;
 pub mod shared;
@@ -101,6 +105,10 @@ pub struct Settings {
     pub max_connections: Option<usize>,
     /// How long children get to finish after SIGINT/SIGTERM.
     pub grace: Duration,
+    /// Tests only (`HTTPLITE_TEST_FORK_FAIL_MS`, honoured with the test
+    /// endpoints): every `fork()` fails with `EAGAIN` for this long from
+    /// the first one, as under a process limit.
+    pub test_fork_failure: Option<Duration>,
 }
 
 /// The parent: a bound listener and the signalfd, not yet serving.
@@ -116,7 +124,15 @@ pub struct Parent {
     settings: Settings,
     children: HashSet<libc::pid_t>,
     page: &'static shared::Page,
+    /// When the forks [`Settings::test_fork_failure`] fails stop failing.
+    failing_until: Option<Instant>,
 }
+
+/// How long the parent stops accepting after a failed `fork()` (`EAGAIN`
+/// at the process limit, `ENOMEM`): the connection it was for is closed
+/// unanswered, and the ones behind it wait in the kernel's queue for a
+/// child to end rather than be accepted and closed as fast as they come.
+const FORK_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Signals the parent takes through its signalfd.
 const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM];
@@ -152,6 +168,13 @@ impl Parent {
         };
         let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
         let addr = reactor::sys::local_addr(listener.as_fd())?;
+        // An ignored SIGCHLD survives exec (a supervisor, or a shell's
+        // `trap '' CHLD`, can leave it so) and makes the kernel reap the
+        // children itself: the parent would never learn that one ended.
+        // SAFETY: SIG_DFL installs no handler code.
+        if unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
         let set = child::sigset(&SIGNALS);
         // SAFETY: `set` is an initialised sigset_t; the old mask is not
         // asked for. The process has one thread, so this is its mask.
@@ -174,6 +197,7 @@ impl Parent {
             settings,
             children: HashSet::new(),
             page: shared::page()?,
+            failing_until: None,
         })
     }
 
@@ -223,8 +247,7 @@ impl Parent {
                 .flatten()
                 .min();
             let ms = wake.map_or(-1, |w| {
-                let left = w.saturating_duration_since(Instant::now());
-                left.as_millis().clamp(1, i32::MAX as u128) as i32
+                crate::blocking::poll_timeout_ms(w.saturating_duration_since(Instant::now()))
             });
             // SAFETY: `pfds` holds `n` valid pollfds for the call.
             match reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) })
@@ -316,8 +339,8 @@ impl Parent {
     }
 
     /// Accepts and forks until the queue is empty, the bound is reached or
-    /// accepting fails; a time to retry after if it failed for lack of
-    /// fds or memory.
+    /// accepting or forking fails; a time to retry after if it failed for
+    /// lack of fds, memory or processes.
     fn accept_some(&mut self, listener: RawFd, ctx: &Ctx) -> Option<Instant> {
         for _ in 0..64 {
             if self
@@ -332,7 +355,11 @@ impl Parent {
             // which stay open while this runs (they are closed only by the
             // signal branch of `run`).
             match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
-                Ok(conn) => self.spawn(conn, ctx),
+                Ok(conn) => {
+                    if let Err(retry) = self.spawn(conn, ctx) {
+                        return Some(retry);
+                    }
+                }
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return None,
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
@@ -345,18 +372,19 @@ impl Parent {
         None
     }
 
-    /// Forks a child for `conn`; the parent's copy closes on return.
-    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) {
+    /// Forks a child for `conn`; the parent's copy closes on return. If
+    /// the fork fails, `conn` is closed unanswered and the time to try
+    /// again after is returned.
+    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) -> Result<(), Instant> {
         let page = self.page;
         page.counters.connections.fetch_add(1, Ordering::Relaxed);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
-        // SAFETY: this process has one thread (see the module doc), so the
-        // child is a complete copy with no lock held by a vanished thread.
-        match unsafe { libc::fork() } {
+        match self.fork() {
             -1 => {
                 page.fork_failed.fetch_add(1, Ordering::Relaxed);
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
+                Err(Instant::now() + FORK_BACKOFF)
             }
             0 => {
                 let mut close = self.listener_fds.clone();
@@ -367,8 +395,26 @@ impl Parent {
                 self.children.insert(pid);
                 let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
                 page.high_water.fetch_max(alive, Ordering::Relaxed);
+                Ok(())
             }
         }
+    }
+}
+
+impl Parent {
+    /// `fork()`, or the failure [`Settings::test_fork_failure`] asks for.
+    fn fork(&mut self) -> libc::pid_t {
+        if let Some(failing) = self.settings.test_fork_failure {
+            let until = *self
+                .failing_until
+                .get_or_insert_with(|| Instant::now() + failing);
+            if Instant::now() < until {
+                return -1;
+            }
+        }
+        // SAFETY: this process has one thread (see the module doc), so the
+        // child is a complete copy with no lock held by a vanished thread.
+        unsafe { libc::fork() }
     }
 }
 
