@@ -456,3 +456,30 @@ fn rustls_pki_certs(path: &Path) -> Vec<rustls::pki_types::CertificateDer<'stati
         .map(|c| c.expect("a certificate"))
         .collect()
 }
+
+/// A bare `--proxy-protocol` is for the balancer's connections: the admin
+/// listener takes none (the operator reaches it directly).
+#[test]
+fn the_admin_listener_takes_no_proxy_header() {
+    for rt in runtimes_where(super::proxy_protocol::proxy_exclusion) {
+        let site = site();
+        let root = site.path().display().to_string();
+        let args = [
+            "--root",
+            root.as_str(),
+            "--proxy-protocol",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ];
+        let server = Server::start(rt, &args);
+        assert_eq!(server.admin_get("/_httplite/health").status, 200, "[{rt}]");
+        // The public listener still wants its header: a bare request is
+        // closed unanswered.
+        let mut c = server.connect();
+        c.send(&get_req("/a.txt"));
+        assert!(
+            c.try_read_response(false).is_err(),
+            "[{rt}] answered without a header"
+        );
+    }
+}

@@ -60,7 +60,8 @@ pub struct Cli {
 
     /// Expect a PROXY protocol header (HAProxy's, v1 or v2) at the start
     /// of every connection; the client address it carries is the one the
-    /// access log shows. Bare: on every listener. With a value (repeatable;
+    /// access log shows. Bare: on every --bind listener (never on --admin,
+    /// which the operator reaches directly). With a value (repeatable;
     /// `=` required): on that --bind only, e.g.
     /// --proxy-protocol=127.0.0.1:8081. Needs --trusted-proxy: a
     /// connection from elsewhere, or without a valid header within

@@ -14,6 +14,7 @@ use super::conn::{self, Ctx};
 use super::{BlockingIo, Deadline};
 use crate::tls::session::RawIo;
 use crate::tls::{Session, Tls};
+use site::exposure::Surface;
 
 /// Plaintext is read at most this much at a time: one TLS record's worth,
 /// so the spare room zeroed before each read stays small.
@@ -26,8 +27,12 @@ const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// its PROXY header if its listener takes one (read off the socket
 /// itself, before TLS: the balancer sends it in the clear).
 pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
+    // SAFETY: `io` owns the socket and keeps it open for this call.
+    let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(io.fd()) });
     let proxy = &ctx.config.proxy;
-    let client = match proxy.expects_header(io.fd()) {
+    // The PROXY protocol is the balancer's, on public listeners only (an
+    // operator reaches --admin directly).
+    let client = match on == Surface::Public && proxy.expects_header(io.fd()) {
         false => None,
         true => {
             // One deadline for the whole header, however many reads.
@@ -38,8 +43,6 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
             }
         }
     };
-    // SAFETY: `io` owns the socket and keeps it open for this call.
-    let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(io.fd()) });
     match ctx.tls.on(on) {
         None => conn::serve(ctx, io, client, on),
         Some(tls) => match TlsIo::new(io, tls) {

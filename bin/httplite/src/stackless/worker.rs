@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::date_clock::DateClock;
 use crate::tls::TlsByListener;
 use site::access_log::AccessLog;
+use site::exposure::Surface;
 use site::routes::App;
 use site::stats::WorkerStats;
 
@@ -116,7 +117,10 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
                     // SAFETY: `stream` owns the socket, open for this call.
                     let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
                     let on = ctx.config.admin.surface_of(fd);
-                    if ctx.config.proxy.expects_header(stream.as_raw_fd()) {
+                    // The PROXY protocol is the balancer's, on public
+                    // listeners only (an operator reaches --admin directly).
+                    if on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd())
+                    {
                         executor::spawn(proxied::serve(ctx.clone(), stream, on));
                         continue;
                     }
