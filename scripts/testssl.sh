@@ -16,6 +16,7 @@ command -v openssl >/dev/null || apt-get install -y -qq openssl
 cargo build --release -p httplite -q
 OUT=target/testssl
 rm -rf "$OUT" && mkdir -p "$OUT/www"
+PORT=$((20000 + RANDOM % 20000))
 echo '<p>testssl</p>' > "$OUT/www/index.html"
 (
     cd "$OUT"
@@ -24,12 +25,22 @@ echo '<p>testssl</p>' > "$OUT/www/index.html"
     openssl ecparam -name prime256v1 -genkey -noout -out server.sec1
     openssl pkcs8 -topk8 -nocrypt -in server.sec1 -out server.key
     openssl req -new -key server.key -subj "/CN=localhost" -out server.csr
+    # A revocation list the server itself publishes (testssl rates a
+    # certificate without a CRL or OCSP URI HIGH): an empty CRL of the
+    # test CA, at the URI the certificate names (testssl does not fetch it:
+    # that would need --phone-out).
     printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
-        "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth" > ext.cnf
+        "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth" \
+        "crlDistributionPoints=URI:http://127.0.0.1:$PORT/ca.crl" > ext.cnf
     openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
         -extfile ext.cnf -out server.pem
+    : > index.txt
+    echo 01 > crlnumber
+    printf '%s\n' "[ca]" "default_ca=test" "[test]" "database=index.txt" \
+        "crlnumber=crlnumber" "default_md=sha256" "default_crl_days=30" > ca.cnf
+    openssl ca -config ca.cnf -gencrl -keyfile ca.key -cert ca.pem -out www/ca.crl.pem
+    openssl crl -in www/ca.crl.pem -outform DER -out www/ca.crl
 ) 2>/dev/null
-PORT=$((20000 + RANDOM % 20000))
 target/release/httplite --root "$OUT/www" --bind "127.0.0.1:$PORT" --workers 1 --quiet \
     --tls-cert "$OUT/server.pem" --tls-key "$OUT/server.key" &
 PID=$!
