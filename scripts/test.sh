@@ -141,8 +141,9 @@ step "cargo clippy -p httplite --all-targets --features trace" 20 \
     cargo clippy -p httplite --all-targets --features trace -- -D warnings
 filtered_step "cargo test -p reactor --features trace --lib trace" 15 \
     cargo test -p reactor --features trace --lib trace
-filtered_step "cargo test -p httplite --features trace --test server observability uring::" 20 \
-    cargo test -p httplite --features trace --test server -- observability uring::
+filtered_step "cargo test -p httplite --features trace --test server observability uring:: upgrade::an_upgrade_keeps_both_processes_timelines" 20 \
+    cargo test -p httplite --features trace --test server -- observability uring:: \
+    upgrade::an_upgrade_keeps_both_processes_timelines
 # The docs' timeline pictures (docs/timeline.md) are drawn by this script:
 # it must still read the committed captures.
 step "scripts/timeline-svg.py on docs/img's captures" 2 bash -c '

@@ -365,3 +365,72 @@ fn an_upgrade_keeps_each_listener_in_its_role() {
         stop_pid(pid.unwrap());
     }
 }
+
+/// The targets of the request slices (`GET PATH`, the target in
+/// `args.path`) of a closed timeline file, which must be strict JSON.
+#[cfg(feature = "trace")]
+fn request_slices(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let events: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_else(|e| {
+        let tail = &text[text.len().saturating_sub(300)..];
+        panic!("{}: not valid JSON ({e}): ...{tail:?}", path.display())
+    });
+    events
+        .iter()
+        .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("GET ")))
+        .filter_map(|e| e["args"]["path"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn an_upgrade_keeps_both_processes_timelines() {
+    for rt in ops_runtimes() {
+        let dir = TempDir::new("upgrade-timeline");
+        let file = dir.path().join("timeline.json");
+        let file_arg = file.to_str().unwrap();
+        let args = [
+            "--trace-format",
+            "chrome",
+            "--trace-file",
+            file_arg,
+            "--trace-rate",
+            "0",
+        ];
+        let mut server = Server::start(rt, &args);
+        assert_eq!(server.get("/_httplite/plaintext?old").status, 200);
+        server.signal(libc::SIGUSR2);
+        let ready = wait_until(Duration::from_secs(20), Duration::from_millis(10), || {
+            new_pid(&server.stderr()).is_some() || server.stderr().contains("upgrade failed")
+        });
+        let pid = new_pid(&server.stderr());
+        assert!(ready && pid.is_some(), "[{rt}] {}", server.stderr());
+        let pid = pid.unwrap();
+        let old_gone = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+            server.has_exited().is_some()
+        });
+        assert!(old_gone, "[{rt}] the old process did not exit");
+        // The new process alone answers now.
+        assert_eq!(server.get("/_httplite/plaintext?new").status, 200);
+        stop_pid(pid);
+        let old = request_slices(&file);
+        assert!(
+            old.iter().any(|s| s == "/_httplite/plaintext?old"),
+            "[{rt}] the old process's request: {old:?}"
+        );
+        assert!(!old.iter().any(|s| s.ends_with("?new")), "[{rt}] {old:?}");
+        let new_file = dir.path().join(format!("timeline.json.{pid}"));
+        let err = server.stderr();
+        assert!(
+            err.contains(new_file.to_str().unwrap()),
+            "[{rt}] the new process names its file: {err}"
+        );
+        let new = request_slices(&new_file);
+        assert!(
+            new.iter().any(|s| s == "/_httplite/plaintext?new"),
+            "[{rt}] the new process's request: {new:?}"
+        );
+        assert!(!new.iter().any(|s| s.ends_with("?old")), "[{rt}] {new:?}");
+    }
+}

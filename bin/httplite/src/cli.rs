@@ -313,7 +313,9 @@ pub struct Cli {
     pub trace_format: Option<TraceFormat>,
 
     /// Write the trace to FILE (created or truncated) instead of stderr.
-    /// Implies --trace.
+    /// A process started by an upgrade (SIGUSR2) writes FILE.PID instead,
+    /// with its own pid, and says so on stderr: the old process is still
+    /// writing FILE. Implies --trace.
     #[arg(long, value_name = "FILE")]
     pub trace_file: Option<PathBuf>,
 }

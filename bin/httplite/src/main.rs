@@ -227,7 +227,7 @@ fn run(cli: Cli) -> Result<()> {
         // Before any worker: no silent fallback to another runtime.
         httplite::uring::setup::check().map_err(anyhow::Error::msg)?;
     }
-    start_trace(&cli)?;
+    start_trace(&cli, ready_fd.is_some())?;
     if reactor::trace::active()
         && cli.runtime == RuntimeKind::Uring
         && cli.trace_format != Some(TraceFormat::Chrome)
@@ -458,13 +458,15 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// `--trace`, `--trace-format`, `--trace-file` (each of the last two
-/// implies the first).
-fn start_trace(cli: &Cli) -> Result<()> {
+/// implies the first). `upgraded`: this process was started by an upgrade
+/// (see [`trace_file`]).
+fn start_trace(cli: &Cli, upgraded: bool) -> Result<()> {
     if !cli.trace && cli.trace_format.is_none() && cli.trace_file.is_none() {
         return Ok(());
     }
     let rate = cli.trace_rate;
-    let compiled = match (cli.trace_format, &cli.trace_file) {
+    let file = cli.trace_file.as_deref().map(|f| trace_file(f, upgraded));
+    let compiled = match (cli.trace_format, &file) {
         (Some(TraceFormat::Chrome), Some(path)) if reactor::trace::COMPILED => {
             reactor::trace::enable_chrome(path, rate)
                 .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
@@ -473,6 +475,16 @@ fn start_trace(cli: &Cli) -> Result<()> {
             .with_context(|| format!("--trace-file {}: cannot create", path.display()))?,
         _ => reactor::trace::enable(rate),
     };
+    if let (Some(asked), Some(path)) = (&cli.trace_file, &file)
+        && asked != path
+        && compiled
+    {
+        eprintln!(
+            "httplite: started by an upgrade: the trace goes to {} ({} is the old process's)",
+            path.display(),
+            asked.display()
+        );
+    }
     if !compiled {
         anyhow::bail!(
             "--trace: this build has no tracing compiled in; rebuild with \
@@ -486,6 +498,20 @@ fn start_trace(cli: &Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The file `--trace-file FILE` means for this process: FILE, or, in a
+/// process started by an upgrade, `FILE.PID` with this process's pid. The
+/// upgrade passes the same flags, and the old process is still writing
+/// FILE until it has drained: opening it again would truncate the old
+/// process's timeline under its writer.
+fn trace_file(asked: &std::path::Path, upgraded: bool) -> std::path::PathBuf {
+    if !upgraded {
+        return asked.to_path_buf();
+    }
+    let mut name = asked.as_os_str().to_owned();
+    name.push(format!(".{}", std::process::id()));
+    name.into()
 }
 
 /// The listeners `--proxy-protocol` names. With `--bind` given, the
