@@ -104,6 +104,13 @@ step "cargo doc --workspace --no-deps (warnings are errors)" 20 \
 
 step "cargo test --workspace" 40 cargo test --workspace
 
+# The coroutine crate's `fp-state` build (the switch saves and restores
+# MXCSR and the x87 control word) is a different context switch, with
+# tests of its own (`each_context_keeps_its_own_rounding_mode`): build and
+# run it on x86_64 too.
+step "cargo test -p coroutine --features fp-state" 15 \
+    cargo test -p coroutine --features fp-state
+
 # The protocol and static-file tests again, every server HTTPS and every
 # client over TLS (tests/server/pki.rs), on every runtime but fork (which
 # refuses --tls-cert; harness::runtimes leaves it out over TLS). Skipped by name, because they work

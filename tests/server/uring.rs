@@ -202,3 +202,56 @@ fn uring_trace_shows_sqes_and_cqes_of_one_request() {
         "{trace}"
     );
 }
+
+/// The ring's `sqe`/`cqe`/`enter` lines are written like every other
+/// layer's: the same columns (seconds, thread, kind, details) and the same
+/// per-thread `--trace-rate` budget, the excess reported in a `suppressed`
+/// line.
+#[cfg(feature = "trace")]
+#[test]
+fn uring_trace_lines_share_the_reactor_format_and_rate_limit() {
+    use crate::harness::{Client, Server, get_req, wait_until};
+    let server = Server::start("uring", &["--trace", "--trace-rate", "5"]);
+    let mut c = Client::connect(server.addr());
+    // Each request is several ring steps (CQEs of the recv and the send,
+    // the send's SQE, enters): hundreds of lines unlimited.
+    for _ in 0..50 {
+        c.send(&get_req("/_httplite/plaintext"));
+        assert_eq!(c.read_response().status, 200);
+    }
+    // The report comes with the first line of a later second: keep the
+    // worker busy until it shows up.
+    let mut trace = String::new();
+    let reported = wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        assert_eq!(c.get("/_httplite/plaintext").status, 200);
+        trace = server.stderr();
+        trace.contains(" suppressed ")
+    });
+    assert!(reported, "no suppressed line:\n{trace}");
+    let kind = |l: &str| l.split_whitespace().nth(2).map(str::to_owned);
+    let ring: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("op=") || l.contains("user_data=") || l.contains("submitted="))
+        .collect();
+    assert!(!ring.is_empty(), "no ring line:\n{trace}");
+    // 50 requests make hundreds of ring steps; at 5 lines a second per
+    // worker, a few seconds' worth print.
+    assert!(
+        ring.len() < 100,
+        "{} ring lines printed:\n{trace}",
+        ring.len()
+    );
+    for line in &ring {
+        let mut cols = line.split_whitespace();
+        let secs = cols.next().and_then(|t| t.parse::<f64>().ok());
+        let label = cols.next().unwrap_or_default();
+        assert!(
+            secs.is_some() && label.starts_with('w'),
+            "not the reactor's columns: {line:?}"
+        );
+        assert!(
+            matches!(kind(line).as_deref(), Some("sqe" | "cqe" | "enter")),
+            "{line:?}"
+        );
+    }
+}

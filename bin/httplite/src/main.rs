@@ -232,10 +232,11 @@ fn run(cli: Cli) -> Result<()> {
         && cli.runtime == RuntimeKind::Uring
         && cli.trace_format != Some(TraceFormat::Chrome)
     {
-        // The ring's `sqe`/`cqe`/`enter` lines, on stderr (every one: the
-        // proactor's lines have no sampling rate; on a timeline they are
-        // events, rate-limited, see `uring::trace`).
-        proactor::trace::enable();
+        // The ring's `sqe`/`cqe`/`enter` lines through the reactor's writer:
+        // its columns, its destination (`--trace-file`) and its per-thread
+        // `--trace-rate` budget, shared with the worker's other lines. (On
+        // a timeline they are events, see `uring::trace`.)
+        proactor::trace::enable_lines(reactor::trace::emit);
     }
 
     let root = static_root(&cli)?;

@@ -118,7 +118,9 @@
 //!
 //! With the `trace` feature and [`trace::enable`], every SQE (`op`, `fd`,
 //! `user_data`), every CQE (`res`, `MORE`, `BUFFER=id`) and every enter
-//! (submitted, waited, slept) prints a line; with [`trace::enable_timeline`]
+//! (submitted, waited, slept) prints a line in the reactor's columns; with
+//! [`trace::enable_lines`] the lines go to a program's writer instead (the
+//! server's, with its per-thread rate limit); with [`trace::enable_timeline`]
 //! they go to a program's timeline instead (enters as slices, SQEs and CQEs
 //! as instants). [`Proactor::stats`] counts
 //! SQEs, CQEs, enters, ENOBUFS, cancellations, discarded bytes and re-arms.

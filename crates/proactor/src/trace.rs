@@ -3,6 +3,14 @@
 //! same steps on a timeline. Compiled in only with the `trace` feature;
 //! without it every site is `if false`.
 //!
+//! A line has the columns of the reactor crate's trace lines: seconds
+//! since tracing started, the thread's name, the kind of step, then
+//! `key=value` details. This crate writes them to stderr itself ([`enable`],
+//! every line), or hands them to a program's line writer
+//! ([`enable_lines`]): httplite passes the reactor's, so that the ring's
+//! lines go where the other layers' go (`--trace-file`) and count against
+//! the same per-thread budget (`--trace-rate`).
+//!
 //! A timeline is the program's: this crate writes no file and knows no
 //! format. A [`Timeline`] installed with [`enable_timeline`] receives each
 //! enter as a slice (its [`Timeline::begin`] before the wait, its
@@ -13,6 +21,7 @@
 //! the high bits of a `u64` in a JavaScript viewer).
 
 use std::fmt;
+use std::io::Write as _;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +33,12 @@ use crate::abi::{
 
 static ON: AtomicBool = AtomicBool::new(false);
 static TIMELINE: OnceLock<&'static dyn Timeline> = OnceLock::new();
+static LINES: OnceLock<LineWriter> = OnceLock::new();
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// A program's trace line writer: the kind of step (`sqe`, `cqe`,
+/// `enter`) and its details. `reactor::trace::emit` is one.
+pub type LineWriter = fn(&str, fmt::Arguments<'_>);
 
 /// Where the ring's steps go instead of stderr lines: a program's timeline
 /// writer (httplite's puts them on the worker's track).
@@ -37,9 +52,21 @@ pub trait Timeline: Sync {
     fn instant(&self, name: &str, args: fmt::Arguments<'_>);
 }
 
-/// Turns tracing on (when compiled in) for every thread.
+/// Turns tracing on (when compiled in) for every thread, as lines on
+/// stderr, every one of them (no rate limit: [`enable_lines`] brings the
+/// program's).
 pub fn enable() {
+    EPOCH.get_or_init(Instant::now);
     ON.store(true, Ordering::Relaxed);
+}
+
+/// Turns tracing on (when compiled in) as lines handed to `writer`, which
+/// formats, limits and writes them. `false` if a writer was installed
+/// already.
+pub fn enable_lines(writer: LineWriter) -> bool {
+    let fresh = LINES.set(writer).is_ok();
+    enable();
+    fresh
 }
 
 /// Turns tracing on as events on `timeline` (when compiled in), instead of
@@ -60,9 +87,25 @@ fn timeline() -> Option<&'static dyn Timeline> {
     TIMELINE.get().copied()
 }
 
-/// Prints one trace line to stderr.
+/// One trace line: to the writer of [`enable_lines`], else to stderr in
+/// the same columns.
 pub fn emit(kind: &str, args: fmt::Arguments<'_>) {
-    eprintln!("[{:?}] {kind:<5} {args}", std::thread::current().id());
+    if let Some(writer) = LINES.get() {
+        writer(kind, args);
+        return;
+    }
+    let elapsed = EPOCH.get().map_or(Duration::ZERO, Instant::elapsed);
+    let thread = std::thread::current();
+    let text = line(elapsed, thread.name().unwrap_or("?"), kind, args);
+    // One write per line, as the reactor's: lines from several threads
+    // interleave whole.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// A line in the reactor's columns: seconds, thread, kind, details.
+fn line(elapsed: Duration, label: &str, kind: &str, args: fmt::Arguments<'_>) -> String {
+    let secs = elapsed.as_secs_f64();
+    format!("{secs:>12.6} {label:<6} {kind:<8} {args}\n")
 }
 
 /// `trace!("kind", "fmt", args..)`: a line when tracing is enabled.
@@ -182,5 +225,16 @@ mod tests {
     fn a_buffer_id_prints_only_when_there_is_one() {
         assert_eq!(Buffer(Some(7), "BUFFER=").to_string(), "BUFFER=7");
         assert_eq!(Buffer(None, "BUFFER=").to_string(), "");
+    }
+
+    #[test]
+    fn a_line_has_the_reactor_columns() {
+        let l = line(
+            Duration::from_micros(512_034),
+            "w0",
+            "sqe",
+            format_args!("op=RECV fd=7"),
+        );
+        assert_eq!(l, "    0.512034 w0     sqe      op=RECV fd=7\n");
     }
 }
