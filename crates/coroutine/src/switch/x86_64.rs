@@ -89,8 +89,8 @@
 //! zero-sized yield value (3.94 → 3.39 ns). All three were written by one
 //! side of the switch and read back by the other a few instructions later.
 //!
-//! **The stack pointer went through memory** (issue #21's third pass, at
-//! 3.39 ns against 2.18 ns, 1.55×). `suspend` stored the coroutine's stack
+//! **The stack pointer went through memory** (3.39 ns against 2.18 ns,
+//! 1.55×, when it did). `suspend` stored the coroutine's stack
 //! pointer into its control block and the resumer loaded it back for the
 //! next resume, a dozen instructions later; that load feeds the landing's
 //! `lea rsp, [rdx + 8]` and every pop after it, so the round trip's
@@ -150,9 +150,9 @@
 //! counters on this VM that stays a hypothesis. In the final build, taking
 //! each depth's best of 3 runs, no depth is over 1.2× the median (ours
 //! 2.66 ns median, 3.08 worst; corosensei 2.47 and 2.68), per-depth ratio
-//! 1.035–1.198. The Intel Xeon figure of issue #21 (112 ns, the bare
-//! switch slower than the scheduled one) could not be re-measured: no
-//! Intel machine was available to this work.
+//! 1.035–1.198. An Intel Xeon figure of 112 ns (the bare switch slower
+//! than the scheduled one) could not be re-measured: no Intel machine was
+//! available.
 //!
 //! ## The frames
 //!
