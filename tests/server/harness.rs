@@ -446,9 +446,12 @@ impl Server {
         self.admin
     }
 
-    /// A new plain connection to the admin listener (see [`Server::start`]).
+    /// A new plain connection to the admin listener (see [`Server::start`]):
+    /// plain HTTP even when the suite runs over TLS (the admin listener
+    /// has no certificate unless `--admin-tls-cert` is given).
     pub fn connect_admin(&self) -> Client {
-        Client::connect(self.admin.expect("the server has no TCP --admin listener"))
+        let addr = self.admin.expect("the server has no TCP --admin listener");
+        Client::try_connect_plain(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"))
     }
 
     /// One `GET` on the admin listener (the public one when there is

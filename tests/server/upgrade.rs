@@ -357,7 +357,7 @@ fn an_upgrade_keeps_each_listener_in_its_role() {
         // endpoints on the admin port, and not the other way round.
         assert_eq!(server.get("/a.txt").text(), "a file\n", "[{rt}]");
         assert_eq!(server.get("/_httplite/stats").status, 404, "[{rt}]");
-        let mut c = Client::connect(admin);
+        let mut c = Client::try_connect_plain(admin).expect("the admin listener");
         let r = c.get("/_httplite/stats");
         assert_eq!(r.status, 200, "[{rt}] {r:?}");
         assert!(r.text().contains("\"state\":\"serving\""), "[{rt}]");

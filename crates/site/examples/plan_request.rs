@@ -87,7 +87,7 @@ fn main() {
             &worker,
             &mut wbuf,
             req,
-            Surface::Public,
+            &Surface::Public,
             false,
             |_, _| {},
         ) {

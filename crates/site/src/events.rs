@@ -186,7 +186,7 @@ mod tests {
             &worker,
             &mut BytesMut::new(),
             req,
-            crate::exposure::Surface::Public,
+            &crate::exposure::Surface::Public,
             false,
             |_, _| {},
         ) {

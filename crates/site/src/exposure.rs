@@ -134,6 +134,9 @@ pub struct Exposure {
     /// Whether the public listener serves the whole of `/_httplite/`
     /// (demo mode): the admin's `/` page and unknown endpoints' 404s too.
     public_is_admin: bool,
+    /// Whether the public listener hides a constant endpoint (`plaintext`
+    /// or `json`): only then does the hot path look at the listener.
+    hides_canned: bool,
 }
 
 impl Exposure {
@@ -141,15 +144,18 @@ impl Exposure {
     pub const DEMO: Exposure = Exposure {
         sets: [u16::MAX, u16::MAX],
         public_is_admin: true,
+        hides_canned: false,
     };
 
     /// A site (`--root`): the admin listener serves every endpoint, the
     /// public one only `exposed` (`--expose`).
     pub fn site(exposed: &[Endpoint]) -> Exposure {
         let public = exposed.iter().fold(0, |set, e| set | e.bit());
+        let canned = Endpoint::Plaintext.bit() | Endpoint::Json.bit();
         Exposure {
             sets: [public, u16::MAX],
             public_is_admin: false,
+            hides_canned: public & canned != canned,
         }
     }
 
@@ -157,6 +163,14 @@ impl Exposure {
     #[inline]
     pub fn serves(&self, on: Surface, e: Endpoint) -> bool {
         self.sets[on as usize] & e.bit() != 0
+    }
+
+    /// Whether the constant endpoint `e` is hidden on the listener `*on`:
+    /// the listener is read only where one is hidden at all (never in demo
+    /// mode), so the plaintext path of the benchmarks does not pay for it.
+    #[inline(always)]
+    pub fn hides(&self, on: &Surface, e: Endpoint) -> bool {
+        self.hides_canned && !self.serves(*on, e)
     }
 
     /// Whether `on` answers as the admin listener does: the whole of

@@ -61,7 +61,7 @@
 //! let Ok(Some(Message::Head(req))) = Decoder::new(Limits::default()).decode(&mut rbuf) else {
 //!     panic!("a complete head")
 //! };
-//! assert!(matches!(handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}), Handled::Done(true)));
+//! assert!(matches!(handle(&app, &worker, &mut wbuf, req, &Surface::Public, false, |_, _| {}), Handled::Done(true)));
 //! assert!(wbuf.ends_with(b"Hello, World!"));
 //!
 //! // A request that waits: the plan says what to wait for.
@@ -69,7 +69,7 @@
 //! let Ok(Some(Message::Head(req))) = Decoder::new(Limits::default()).decode(&mut rbuf) else {
 //!     panic!("a complete head")
 //! };
-//! let Handled::Slow(slow) = handle(&app, &worker, &mut wbuf, req, Surface::Public, false, |_, _| {}) else {
+//! let Handled::Slow(slow) = handle(&app, &worker, &mut wbuf, req, &Surface::Public, false, |_, _| {}) else {
 //!     panic!("the sleep route waits")
 //! };
 //! let mut plan = Plan::new(slow);

@@ -90,21 +90,26 @@ impl App {
     /// decides them with two compares and a bit test, builds nothing and
     /// cannot panic.
     #[inline]
-    pub fn canned(&self, req: &Request, on: Surface) -> Option<&'static StaticResponse> {
+    pub fn canned(&self, req: &Request, on: &Surface) -> Option<&'static StaticResponse> {
         if !matches!(req.method(), Method::Get | Method::Head) {
             return None;
         }
         // `==` on slices becomes a length check and a few word compares; a
         // `match` on byte strings would compare byte by byte.
         let path = req.path().as_bytes();
-        let (endpoint, response) = if path == b"/_httplite/plaintext" {
-            (Endpoint::Plaintext, &PLAINTEXT)
+        if path == b"/_httplite/plaintext" {
+            if self.exposure.hides(on, Endpoint::Plaintext) {
+                return None;
+            }
+            Some(&PLAINTEXT)
         } else if path == b"/_httplite/json" {
-            (Endpoint::Json, &HELLO_JSON_RESPONSE)
+            if self.exposure.hides(on, Endpoint::Json) {
+                return None;
+            }
+            Some(&HELLO_JSON_RESPONSE)
         } else {
-            return None;
-        };
-        self.exposure.serves(on, endpoint).then_some(response)
+            None
+        }
     }
 
     /// Decides how to answer `req`, which came in on listener `on`. Pure:
@@ -380,7 +385,7 @@ pub(crate) mod tests {
                             Action::Static(r) => Some(r),
                             _ => None,
                         };
-                        match app.canned(&req, on) {
+                        match app.canned(&req, &on) {
                             // The very same response, not just an equal one.
                             Some(canned) => assert!(
                                 routed.is_some_and(|r| std::ptr::eq(r, canned)),
@@ -395,7 +400,7 @@ pub(crate) mod tests {
         let req = request("GET /_httplite/plaintext HTTP/1.1\r\n\r\n");
         assert!(
             app(None)
-                .canned(&req, Surface::Public)
+                .canned(&req, &Surface::Public)
                 .is_some_and(|r| r.body == HELLO)
         );
     }

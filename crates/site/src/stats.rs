@@ -73,8 +73,8 @@ pub struct Counters {
     pub closed: AtomicU64,
     /// Requests whose head was parsed.
     pub requests: AtomicU64,
-    /// Of those, requests on an admin listener (`--admin`).
-    pub admin_requests: AtomicU64,
+    /// Of the connections, those on an admin listener (`--admin`).
+    pub admin_connections: AtomicU64,
     /// Responses by status class: 1xx..5xx at index 1..5.
     pub responses: [AtomicU64; 6],
     /// Timeouts: header, idle, write.
@@ -180,10 +180,12 @@ impl WorkerStats {
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request on an admin listener (besides [`request`](Self::request)).
+    /// Counts a connection on an admin listener (besides the driver's
+    /// count of every connection): once per connection, off the request
+    /// path.
     #[cold]
-    pub fn admin_request(&self) {
-        self.admin_requests.fetch_add(1, Ordering::Relaxed);
+    pub fn admin_connection(&self) {
+        self.admin_connections.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Publishes this worker's runtime counters (once, when it starts).
@@ -348,11 +350,11 @@ impl Stats {
             self.total(|w| &w.requests),
             self.total(|w| &w.sleeping),
         );
-        let admin = self.total(|w| &w.admin_requests);
+        let admin = self.total(|w| &w.admin_connections);
         let _ = write!(
             s,
-            "\"listeners\":{{\"public\":{{\"requests\":{}}},\"admin\":{{\"requests\":{admin}}}}},",
-            self.total(|w| &w.requests).saturating_sub(admin)
+            "\"listeners\":{{\"public\":{{\"connections\":{}}},\"admin\":{{\"connections\":{admin}}}}},",
+            self.total(|w| &w.connections).saturating_sub(admin)
         );
         s.push_str("\"responses\":{");
         for class in 1..=5 {
@@ -425,12 +427,12 @@ mod tests {
         assert!(j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("\"handler_panic\":1"), "{j}");
         assert!(j.contains("\"write\":1"), "{j}");
-        st.worker(0).request();
-        st.worker(1).request();
-        st.worker(1).admin_request();
+        st.worker(1).admin_connection();
         let j = st.to_json(&|_, _| {});
         assert!(
-            j.contains("\"listeners\":{\"public\":{\"requests\":1},\"admin\":{\"requests\":1}}"),
+            j.contains(
+                "\"listeners\":{\"public\":{\"connections\":4},\"admin\":{\"connections\":1}}"
+            ),
             "{j}"
         );
         assert!(j.starts_with('{') && j.ends_with('}'));

@@ -175,7 +175,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                             on,
                             ..
                         } = self;
-                        let (client, on) = (*client, *on);
+                        let (client, on) = (*client, &*on);
                         let handled = respond::handle(
                             &ctx.app,
                             &ctx.stats,
@@ -183,7 +183,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                             req,
                             on,
                             shutting_down,
-                            |req, out| log(ctx, &*io, client, on, req, out, started),
+                            |req, out| log(ctx, &*io, client, *on, req, out, started),
                         );
                         match handled {
                             Handled::Done(keep) => keep,

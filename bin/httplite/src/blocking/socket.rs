@@ -53,8 +53,7 @@ pub(crate) fn remaining(deadline: Deadline) -> io::Result<Duration> {
     if left.is_zero() {
         return Err(io::ErrorKind::TimedOut.into());
     }
-    let ms = left.as_nanos().div_ceil(1_000_000);
-    Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
+    Ok(Duration::from_millis(super::ceil_millis(left)))
 }
 
 /// Blocking calls report an expired socket timeout as `EAGAIN`.

@@ -29,6 +29,9 @@ const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
     // SAFETY: `io` owns the socket and keeps it open for this call.
     let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(io.fd()) });
+    if on == Surface::Admin {
+        ctx.stats.admin_connection();
+    }
     let proxy = &ctx.config.proxy;
     // The PROXY protocol is the balancer's, on public listeners only (an
     // operator reaches --admin directly).

@@ -364,9 +364,9 @@ impl<S: Transport> Conn<S> {
             &ctx.stats,
             wbuf,
             req,
-            *on,
+            on,
             shutting_down,
-            |req, out| log(ctx, stream, client, *on, req, out, Some(started)),
+            |req, out| log(ctx, stream, client, on, req, out, Some(started)),
         )
     }
 }
@@ -380,7 +380,7 @@ fn log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
     client: &Option<Box<SocketAddr>>,
-    on: Surface,
+    on: &Surface,
     req: &Request,
     out: Outcome,
     started: Option<Instant>,
@@ -405,7 +405,7 @@ fn access_log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
     client: &Option<Box<SocketAddr>>,
-    on: Surface,
+    on: &Surface,
     req: &Request,
     out: Outcome,
     started: Instant,
@@ -417,7 +417,7 @@ fn access_log<S: Transport>(
     log.log(&Entry::new(
         peer,
         req,
-        on,
+        *on,
         out.status.code(),
         out.bytes,
         Some(started),

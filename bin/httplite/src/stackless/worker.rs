@@ -117,6 +117,9 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
                     // SAFETY: `stream` owns the socket, open for this call.
                     let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
                     let on = ctx.config.admin.surface_of(fd);
+                    if on == Surface::Admin {
+                        ctx.stats.admin_connection();
+                    }
                     // The PROXY protocol is the balancer's, on public
                     // listeners only (an operator reaches --admin directly).
                     if on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd())

@@ -90,6 +90,9 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
     let now = Instant::now();
     // SAFETY: `stream` owns the socket and keeps it open for this call.
     let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) });
+    if on == Surface::Admin {
+        ctx.stats.admin_connection();
+    }
     let mut conn = Conn {
         ctx,
         stream,
@@ -376,7 +379,7 @@ impl Conn {
         let shutting_down = ctx.shutdown.get();
         let started = *request_started;
         let fd = stream.as_raw_fd();
-        let on = *on;
+        let on = &*on;
         respond::handle(
             &ctx.app,
             &ctx.stats,
@@ -384,7 +387,7 @@ impl Conn {
             req,
             on,
             shutting_down,
-            |req, out| log(ctx, fd, on, req, out, started),
+            |req, out| log(ctx, fd, *on, req, out, started),
         )
     }
 }

@@ -58,7 +58,7 @@ fn handled(app: &App, wbuf: &mut BytesMut, head: &str) -> Option<Plan> {
         &app.stats.worker(0),
         wbuf,
         req,
-        Surface::Public,
+        &Surface::Public,
         false,
         |_, _| {},
     ) {

@@ -253,9 +253,9 @@ impl<S: Transport> Conn<S> {
                         &ctx.stats,
                         &mut io.wbuf,
                         req,
-                        *on,
+                        on,
                         ctx.shutdown.is_set(),
-                        |req, out| log(ctx, stream, client, *on, req, out, *started),
+                        |req, out| log(ctx, stream, client, on, req, out, *started),
                     );
                     let started = head_started.take();
                     match handled {

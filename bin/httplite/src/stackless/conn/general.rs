@@ -343,7 +343,7 @@ impl<S: Transport> Conn<S> {
                         &self.ctx,
                         &self.stream,
                         &self.client,
-                        self.on,
+                        &self.on,
                         plan.request(),
                         outcome,
                         Some(started),
