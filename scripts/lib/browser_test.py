@@ -206,14 +206,24 @@ def stop(proc):
             proc.wait()
 
 
-def start_server(binary, runtime, extra):
+def start_server(binary, runtime, extra, admin=None):
+    """Starts httplite; (process, host, port), and the admin listener's
+    (host, port) after them when `admin` asks for one (e.g. "127.0.0.1:0")."""
     args = [binary, "--bind", "127.0.0.1:0", "--runtime", runtime] + extra
+    if admin:
+        args += ["--admin", admin]
     if runtime != "fork":
         args += ["--workers", "2"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    m = read_line(proc, proc.stdout, 15, r"listening on http://([0-9.]+:\d+)")
+    m = read_line(proc, proc.stdout, 15,
+                  r"listening on http://([0-9.]+:\d+)(?:; admin on http://([0-9.]+:\d+))?")
     host, port = m.group(1).rsplit(":", 1)
-    return proc, host, int(port)
+    if not admin:
+        return proc, host, int(port)
+    if not m.group(2):
+        fail(f"no admin listener in the start-up line: {m.group(0)}")
+    ahost, aport = m.group(2).rsplit(":", 1)
+    return proc, host, int(port), (ahost, int(aport))
 
 
 def start_chromium(chromium, profile):
@@ -415,7 +425,8 @@ def check_listing(cdp, binary, shot):
             with open(os.path.join(root, n), "w") as f:
                 f.write(n * 10)
         os.mkdir(os.path.join(root, names[2]))
-        proc, host, port = start_server(binary, "stackless", ["--root", root, "--list-dirs"])
+        proc, host, port, (ahost, aport) = start_server(
+            binary, "stackless", ["--root", root, "--list-dirs"], admin="127.0.0.1:0")
         try:
             cdp.navigate(f"http://{host}:{port}/")
             cdp.wait("document.querySelectorAll('td.name a').length >= 3", 10, "the listing did not render")
@@ -423,10 +434,18 @@ def check_listing(cdp, binary, shot):
             for n in names:
                 if n not in shown and n + "/" not in shown:
                     fail(f"the listing lacks {n}: {shown}")
-            # The dashboard is still at /_httplite/ beside the site.
-            cdp.navigate(f"http://{host}:{port}/_httplite/")
-            cdp.wait("+document.body.dataset.updates >= 1", 10, "the dashboard is shadowed by --root")
-            print(f"  listing: {shown}; the dashboard still at /_httplite/")
+            # With a site, the dashboard is the admin listener's (its `/`),
+            # and the public listener answers /_httplite/ as a missing file.
+            c = http.client.HTTPConnection(host, port, timeout=10)
+            c.request("GET", "/_httplite/")
+            hidden = c.getresponse().status
+            c.close()
+            if hidden != 404:
+                fail(f"the public listener answered /_httplite/ with {hidden}, not 404")
+            cdp.navigate(f"http://{ahost}:{aport}/")
+            cdp.wait("+document.body.dataset.updates >= 1", 10,
+                     "the dashboard does not run on the admin listener")
+            print(f"  listing: {shown}; the dashboard on the admin listener, 404 on the public one")
             if shot:
                 cdp.navigate(f"http://{host}:{port}/")
                 cdp.wait("document.querySelectorAll('td.name a').length >= 3", 10, "listing again")
