@@ -188,7 +188,8 @@ start_server() { # server [cleartext]: starts it (TLS, or cleartext for httplite
     local s=$1 log=$TMP/$1.log url
     case "$s" in
         httplite) taskset -c 0 "$HTTPLITE" --bind "127.0.0.1:${PORT[$s]}" --workers 1 \
-                      --root "$ROOT" --quiet --tls-cert "$CERT" --tls-key "$KEY" > "$log" 2>&1 & ;;
+                      --root "$ROOT" --expose stats --quiet --tls-cert "$CERT" --tls-key "$KEY" \
+                      > "$log" 2>&1 & ;;
         httplite-http) taskset -c 0 "$HTTPLITE" --bind "127.0.0.1:${HPORT[httplite]}" --workers 1 \
                       --root "$ROOT" --quiet > "$log" 2>&1 & ;;
         nginx) taskset -c 0 nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" > "$log" 2>&1 & ;;

@@ -177,7 +177,7 @@ start_server() { # slot kind runtime dispatch workers
             [ "$disp" != - ] && flags+=(--dispatch "$disp")
             [ "$w" != - ] && flags+=(--workers "$w")
             cap_spawn "$cg" "${run[@]}" "$HTTPLITE" --bind "127.0.0.1:$port" --runtime "$rt" \
-                "${flags[@]}" --root "$TMP/www" --quiet > "$log" 2>&1 ;;
+                "${flags[@]}" --root "$TMP/www" --expose plaintext,sleep --quiet > "$log" 2>&1 ;;
         nginx)
             rm -f "$TMP/nginx.pid"
             nginx_conf "$port" > "$TMP/nginx.conf"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Soak and fault injection: the release server under mixed, checked load for
 # a long time, with fd and RSS watched for growth. Per runtime it starts
-# httplite (CPU 0) on a generated --root (1 KiB, 256 KiB and 4 MiB files) and
+# httplite (CPU 0) on a generated --root (1 KiB, 256 KiB and 4 MiB files, the
+# endpoints it drives exposed beside them with --expose) and
 # runs scripts/lib/soak_client.py (CPU 1): two wrk processes whose Lua script
 # checks every body, checking clients that verify every response byte for
 # byte, and the faults (early close, reset mid-response, half-close, never
@@ -70,7 +71,8 @@ start_server() {
     for try in 1 2 3 4 5 6 7 8; do
         PORT=$((20000 + RANDOM % 12000))
         "${SERVER_CPU[@]}" "$BIN" --bind "127.0.0.1:$PORT" --workers 2 --runtime "$rt" \
-            --root "$TMP/root" --write-timeout "${WRITE_TIMEOUT}s" \
+            --root "$TMP/root" --expose plaintext,json,echo \
+            --write-timeout "${WRITE_TIMEOUT}s" \
             --header-timeout "${HEADER_TIMEOUT}s" --shutdown-timeout 10s \
             >"$TMP/server-$rt.log" 2>&1 &
         SPID=$!
