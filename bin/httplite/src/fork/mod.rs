@@ -117,8 +117,6 @@ pub struct Parent {
     /// `--bind`'s listener, then the `--admin` ones (see
     /// [`Parent::add_listener`]); empty once shutdown began.
     listeners: Vec<dispatch::Listener>,
-    /// The listening fds' numbers, which each child closes.
-    listener_fds: Vec<RawFd>,
     signals: OwnedFd,
     addr: SocketAddr,
     settings: Settings,
@@ -190,7 +188,6 @@ impl Parent {
         let signals = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
         let listener = dispatch::Listener::from_fds(vec![listener])?;
         Ok(Parent {
-            listener_fds: vec![listener.fds()[0].as_raw_fd()],
             listeners: vec![listener],
             signals,
             addr,
@@ -210,7 +207,6 @@ impl Parent {
     /// children as `--bind`'s do, which tell them apart by their socket's
     /// address (see [`crate::surface`]).
     pub fn add_listener(&mut self, listener: dispatch::Listener) {
-        self.listener_fds.push(listener.fds()[0].as_raw_fd());
         self.listeners.push(listener);
     }
 
@@ -387,7 +383,11 @@ impl Parent {
                 Err(Instant::now() + FORK_BACKOFF)
             }
             0 => {
-                let mut close = self.listener_fds.clone();
+                // Children are forked only while accepting, so every
+                // listener is still open here.
+                let mut close: Vec<RawFd> = (self.listeners.iter())
+                    .map(|l| l.fds()[0].as_raw_fd())
+                    .collect();
                 close.push(self.signals.as_raw_fd());
                 child::run(conn, &close, parent, ctx)
             }
