@@ -68,8 +68,24 @@ fn burst_of_1000_connects_is_handed_off_in_batches() {
         backlog: 4096,
         ..Config::new(localhost())
     };
+    // Workers hold off reading their pipes until the acceptor has handed
+    // off the whole burst: otherwise a slow machine (valgrind serialises
+    // threads) lets a worker read each fd as it arrives, and what is
+    // measured is the scheduler, not the batching.
+    behavior.stall(0, true);
+    behavior.stall(1, true);
     let server = start(config, &behavior);
     let streams: Vec<_> = (0..CONNS).map(|_| connect(server.local_addr())).collect();
+    let stats = server.stats();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            stats.acceptor().snapshot().accepted == CONNS as u64
+        }),
+        "accepted {} of {CONNS}",
+        stats.acceptor().snapshot().accepted
+    );
+    behavior.stall(0, false);
+    behavior.stall(1, false);
     let mut streams = streams;
     for (i, s) in streams.iter_mut().enumerate() {
         s.write_all(format!("{i}\n").as_bytes()).unwrap();
@@ -77,7 +93,6 @@ fn burst_of_1000_connects_is_handed_off_in_batches() {
     for (i, s) in streams.iter_mut().enumerate() {
         read_reply(s, &i.to_string()).unwrap();
     }
-    let stats = server.stats();
     assert!(wait_until(Duration::from_secs(5), || {
         stats.total().handed_off == CONNS as u64
     }));
