@@ -9,8 +9,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Client, IO_TIMEOUT, Server, assert_fork_refuses, get_close, heavy_lock, is_fork, runtimes,
-    set_fd_limit, wait_until,
+    Client, IO_TIMEOUT, Server, Stats, assert_fork_refuses, get_close, heavy_lock, is_fork,
+    runtimes, set_fd_limit, wait_until,
 };
 
 /// The server's fd limit during the storm. At rest it holds about 20 fds
@@ -61,6 +61,46 @@ fn try_plaintext(addr: SocketAddr) -> io::Result<u16> {
     Ok(c.try_read_response(false)?.status)
 }
 
+/// Connections the server has accepted (and kept) or shed so far, from
+/// its stats, read over `client`'s connection: a new one might not be
+/// accepted while the fd table is full.
+fn dealt_with(client: &mut Client) -> u64 {
+    let r = client.get("/_httplite/stats");
+    assert_eq!(r.status, 200, "stats: {r:?}");
+    let stats = Stats(r.text());
+    stats.get("accept.accepted") + stats.get("accept.shed")
+}
+
+/// Waits until the server has dealt with `count` connections in all; if it
+/// does not within 10 s, fails with what it holds: its stats and the
+/// targets of its fds (an fd other than a socket taking the slot the
+/// shedding frees would show here).
+fn await_dealt_with(server: &Server, client: &mut Client, count: u64, what: &str) {
+    let done = wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+        dealt_with(client) >= count
+    });
+    if done {
+        return;
+    }
+    let stats = client.get("/_httplite/stats").text();
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let target = std::fs::read_link(e.path()).unwrap_or_default();
+                    format!("{}->{}", e.file_name().to_string_lossy(), target.display())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    fds.sort();
+    panic!(
+        "[{what}] the server dealt with {} of {count} connections in 10 s \
+         (accepted or shed); its fds: {fds:?}; its stats: {stats}",
+        dealt_with(client)
+    );
+}
+
 #[test]
 fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
     let _heavy = heavy_lock();
@@ -103,6 +143,7 @@ fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
             at_rest + 10 < FD_LIMIT,
             "[{what}] {at_rest} fds at rest: FD_LIMIT {FD_LIMIT} leaves no room"
         );
+        let before = dealt_with(&mut veteran);
         set_fd_limit(server.pid(), FD_LIMIT);
 
         // Far more connections than fds; the server sheds the excess.
@@ -112,8 +153,9 @@ fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
                     .unwrap_or_else(|e| panic!("[{what}] connect {i}: {e}"))
             })
             .collect();
-        // Let the server reach EMFILE and settle.
-        std::thread::sleep(Duration::from_millis(300));
+        // The server has reached EMFILE and emptied its queue: every held
+        // connection accepted (and kept) or shed.
+        await_dealt_with(&server, &mut veteran, before + HELD as u64, &what);
 
         // The storm: new clients keep arriving while CPU time is measured.
         let cpu_before = cpu_seconds(server.pid());
@@ -146,8 +188,13 @@ fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
             "[{what}] a connection held since before the storm was not served"
         );
         // Those the server could not hold were closed, not left hanging
-        // in the accept queue.
-        std::thread::sleep(Duration::from_millis(200));
+        // in the accept queue (the storm's too).
+        await_dealt_with(
+            &server,
+            &mut veteran,
+            before + (HELD + storm_count) as u64,
+            &what,
+        );
         let shed = held.iter_mut().map(closed_by_server).filter(|&c| c).count();
         let kept = HELD - shed;
         assert!(

@@ -275,6 +275,18 @@ fn run(cli: Cli) -> Result<()> {
     };
     let jobs = Jobs::new(blocking_pool, retention, test_endpoints);
     let dispatch_stats: Arc<OnceLock<Arc<dispatch::Stats>>> = Arc::default();
+    stats.add_extra({
+        let ds = dispatch_stats.clone();
+        Box::new(move |out: &mut String| {
+            if let Some(a) = ds.get().map(|s| s.accepting()) {
+                let _ = write!(
+                    out,
+                    ",\"accept\":{{\"accepted\":{},\"shed\":{},\"emfile\":{},\"errors\":{},\"paused_at_max\":{}}}",
+                    a.accepted, a.shed, a.emfile_events, a.accept_errors, a.paused_at_max
+                );
+            }
+        })
+    });
     let app = Arc::new(App {
         root,
         stats: stats.clone(),

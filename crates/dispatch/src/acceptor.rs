@@ -248,6 +248,7 @@ impl Acceptor {
                 Step::Shed => {
                     stats.emfile_events.fetch_add(1, Relaxed);
                     stats.rejected.fetch_add(1, Relaxed);
+                    stats.shed.fetch_add(1, Relaxed);
                 }
                 Step::Exhausted => {
                     stats.emfile_events.fetch_add(1, Relaxed);

@@ -177,7 +177,9 @@ pub use config::{Config, Mode, default_workers};
 pub use listen::{Endpoint, ListenAddr, Listener, listen_addr, set_cloexec};
 pub use server::Server;
 pub use shutdown::ShutdownHandle;
-pub use stats::{AcceptorSnapshot, AcceptorStats, Stats, WorkerSnapshot, WorkerStats};
+pub use stats::{
+    AcceptSummary, AcceptorSnapshot, AcceptorStats, Stats, WorkerSnapshot, WorkerStats,
+};
 pub use worker::{Batch, Closer, WorkerPort};
 
 #[cfg(test)]

@@ -182,6 +182,7 @@ impl ListenerSource {
                 }
                 Step::Shed => {
                     stats.emfile_events.fetch_add(1, Relaxed);
+                    stats.shed.fetch_add(1, Relaxed);
                 }
                 Step::Exhausted => {
                     stats.emfile_events.fetch_add(1, Relaxed);

@@ -35,7 +35,7 @@ impl Shared {
             .collect::<std::io::Result<_>>()?;
         Ok(Shared {
             mode,
-            stats: Arc::new(Stats::new(workers)),
+            stats: Arc::new(Stats::new(workers, matches!(mode, Mode::ReusePort))),
             shutdown: ShutdownState::default(),
             control,
             rooms,

@@ -23,6 +23,7 @@ pub struct AcceptorStats {
     pub(crate) emfile_events: AtomicU64,
     pub(crate) paused_at_max: AtomicU64,
     pub(crate) rejected: AtomicU64,
+    pub(crate) shed: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) held: AtomicU64,
 }
@@ -39,6 +40,9 @@ pub struct AcceptorSnapshot {
     /// Connections closed without being served: shed while out of fds, left
     /// over at shutdown, or with no live worker to take them.
     pub rejected: u64,
+    /// Of `rejected`, those shed while out of fds: accepted into the
+    /// reserve fd's slot and closed at once.
+    pub shed: u64,
     /// Other `accept` errors (aborted handshakes and the like).
     pub accept_errors: u64,
     /// Accepted fds currently held because every worker's pipe was full.
@@ -53,6 +57,7 @@ impl AcceptorStats {
             emfile_events: self.emfile_events.load(Relaxed),
             paused_at_max: self.paused_at_max.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
+            shed: self.shed.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             held: self.held.load(Relaxed),
         }
@@ -72,6 +77,7 @@ pub struct WorkerStats {
     pub(crate) pipe_full: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) emfile_events: AtomicU64,
+    pub(crate) shed: AtomicU64,
     pub(crate) paused_at_max: AtomicU64,
 }
 
@@ -85,6 +91,7 @@ impl Default for WorkerStats {
             pipe_full: AtomicU64::default(),
             accept_errors: AtomicU64::default(),
             emfile_events: AtomicU64::default(),
+            shed: AtomicU64::default(),
             paused_at_max: AtomicU64::default(),
         }
     }
@@ -108,6 +115,9 @@ pub struct WorkerSnapshot {
     pub accept_errors: u64,
     /// `EMFILE`/`ENFILE` on this worker's listener (reuseport mode).
     pub emfile_events: u64,
+    /// Connections shed while out of fds on this worker's listener
+    /// (reuseport mode).
+    pub shed: u64,
     /// Times this worker paused at its connection share (reuseport mode).
     pub paused_at_max: u64,
 }
@@ -146,6 +156,7 @@ impl WorkerStats {
             pipe_full: self.pipe_full.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             emfile_events: self.emfile_events.load(Relaxed),
+            shed: self.shed.load(Relaxed),
             paused_at_max: self.paused_at_max.load(Relaxed),
         }
     }
@@ -159,13 +170,56 @@ impl WorkerStats {
 pub struct Stats {
     acceptor: AcceptorStats,
     workers: Box<[WorkerStats]>,
+    /// Who accepts: the workers (reuseport) or the acceptor thread.
+    workers_accept: bool,
+}
+
+/// How accepting went, whoever accepts (the acceptor thread or, in
+/// reuseport mode, each worker): the figures an operator watches when the
+/// process runs out of fds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AcceptSummary {
+    /// Connections accepted and kept.
+    pub accepted: u64,
+    /// Connections shed while out of fds (the client saw a close).
+    pub shed: u64,
+    /// `accept` calls that failed for lack of fds or memory.
+    pub emfile_events: u64,
+    /// Other `accept` errors.
+    pub accept_errors: u64,
+    /// Times accepting paused at `max_connections`.
+    pub paused_at_max: u64,
 }
 
 impl Stats {
-    pub(crate) fn new(workers: usize) -> Stats {
+    pub(crate) fn new(workers: usize, workers_accept: bool) -> Stats {
         Stats {
             acceptor: AcceptorStats::default(),
             workers: (0..workers).map(|_| WorkerStats::default()).collect(),
+            workers_accept,
+        }
+    }
+
+    /// Accepting's counters, summed over whoever accepts in this mode.
+    pub fn accepting(&self) -> AcceptSummary {
+        if self.workers_accept {
+            let t = self.total();
+            AcceptSummary {
+                accepted: t.handed_off,
+                shed: t.shed,
+                emfile_events: t.emfile_events,
+                accept_errors: t.accept_errors,
+                paused_at_max: t.paused_at_max,
+            }
+        } else {
+            let a = self.acceptor.snapshot();
+            AcceptSummary {
+                accepted: a.accepted,
+                shed: a.shed,
+                emfile_events: a.emfile_events,
+                accept_errors: a.accept_errors,
+                paused_at_max: a.paused_at_max,
+            }
         }
     }
 
@@ -192,6 +246,7 @@ impl Stats {
                 pipe_full: a.pipe_full + b.pipe_full,
                 accept_errors: a.accept_errors + b.accept_errors,
                 emfile_events: a.emfile_events + b.emfile_events,
+                shed: a.shed + b.shed,
                 paused_at_max: a.paused_at_max + b.paused_at_max,
             })
     }
@@ -203,7 +258,7 @@ mod tests {
 
     #[test]
     fn workers_do_not_share_cache_lines() {
-        let s = Stats::new(3);
+        let s = Stats::new(3, false);
         let a = &s.workers()[0] as *const WorkerStats as usize;
         let b = &s.workers()[1] as *const WorkerStats as usize;
         assert!(b - a >= 128);
@@ -212,12 +267,13 @@ mod tests {
 
     #[test]
     fn totals_add_up() {
-        let s = Stats::new(2);
+        let s = Stats::new(2, true);
         s.workers()[0].handed_off.fetch_add(5, Relaxed);
         s.workers()[1].handed_off.fetch_add(3, Relaxed);
         s.workers()[1].closed.fetch_add(1, Relaxed);
         let t = s.total();
         assert_eq!((t.handed_off, t.closed, t.open), (8, 1, 7));
         assert_eq!(s.workers()[1].open(), 2);
+        assert_eq!(s.accepting().accepted, 8, "reuseport: the workers accept");
     }
 }
