@@ -15,7 +15,10 @@ use crate::harness::{Server, TempDir, assert_fork_refuses, get_req, run_binary, 
 mod check;
 mod cross_thread;
 
-use check::{EPS, Timeline, check, chrome_args, lenient, read_closed, wait_for_file};
+use check::{
+    EPS, Timeline, check, chrome_args, lenient, read_closed, wait_for_file,
+    wait_for_park_after_handoff,
+};
 
 /// The one request's slice, the handoff that named its worker, and the
 /// flow arrow between them, checked on a closed timeline.
@@ -88,8 +91,7 @@ fn timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint() {
         let mut c = server.connect();
         // Send only once the connection has parked, so that the request's
         // arrival is a wake (with its arrow to the poll it causes).
-        wait_for_file(&file, "\"handoff received\"");
-        std::thread::sleep(Duration::from_millis(100));
+        wait_for_park_after_handoff(&file);
         assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         assert_eq!(c.get("/_httplite/sleep?ms=20").status, 200, "[{rt}]");
         drop(c);

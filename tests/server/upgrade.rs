@@ -297,7 +297,11 @@ fn a_stop_during_an_upgrade_stops_both_processes() {
             std::fs::rename(&slow, &exe).unwrap();
 
             server.signal(libc::SIGUSR2);
-            std::thread::sleep(Duration::from_millis(400));
+            // The new build (its wrapper, asleep) has been spawned.
+            let spawned = wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                has_children(server.pid())
+            });
+            assert!(spawned, "[{rt} {drain}] SIGUSR2 spawned nothing");
             server.signal(libc::SIGTERM);
             let status = server.wait_exit(Duration::from_secs(20));
             let err = server.stderr();
@@ -433,4 +437,22 @@ fn an_upgrade_keeps_both_processes_timelines() {
         );
         assert!(!new.iter().any(|s| s.ends_with("?old")), "[{rt}] {new:?}");
     }
+}
+
+/// Whether process `pid` has a child: some process in `/proc` whose parent
+/// it is (`/proc/PID/task/TID/children` needs a kernel option this may lack).
+fn has_children(pid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let Ok(stat) = std::fs::read_to_string(p.path().join("stat")) else {
+            return false;
+        };
+        // The 4th field, after the command name in parentheses.
+        stat.rfind(')')
+            .and_then(|end| stat[end + 2..].split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok())
+            == Some(pid)
+    })
 }

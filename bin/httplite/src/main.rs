@@ -297,8 +297,15 @@ fn run(cli: Cli) -> Result<()> {
                     let s = w.snapshot();
                     let _ = write!(
                         out,
-                        ",\"handed_off\":{},\"batches\":{},\"pipe_full\":{}",
-                        s.handed_off, s.batches, s.pipe_full
+                        ",\"handed_off\":{},\"batches\":{},\"pipe_full\":{},\
+                         \"accept\":{{\"shed\":{},\"emfile\":{},\"errors\":{},\"paused_at_max\":{}}}",
+                        s.handed_off,
+                        s.batches,
+                        s.pipe_full,
+                        s.shed,
+                        s.emfile_events,
+                        s.accept_errors,
+                        s.paused_at_max
                     );
                 }
             })

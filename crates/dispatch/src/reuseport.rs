@@ -9,6 +9,14 @@
 //! having seen it (the runtime's rule "deregister before close" holds
 //! trivially). Nothing on the accept path reads the inner epoll: `accept4`
 //! runs directly, so nesting costs no syscall.
+//!
+//! The inner epoll is readable while a listener has connections queued,
+//! and a runtime may wait on the port level-triggered (io_uring's poll
+//! completes at once on a ready fd). So while the port will not accept
+//! (backing off after `EMFILE`, or paused at its connection share) its
+//! listeners are silenced in the inner epoll (no events), and made to
+//! report again when it resumes: otherwise such a runtime would spin on a
+//! port that is always ready and never accepts.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -48,6 +56,9 @@ pub(crate) struct ListenerSource {
     backing_off: bool,
     limit: Option<u64>,
     paused: bool,
+    /// Whether the listeners report in the inner epoll (see the module
+    /// doc): off while backing off or paused.
+    listening: bool,
     /// The doorbell may hold an unread ring (we armed it at some point).
     ring_pending: bool,
     /// The last attempt saw `EAGAIN`: the next call may skip straight to
@@ -79,6 +90,7 @@ impl ListenerSource {
             backing_off: false,
             limit,
             paused: false,
+            listening: true,
             ring_pending: false,
             drained: false,
         })
@@ -137,6 +149,7 @@ impl ListenerSource {
             let _ = sys::eventfd_drain(self.timer.as_raw_fd());
         }
         let n = self.accept_batch(out, shared, id)?;
+        self.listen(!self.backing_off && !self.paused)?;
         if n == 0 {
             return Ok(Batch::WouldBlock);
         }
@@ -236,13 +249,32 @@ impl ListenerSource {
             self.paused = true;
             stats.paused_at_max.fetch_add(1, Relaxed);
         }
+        // A failure leaves the listeners reporting: a level-triggered
+        // waiter then polls in vain until a close makes room, never worse.
+        let _ = self.listen(false);
         0
+    }
+
+    /// Lets the listeners report in the inner epoll, or silences them
+    /// (see the module doc). Turning them back on re-checks readiness, so
+    /// connections queued meanwhile wake the port.
+    fn listen(&mut self, on: bool) -> io::Result<()> {
+        if on == self.listening {
+            return Ok(());
+        }
+        let flags = if on { IN_EDGE } else { 0 };
+        for l in &self.listeners {
+            self.ep.modify(l.as_fd(), flags, 0)?;
+        }
+        self.listening = on;
+        Ok(())
     }
 
     fn start_backoff(&mut self) -> io::Result<()> {
         let wait = self.backoff.start();
         self.backing_off = true;
-        sys::timerfd_arm(self.timer.as_raw_fd(), wait)
+        sys::timerfd_arm(self.timer.as_raw_fd(), wait)?;
+        self.listen(false)
     }
 
     /// Closes the listener (once): the kernel drops it from the reuseport
@@ -251,5 +283,70 @@ impl ListenerSource {
         for l in self.listeners.drain(..) {
             let _ = self.ep.delete(l.as_raw_fd());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+    use std::time::{Duration, Instant};
+
+    /// Level readiness of `fd` now, as io_uring's poll sees it.
+    fn readable(fd: RawFd) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call; a zero timeout never blocks.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        n == 1 && pfd.revents & libc::POLLIN != 0
+    }
+
+    #[test]
+    fn a_port_backing_off_is_not_readable_with_connections_queued() {
+        let l = reactor::sys::tcp_listener(
+            "127.0.0.1:0".parse().unwrap(),
+            reactor::sys::ListenOptions::default(),
+        )
+        .unwrap();
+        let addr = reactor::sys::local_addr(l.as_fd()).unwrap();
+        let shared = Shared::new(Mode::ReusePort, 1).unwrap();
+        let room = Arc::new(Wake::new().unwrap());
+        let mut port = ListenerSource::new(vec![Arc::new(l)], room, None).unwrap();
+        let _queued = std::net::TcpStream::connect(addr).unwrap();
+        assert!(
+            readable(port.fd()),
+            "a queued connection makes the port ready"
+        );
+
+        // Out of fds with nothing to shed with: the port backs off, and
+        // must not stay ready meanwhile (a level-triggered waiter would spin).
+        port.start_backoff().unwrap();
+        let mut out = Vec::new();
+        assert!(matches!(
+            port.poll(&mut out, &shared, 0),
+            Ok(Batch::WouldBlock)
+        ));
+        assert!(!readable(port.fd()), "ready while backing off: a spin");
+
+        // The back-off's timer makes it ready; the queued connection is taken.
+        let end = Instant::now() + Duration::from_secs(5);
+        while !readable(port.fd()) {
+            assert!(Instant::now() < end, "the back-off never ended");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            match port.poll(&mut out, &shared, 0).unwrap() {
+                Batch::Fds(1) => break,
+                Batch::WouldBlock if Instant::now() < end => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                other => panic!("{other:?} after the back-off"),
+            }
+        }
+        assert_eq!(out.len(), 1);
     }
 }

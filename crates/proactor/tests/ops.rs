@@ -118,12 +118,21 @@ fn dropped_stream_discards_and_counts_and_returns_buffers() {
                 .is_err()
         );
         c.write_all(&[7u8; 1000]).unwrap();
-        // Let the armed multishot receive, then drop the stream unread.
-        time::sleep(Duration::from_millis(5)).await;
+        // The armed multishot has received (a buffer is taken); drop the
+        // stream unread.
+        let p = Proactor::current();
+        assert!(
+            until(|| p.buffers_available() < 256).await,
+            "nothing received"
+        );
         drop(s);
-        // The cancel and close go out on the next turn.
-        time::sleep(Duration::from_millis(5)).await;
-        let st = Proactor::current().stats();
+        // The cancel and close go out on the next turn; the buffer comes back.
+        let done = || {
+            let st = p.stats();
+            st.cancels == 1 && st.parked == 0 && st.discarded_bytes == 1000
+        };
+        assert!(until(done).await, "{:?}", p.stats());
+        let st = p.stats();
         assert_eq!(st.discarded_bytes, 1000, "{st:?}");
         assert_eq!(st.cancels, 1);
         assert_eq!(st.parked, 0);
@@ -153,8 +162,10 @@ fn cancelled_read_parks_its_buffer_until_the_cqe() {
         // The read was in the kernel: its buffer is parked, a cancel queued.
         assert_eq!(p.stats().parked, 1);
         assert_eq!(p.stats().cancels, 1);
-        time::sleep(Duration::from_millis(2)).await;
-        assert_eq!(p.stats().parked, 0, "freed once -ECANCELED arrived");
+        assert!(
+            until(|| p.stats().parked == 0).await,
+            "freed once -ECANCELED arrived"
+        );
     });
     assert_eq!(p.stats().discarded_bytes, 0);
 }
@@ -182,7 +193,7 @@ fn data_for_a_cancelled_read_is_counted_as_discarded() {
         // SAFETY: writes 5 bytes from a live buffer.
         let n = unsafe { libc::write(w.as_raw_fd(), b"hello".as_ptr().cast(), 5) };
         assert_eq!(n, 5);
-        time::sleep(Duration::from_millis(2)).await;
+        assert!(until(|| p.stats().parked == 0).await, "{:?}", p.stats());
     });
     let st = p.stats();
     assert_eq!(st.discarded_bytes, 5, "{st:?}");
@@ -190,6 +201,19 @@ fn data_for_a_cancelled_read_is_counted_as_discarded() {
 }
 
 use std::future::Future;
+
+/// Waits on the runtime's timer, a millisecond at a time, until `cond`
+/// holds (true) or 5 s pass (false): for counters the next turns update.
+async fn until(mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        if Instant::now() >= end {
+            return false;
+        }
+        time::sleep(Duration::from_millis(1)).await;
+    }
+    true
+}
 
 #[test]
 fn enobufs_back_pressure_then_resume() {
@@ -208,6 +232,7 @@ fn enobufs_back_pressure_then_resume() {
             c.write_all(&data).unwrap();
         });
         let s = l.accept().await.unwrap();
+        let accepted = p.stats().cqes;
         let mut held = Vec::new();
         let mut got = Vec::new();
         while held.len() < 4 {
@@ -215,8 +240,12 @@ fn enobufs_back_pressure_then_resume() {
             got.extend_from_slice(&b);
             held.push(b);
         }
-        time::sleep(Duration::from_millis(20)).await; // the ring is dry now
         assert_eq!(p.buffers_available(), 0);
+        // The ring is dry: the multishot's four buffers and then its last
+        // CQE, -ENOBUFS, are reaped before any buffer comes back (the
+        // stream sees that one on its next recv).
+        let dry = || p.stats().cqes >= accepted + 5;
+        assert!(until(dry).await, "{:?}", p.stats());
         drop(held);
         while let Some(b) = s.recv().await.unwrap() {
             got.extend_from_slice(&b);

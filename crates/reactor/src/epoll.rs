@@ -6,7 +6,7 @@
 //! `epoll_ctl`.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use crate::syscall;
@@ -42,6 +42,28 @@ impl Epoll {
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
         syscall!(unsafe {
             libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev)
+        })?;
+        Ok(())
+    }
+
+    /// Changes the event `flags` (and `token`) of `fd`, already added.
+    /// Flags without any event (`0`) keep `fd` in the set but silence it;
+    /// setting events again re-checks readiness, so an edge-triggered `fd`
+    /// that is ready reports at once.
+    pub fn modify(&self, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: flags,
+            u64: token,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call;
+        // `fd` is borrowed, so open.
+        syscall!(unsafe {
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_MOD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
         })?;
         Ok(())
     }

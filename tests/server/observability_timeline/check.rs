@@ -284,6 +284,35 @@ pub fn wait_for_file(path: &Path, want: &str) {
     assert!(seen, "no {want:?} in the trace file: ...{}", tail(&last));
 }
 
+/// Waits until the worker that received the first handoff has gone back
+/// to sleep after it (a `B` of `epoll_wait`, or of an `io_uring_enter`
+/// that waits, on its track): the new connection's task has then read
+/// nothing and parked, so a request sent now arrives as a wake.
+pub fn wait_for_park_after_handoff(path: &Path) {
+    let mut last = String::new();
+    let parked =
+        wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            last = std::fs::read_to_string(path).unwrap_or_default();
+            let events = lenient(&last);
+            let Some((at, tid)) = events.iter().enumerate().find_map(|(i, e)| {
+                (e["name"] == "handoff received").then(|| (i, e["tid"].as_u64()))
+            }) else {
+                return false;
+            };
+            events[at + 1..].iter().any(|e| {
+                e["ph"] == "B"
+                    && e["tid"].as_u64() == tid
+                    && (e["name"] == "epoll_wait"
+                        || (e["name"] == "io_uring_enter" && e["args"]["wait"] == true))
+            })
+        });
+    assert!(
+        parked,
+        "no sleep after the first handoff in the trace file: ...{}",
+        tail(&last)
+    );
+}
+
 pub fn chrome_args<'a>(file: &'a str, rate: &'a str) -> [&'a str; 6] {
     [
         "--trace-format",

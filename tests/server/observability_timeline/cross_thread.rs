@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
-use super::check::{EPS, Slice, Timeline, chrome_args, read_closed, wait_for_file};
+use super::check::{
+    EPS, Slice, Timeline, chrome_args, read_closed, wait_for_file, wait_for_park_after_handoff,
+};
 use super::check_request;
-use crate::harness::{Server, TempDir, get_req, runtimes};
+use crate::harness::{Server, Stats, TempDir, get_req, runtimes, wait_until};
 
 /// A task's poll (or a coroutine's resume) on a worker's track.
 fn is_poll(t: &Timeline, s: &Slice) -> bool {
@@ -153,8 +155,7 @@ fn timeline_on_uring_shows_the_ring_and_one_request() {
         let mut server = Server::start(rt, &chrome_args(file.to_str().unwrap(), "0"));
         let mut c = server.connect();
         // As on stackless: the request's arrival is a wake of a parked task.
-        wait_for_file(&file, "\"handoff received\"");
-        std::thread::sleep(Duration::from_millis(100));
+        wait_for_park_after_handoff(&file);
         assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
         drop(c);
         server.signal(libc::SIGTERM);
@@ -239,7 +240,13 @@ fn timeline_draws_the_doorbell_a_close_rings_for_the_paused_acceptor() {
     // until a's close rings the doorbell from a worker.
     let mut b = server.connect();
     b.send(&get_req("/_httplite/plaintext"));
-    std::thread::sleep(Duration::from_millis(100));
+    // b's arrival has woken the acceptor, which found no room and armed
+    // the doorbell (a's connection can still ask).
+    let paused = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        let r = a.get("/_httplite/stats");
+        Stats(r.text()).get("accept.paused_at_max") >= 1
+    });
+    assert!(paused, "the acceptor never paused at --max-connections 1");
     drop(a);
     assert_eq!(b.read_response().status, 200);
     drop(b);
