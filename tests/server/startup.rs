@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Server, TempDir, run_binary, runtimes};
+use crate::harness::{Server, TempDir, is_fork, run_binary, runtimes, wait_until};
 
 /// Runs the binary; `Err` unless it exits with code 2, prints exactly one
 /// non-empty line on stderr mentioning `mention`, and nothing on stdout.
@@ -179,4 +179,49 @@ fn start_quiet(rt: &str) -> (std::process::Child, String, bool) {
         }
     }
     panic!("[{rt}] five free ports were all taken before the server bound them");
+}
+
+/// A worker whose set-up fails (its ring or epoll cannot be created) stops
+/// the start: the server exits with the reason instead of announcing itself
+/// with a worker that never serves (whose reuseport listener would still
+/// take its share of the connections).
+#[test]
+fn a_worker_that_fails_its_set_up_stops_the_start() {
+    for &rt in runtimes().iter().filter(|rt| !is_fork(rt)) {
+        for dispatch in ["acceptor", "reuseport"] {
+            use std::process::{Command, Stdio};
+            let mut child = Command::new(env!("CARGO_BIN_EXE_httplite"))
+                .args(["--bind", "127.0.0.1:0", "--workers", "2"])
+                .args(["--runtime", rt, "--dispatch", dispatch])
+                .env("HTTPLITE_TEST_ENDPOINTS", "1")
+                .env("HTTPLITE_TEST_FAIL_WORKER", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("cannot start the httplite binary");
+            // A server that starts anyway never exits by itself: bounded.
+            let exited = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+                child.try_wait().expect("try_wait").is_some()
+            });
+            if !exited {
+                let _ = child.kill();
+            }
+            let out = child.wait_with_output().expect("wait_with_output");
+            assert!(
+                exited,
+                "[{rt} {dispatch}] still running with a failed worker"
+            );
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert_eq!(out.status.code(), Some(2), "[{rt} {dispatch}] {stderr}");
+            assert!(
+                stderr.contains("worker 1 ended before it was ready"),
+                "[{rt} {dispatch}] {stderr}"
+            );
+            assert!(!stdout.contains("listening"), "[{rt} {dispatch}] {stdout}");
+        }
+    }
 }

@@ -278,12 +278,21 @@ fn run(cli: Cli) -> Result<()> {
     stats.add_extra({
         let ds = dispatch_stats.clone();
         Box::new(move |out: &mut String| {
-            if let Some(a) = ds.get().map(|s| s.accepting()) {
+            if let Some(s) = ds.get() {
+                let a = s.accepting();
                 let _ = write!(
                     out,
-                    ",\"accept\":{{\"accepted\":{},\"shed\":{},\"emfile\":{},\"errors\":{},\"paused_at_max\":{}}}",
+                    ",\"accept\":{{\"accepted\":{},\"shed\":{},\"emfile\":{},\"errors\":{},\"paused_at_max\":{},\"last_error\":",
                     a.accepted, a.shed, a.emfile_events, a.accept_errors, a.paused_at_max
                 );
+                match s.last_accept_error() {
+                    Some(e) => {
+                        // An OS error's text has no quote or backslash; replaced anyway.
+                        let text = e.to_string().replace(['"', '\\'], "'");
+                        let _ = write!(out, "\"{text}\"}}");
+                    }
+                    None => out.push_str("null}"),
+                }
             }
         })
     });
@@ -362,6 +371,11 @@ fn run(cli: Cli) -> Result<()> {
     );
     let log_format = cli.access_log_format;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;
+    // Tests only (with the test endpoints): this worker's set-up fails.
+    let test_fail_worker = std::env::var("HTTPLITE_TEST_FAIL_WORKER")
+        .ok()
+        .filter(|_| test_endpoints)
+        .and_then(|v| v.parse::<usize>().ok());
     let worker_main = {
         let tls = tls.clone();
         let app = app.clone();
@@ -369,6 +383,12 @@ fn run(cli: Cli) -> Result<()> {
         let stats = stats.clone();
         move |port: dispatch::WorkerPort| {
             let id = port.id();
+            if test_fail_worker == Some(id) {
+                eprintln!(
+                    "httplite: worker {id} failed: set-up refused (HTTPLITE_TEST_FAIL_WORKER)"
+                );
+                return;
+            }
             let format = match log_format {
                 LogFormat::Clf => Format::Common,
                 LogFormat::Combined => Format::Combined,
@@ -411,6 +431,12 @@ fn run(cli: Cli) -> Result<()> {
     };
     let server = dispatch::Server::start_with(dconfig, opened.listeners, worker_main)
         .context("cannot start the workers")?;
+    // Announced (and an upgrade's old process told) only once every worker
+    // has its runtime: one that failed would leave its share of a reuseport
+    // address unserved, and one set up late could find the fd table full.
+    server
+        .wait_ready(std::time::Duration::from_secs(10))
+        .context("the workers did not start")?;
     let _ = dispatch_stats.set(server.stats().clone());
     let lifecycle = Lifecycle::new(
         stats.clone(),

@@ -34,10 +34,11 @@ pub(crate) enum Step {
     /// Out of fds: one queued connection was accepted into the reserve's slot
     /// and closed. Keep going: the queue shrinks by one each time.
     Shed,
-    /// Out of fds or memory and nothing to shed with: back off.
-    Exhausted,
+    /// Out of fds or memory and nothing to shed with: back off. The error
+    /// is the one that made shedding impossible.
+    Exhausted(io::Error),
     /// Anything else (a broken listener): back off rather than spin.
-    Failed,
+    Failed(io::Error),
 }
 
 /// Keeps every other `accept4` in the process out of the slot a shedding
@@ -60,9 +61,9 @@ pub(crate) fn step(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>) -> S
         Err(e) => match classify(&e) {
             Class::Empty => Step::Empty,
             Class::Retry => Step::Retry,
-            Class::OutOfFds => shed(listener, reserve),
-            Class::OutOfMemory => Step::Exhausted,
-            Class::Fatal => Step::Failed,
+            Class::OutOfFds => shed(listener, reserve, e),
+            Class::OutOfMemory => Step::Exhausted(e),
+            Class::Fatal => Step::Failed(e),
         },
     }
 }
@@ -100,12 +101,12 @@ fn classify(e: &io::Error) -> Class {
     }
 }
 
-fn shed(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>) -> Step {
+fn shed(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>, emfile: io::Error) -> Step {
     let _alone = SHEDDING.write().unwrap_or_else(|e| e.into_inner());
     let Some(spare) = reserve.take() else {
         // Try to get the reserve back for next time; this attempt backs off.
         *reserve = sys::open_reserve().ok();
-        return Step::Exhausted;
+        return Step::Exhausted(emfile);
     };
     drop(spare);
     let step = match reactor::sys::accept_fd(listener) {
@@ -115,7 +116,7 @@ fn shed(listener: BorrowedFd<'_>, reserve: &mut Option<OwnedFd>) -> Step {
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Step::Empty,
         // Someone else took the freed slot (or the error was not about fds).
-        Err(_) => Step::Exhausted,
+        Err(e) => Step::Exhausted(e),
     };
     *reserve = sys::open_reserve().ok();
     step

@@ -250,13 +250,15 @@ impl Acceptor {
                     stats.rejected.fetch_add(1, Relaxed);
                     stats.shed.fetch_add(1, Relaxed);
                 }
-                Step::Exhausted => {
+                Step::Exhausted(e) => {
                     stats.emfile_events.fetch_add(1, Relaxed);
+                    self.shared.stats.set_last_accept_error(&e);
                     self.backoff.start();
                     break;
                 }
-                Step::Failed => {
+                Step::Failed(e) => {
                     stats.accept_errors.fetch_add(1, Relaxed);
+                    self.shared.stats.set_last_accept_error(&e);
                     self.backoff.start();
                     break;
                 }

@@ -197,13 +197,15 @@ impl ListenerSource {
                     stats.emfile_events.fetch_add(1, Relaxed);
                     stats.shed.fetch_add(1, Relaxed);
                 }
-                Step::Exhausted => {
+                Step::Exhausted(e) => {
                     stats.emfile_events.fetch_add(1, Relaxed);
+                    shared.stats.set_last_accept_error(&e);
                     self.start_backoff()?;
                     break;
                 }
-                Step::Failed => {
+                Step::Failed(e) => {
                     stats.accept_errors.fetch_add(1, Relaxed);
+                    shared.stats.set_last_accept_error(&e);
                     self.start_backoff()?;
                     break;
                 }

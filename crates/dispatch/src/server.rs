@@ -187,6 +187,16 @@ impl Server {
         &self.listen_addrs
     }
 
+    /// Waits until every worker is ready, that is, has set up its runtime
+    /// and polled its port once; an error if a worker ended first (its
+    /// set-up failed) or after `limit`. A server that announces itself
+    /// before this may have a worker that never serves, whose reuseport
+    /// listener still takes its share of the connections, or that fails
+    /// its set-up later, when the process is out of fds.
+    pub fn wait_ready(&self, limit: Duration) -> io::Result<()> {
+        self.shared.wait_ready(limit)
+    }
+
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.shared.workers()

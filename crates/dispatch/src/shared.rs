@@ -2,9 +2,9 @@
 //! request: workers read the shutdown flag once per batch and ring a doorbell
 //! only when the acceptor is paused at `max_connections`.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::config::Mode;
 use crate::shutdown::ShutdownState;
@@ -22,7 +22,16 @@ pub(crate) struct Shared {
     /// acceptor's doorbell in acceptor mode, the worker's own port in
     /// reuseport mode.
     pub(crate) rooms: Box<[Arc<Wake>]>,
+    /// Which workers are ready (have polled their port once) or left
+    /// before that; see [`Shared::wait_ready`].
+    started: Mutex<Started>,
+    started_cv: Condvar,
 }
+
+/// Per worker: `Some(true)` ready, `Some(false)` ended before it was ready,
+/// `None` neither yet.
+#[derive(Debug)]
+struct Started(Vec<Option<bool>>);
 
 impl Shared {
     pub(crate) fn new(mode: Mode, workers: usize) -> std::io::Result<Shared> {
@@ -39,6 +48,8 @@ impl Shared {
             shutdown: ShutdownState::default(),
             control,
             rooms,
+            started: Mutex::new(Started(vec![None; workers])),
+            started_cv: Condvar::new(),
         })
     }
 
@@ -69,5 +80,47 @@ impl Shared {
             .running
             .store(false, Ordering::Release);
         self.control.ring();
+        self.mark_started(worker, false);
+    }
+
+    /// A worker's first `poll_batch`: its runtime is set up (its epoll or
+    /// ring, its timers: whatever fds it needs exist).
+    pub(crate) fn worker_ready(&self, worker: usize) {
+        self.mark_started(worker, true);
+    }
+
+    fn mark_started(&self, worker: usize, ready: bool) {
+        let mut s = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if s.0[worker].is_none() {
+            s.0[worker] = Some(ready);
+            self.started_cv.notify_all();
+        }
+    }
+
+    /// Waits until every worker is ready; fails if one ended first, or
+    /// after `limit`.
+    pub(crate) fn wait_ready(&self, limit: Duration) -> std::io::Result<()> {
+        let end = Instant::now() + limit;
+        let mut s = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(id) = s.0.iter().position(|w| *w == Some(false)) {
+                return Err(std::io::Error::other(format!(
+                    "worker {id} ended before it was ready"
+                )));
+            }
+            if s.0.iter().all(|w| *w == Some(true)) {
+                return Ok(());
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the workers were not ready within {limit:?}"),
+                ));
+            }
+            s = (self.started_cv.wait_timeout(s, left))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! write to the same cache line (128 covers the adjacent-line prefetcher).
 
 use std::sync::atomic::{
-    AtomicBool, AtomicU64,
+    AtomicBool, AtomicI32, AtomicU64,
     Ordering::{Acquire, Relaxed},
 };
 
@@ -172,6 +172,9 @@ pub struct Stats {
     workers: Box<[WorkerStats]>,
     /// Who accepts: the workers (reuseport) or the acceptor thread.
     workers_accept: bool,
+    /// The errno of the last `accept` failure that made accepting back
+    /// off (0: none yet).
+    last_accept_errno: AtomicI32,
 }
 
 /// How accepting went, whoever accepts (the acceptor thread or, in
@@ -197,6 +200,23 @@ impl Stats {
             acceptor: AcceptorStats::default(),
             workers: (0..workers).map(|_| WorkerStats::default()).collect(),
             workers_accept,
+            last_accept_errno: AtomicI32::new(0),
+        }
+    }
+
+    pub(crate) fn set_last_accept_error(&self, e: &std::io::Error) {
+        self.last_accept_errno
+            .store(e.raw_os_error().unwrap_or(-1), Relaxed);
+    }
+
+    /// The last `accept` failure that made accepting back off (out of fds
+    /// with nothing to shed, out of memory, a broken listener), if any: what
+    /// an operator needs when `emfile` keeps growing.
+    pub fn last_accept_error(&self) -> Option<std::io::Error> {
+        match self.last_accept_errno.load(Relaxed) {
+            0 => None,
+            -1 => Some(std::io::Error::other("accept failed")),
+            n => Some(std::io::Error::from_raw_os_error(n)),
         }
     }
 

@@ -52,6 +52,8 @@ pub struct WorkerPort {
     id: usize,
     shared: Arc<Shared>,
     source: Source,
+    /// `poll_batch` has been called (the worker is ready).
+    polled: bool,
 }
 
 #[derive(Debug)]
@@ -62,7 +64,12 @@ pub(crate) enum Source {
 
 impl WorkerPort {
     pub(crate) fn new(id: usize, shared: Arc<Shared>, source: Source) -> WorkerPort {
-        WorkerPort { id, shared, source }
+        WorkerPort {
+            id,
+            shared,
+            source,
+            polled: false,
+        }
     }
 
     pub(crate) fn server_shared(&self) -> Arc<Shared> {
@@ -82,6 +89,19 @@ impl WorkerPort {
     /// The mode the server runs in (for logs; the API is the same).
     pub fn mode(&self) -> Mode {
         self.shared.mode
+    }
+
+    /// Reports the worker ready: its runtime is set up (whatever fds it
+    /// needs exist) and it is about to wait on its port. The server's
+    /// [`wait_ready`](crate::Server::wait_ready) waits for every worker's.
+    /// A worker that polls its port at once needs not call it (the first
+    /// [`poll_batch`](WorkerPort::poll_batch) does); one that first waits
+    /// for the port to be readable must.
+    pub fn ready(&mut self) {
+        if !self.polled {
+            self.polled = true;
+            self.shared.worker_ready(self.id);
+        }
     }
 
     /// The fd to register, readable-edge-triggered, in the worker's epoll.
@@ -104,7 +124,11 @@ impl WorkerPort {
     ///
     /// Errors are unexpected (a broken pipe protocol, a bad fd); the worker
     /// should log them and treat them like shutdown.
+    ///
+    /// The first call also reports the worker ready, as
+    /// [`ready`](WorkerPort::ready) does.
     pub fn poll_batch(&mut self, out: &mut Vec<OwnedFd>) -> io::Result<Batch> {
+        self.ready();
         match &mut self.source {
             Source::Pipe(p) => p.poll(out, &self.shared, self.id),
             Source::Listener(l) => l.poll(out, &self.shared, self.id),

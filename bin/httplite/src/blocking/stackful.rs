@@ -290,6 +290,7 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> 
 fn accept_loop(port: &mut WorkerPort, ctx: &Rc<Ctx>, live: &Rc<Cell<usize>>) -> io::Result<()> {
     let reactor = Reactor::current();
     let handoff = reactor.register(port.fd())?;
+    port.ready();
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
     let deadline = loop {
         let batch = coroutine::wait(|cx| {

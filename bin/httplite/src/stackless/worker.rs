@@ -90,6 +90,7 @@ pub fn run(
 
 async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
     let handoff = Async::new(PortFd(port.fd()))?;
+    port.ready();
     if ctx.access_log.is_some() {
         let c = ctx.clone();
         executor::spawn(async move {
