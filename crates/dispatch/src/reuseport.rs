@@ -11,7 +11,7 @@
 //! runs directly, so nesting costs no syscall.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
@@ -64,10 +64,10 @@ impl ListenerSource {
         let ep = Epoll::new()?;
         let timer = sys::timerfd()?;
         for l in &listeners {
-            ep.add(l.as_raw_fd(), IN_EDGE, 0)?;
+            ep.add(l.as_fd(), IN_EDGE, 0)?;
         }
         ep.add(room.fd(), IN_EDGE, 1)?;
-        ep.add(timer.as_raw_fd(), IN_EDGE, 2)?;
+        ep.add(timer.as_fd(), IN_EDGE, 2)?;
         Ok(ListenerSource {
             ep,
             listeners,
@@ -84,8 +84,8 @@ impl ListenerSource {
         })
     }
 
-    pub(crate) fn fd(&self) -> RawFd {
-        self.ep.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
     }
 
     pub(crate) fn poll(
@@ -249,7 +249,7 @@ impl ListenerSource {
     /// group, so new connections go to the workers still listening.
     fn close_listener(&mut self) {
         for l in self.listeners.drain(..) {
-            let _ = self.ep.delete(l.as_raw_fd());
+            let _ = self.ep.delete(l.as_fd());
         }
     }
 }

@@ -42,7 +42,12 @@ impl<T: AsFd> Async<T> {
     /// Makes `io`'s fd non-blocking and registers it.
     pub fn new(io: T) -> io::Result<Async<T>> {
         sys::set_nonblocking(io.as_fd(), true)?;
-        let reg = Reactor::current().register(io.as_fd().as_raw_fd())?;
+        // SAFETY: `io` moves into the Async, which drops the registration
+        // before it (Drop, `into_inner`); in between safe code reaches it
+        // only as `&T`, and a type that lends out its fd from `&self`
+        // cannot close that fd from `&self`. The `&mut T` paths are
+        // `unsafe fn`s whose callers promise to keep the fd.
+        let reg = unsafe { Reactor::current().register(io.as_fd()) }?;
         Ok(Async {
             reg: ManuallyDrop::new(reg),
             io: ManuallyDrop::new(io),
