@@ -12,7 +12,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::ops::Deref;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::task::{Context, Poll};
 
 use crate::Proactor;
@@ -24,7 +24,8 @@ use std::cell::Cell;
 /// A listening socket whose connections arrive through one multishot accept.
 #[derive(Debug)]
 pub struct TcpListener {
-    fd: OwnedFd,
+    /// Always `Some` until `Drop` hands it to the ring's close.
+    fd: Option<OwnedFd>,
     p: Proactor,
     op: Cell<Option<OpKey>>,
 }
@@ -39,10 +40,14 @@ impl TcpListener {
     pub fn from_std(l: StdListener) -> io::Result<TcpListener> {
         l.set_nonblocking(true)?;
         Ok(TcpListener {
-            fd: l.into(),
+            fd: Some(l.into()),
             p: Proactor::current(),
             op: Cell::new(None),
         })
+    }
+
+    fn raw(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
     }
 
     /// The bound address.
@@ -50,7 +55,7 @@ impl TcpListener {
         // Borrow the fd as a std listener without taking ownership.
         let l = std::mem::ManuallyDrop::new(
             // SAFETY: the fd is ours and open; ManuallyDrop never closes it.
-            unsafe { StdListener::from_raw_fd(self.fd.as_raw_fd()) },
+            unsafe { StdListener::from_raw_fd(self.raw()) },
         );
         l.local_addr()
     }
@@ -58,12 +63,14 @@ impl TcpListener {
     fn arm(&self) -> OpKey {
         let sqe = Sqe {
             opcode: IORING_OP_ACCEPT,
-            fd: self.fd.as_raw_fd(),
+            fd: self.raw(),
             ioprio: IORING_ACCEPT_MULTISHOT,
             op_flags: (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32,
             ..Sqe::default()
         };
-        // SAFETY: a multishot accept with no address buffer points to no memory.
+        // SAFETY: a multishot accept with no address buffer points to no
+        // memory. The fd is ours, and Drop closes it through the ring after
+        // this SQE.
         let key = unsafe { self.p.start(Kind::Accept, sqe) };
         self.op.set(Some(key));
         key
@@ -98,11 +105,22 @@ impl TcpListener {
     }
 }
 
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open listener").as_fd()
+    }
+}
+
 impl Drop for TcpListener {
     fn drop(&mut self) {
         // Cancels the multishot; fds that still arrive are closed (ops.rs Kind::Accept).
         if let Some(key) = self.op.take() {
             self.p.release(key, None);
+        }
+        // Through the ring, behind the accept's SQE: a close now could let
+        // the number be reused before the kernel submits the accept.
+        if let Some(fd) = self.fd.take() {
+            self.p.close_detached(fd);
         }
     }
 }
@@ -176,7 +194,7 @@ impl TcpStream {
     }
 
     fn raw(&self) -> RawFd {
-        self.fd.as_ref().expect("open stream").as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn arm(&self) -> OpKey {
@@ -189,7 +207,8 @@ impl TcpStream {
             ..Sqe::default()
         };
         // SAFETY: the recv's memory is the driver's buffer ring (group
-        // `bgid`), which outlives every operation (driver Drop).
+        // `bgid`), which outlives every operation (driver Drop). The fd is
+        // ours, and Drop closes it through the ring after this SQE.
         let key = unsafe { self.p.start(Kind::Recv, sqe) };
         self.recv.set(Some(key));
         key
@@ -280,7 +299,9 @@ impl TcpStream {
         op::shutdown(&self.p, self.raw(), how).await
     }
 
-    /// Cancels the recv and closes the socket through the ring, awaited.
+    /// Cancels the recv and closes the socket through the ring, awaited
+    /// (at once, without a result, if a dropped `shutdown` is still in the
+    /// kernel: the close then waits for it, see [`op::close`]).
     pub async fn close(mut self) -> io::Result<()> {
         if let Some(key) = self.recv.take() {
             self.p.release(key, None);
@@ -295,17 +316,26 @@ impl TcpStream {
     }
 }
 
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open stream").as_fd()
+    }
+}
+
 impl Drop for TcpStream {
     fn drop(&mut self) {
         // The recv is cancelled first; what it still delivers is returned to
-        // the ring and counted as discarded. The close SQE follows it in the
-        // same submission (the kernel holds its own reference to the socket
-        // until the cancelled recv completes).
+        // the ring and counted as discarded. The close is queued behind
+        // every SQE that names the fd (the recv, sends, polls): the kernel
+        // took its own reference to the socket when it submitted them, so
+        // the number may be reused at once without reaching them. A
+        // shutdown still in the kernel holds the close back until its last
+        // CQE (`Proactor::close_detached`).
         if let Some(key) = self.recv.take() {
             self.p.release(key, None);
         }
         if let Some(fd) = self.fd.take() {
-            self.p.close_detached(fd.into_raw_fd());
+            self.p.close_detached(fd);
         }
     }
 }

@@ -12,7 +12,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -255,13 +255,28 @@ pub async fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
 }
 
 /// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
-pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
-    use std::os::fd::IntoRawFd;
-    let sqe = Sqe {
-        opcode: IORING_OP_CLOSE,
-        fd: fd.into_raw_fd(),
-        ..Sqe::default()
-    };
-    // SAFETY: CLOSE points to no memory.
-    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(drop)
+///
+/// The close is queued by this call, behind every SQE already queued, so
+/// an operation submitted before it has its own reference to the file by
+/// then. An operation in flight that the kernel looks its fds up for late
+/// ([`shutdown`], `transfer::splice`) and that names `fd` holds the close
+/// back until its last CQE instead; the future then resolves at once with
+/// `Ok(())`, and the fd is closed later, without a result.
+pub fn close(p: &Proactor, fd: OwnedFd) -> impl Future<Output = io::Result<()>> + use<> {
+    let fd = p.inner.ops.borrow_mut().defer_close(fd);
+    let op = fd.map(|fd| {
+        let sqe = Sqe {
+            opcode: IORING_OP_CLOSE,
+            fd: fd.into_raw_fd(),
+            ..Sqe::default()
+        };
+        // SAFETY: CLOSE points to no memory; the fd was ours to close.
+        unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }
+    });
+    async move {
+        match op {
+            Some(op) => result(op.await.0.res).map(drop),
+            None => Ok(()),
+        }
+    }
 }

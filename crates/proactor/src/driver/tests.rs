@@ -248,6 +248,43 @@ fn release_while_unwinding_on_a_full_sq_does_not_abort() {
     assert_eq!(p.stats().in_flight, 0);
 }
 
+/// A stream dropped right after a dropped `shutdown`, which the kernel runs
+/// in one of its worker threads and looks the fd up there: the stream's
+/// close waits for the shutdown's last CQE, so the number cannot be reused
+/// under it.
+#[test]
+fn a_dropped_shutdown_holds_the_streams_close_until_its_cqe() {
+    let p = tiny();
+    let _g = p.enter();
+    let (peer, ours) = socketpair();
+    let stream = TcpStream::from_fd(ours);
+    let mut shutdown = Box::pin(stream.shutdown(std::net::Shutdown::Read));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(shutdown.as_mut().poll(&mut cx).is_pending());
+    drop(shutdown); // its cancel is queued behind it
+    drop(stream);
+    assert_eq!(
+        p.inner.ops.borrow().held_closes(),
+        1,
+        "the close did not wait for the shutdown"
+    );
+    assert!(
+        turn_until(&p, 100, || p.stats().in_flight == 0),
+        "{:?}",
+        p.stats()
+    );
+    assert_eq!(p.inner.ops.borrow().held_closes(), 0);
+    let mut byte = [0u8; 1];
+    // SAFETY: reads at most one byte into a live buffer.
+    let n = unsafe { libc::read(peer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(
+        n,
+        0,
+        "the peer sees the close: {}",
+        io::Error::last_os_error()
+    );
+}
+
 /// `push` never fails, whatever the kernel does: every operation started
 /// beyond a full SQ completes once enters work again.
 #[test]
