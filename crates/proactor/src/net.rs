@@ -7,6 +7,13 @@
 //! `F_MORE` (an error, EOF, `-ENOBUFS`, or the kernel's own limit). Whoever
 //! reads the CQEs must then **re-arm** it, or the connection goes silent:
 //! nothing is wrong, nothing is submitted, nothing ever arrives.
+//!
+//! Both own their fd and close it through the ring when dropped, queued
+//! behind every SQE that names it: the kernel looks the fd up when it
+//! submits those SQEs (or, for a `SHUTDOWN`, the close waits for its last
+//! CQE), so the number can never be reused under an operation still in
+//! flight. That is what makes their methods safe wrappers of the `unsafe`
+//! operations of [`crate::op`].
 
 use std::future::poll_fn;
 use std::io;
@@ -70,7 +77,7 @@ impl TcpListener {
         };
         // SAFETY: a multishot accept with no address buffer points to no
         // memory. The fd is ours, and Drop closes it through the ring after
-        // this SQE.
+        // this SQE (see the module docs).
         let key = unsafe { self.p.start(Kind::Accept, sqe) };
         self.op.set(Some(key));
         key
@@ -271,19 +278,24 @@ impl TcpStream {
 
     /// Sends `buf` (once: may be partial); the buffer comes back with the count.
     pub async fn send<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        op::send(&self.p, self.raw(), buf).await
+        // SAFETY: the stream owns the fd and is borrowed while the future
+        // lives; if the future is dropped first, the stream's close goes
+        // through the ring behind this SQE (module docs).
+        unsafe { op::send(&self.p, self.raw(), buf) }.await
     }
 
     /// [`TcpStream::send`] with more `send(2)` flags ([`op::send_with`]).
     pub async fn send_with<B: IoBuf>(&self, buf: B, flags: libc::c_int) -> (io::Result<usize>, B) {
-        op::send_with(&self.p, self.raw(), buf, flags).await
+        // SAFETY: as in `send`.
+        unsafe { op::send_with(&self.p, self.raw(), buf, flags) }.await
     }
 
     /// Sends all of `buf`, resubmitting the rest after partial sends.
     pub async fn send_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         let mut tail = Tail { buf, start: 0 };
         while tail.start < tail.buf.len() {
-            let (r, t) = op::send(&self.p, self.raw(), tail).await;
+            // SAFETY: as in `send`.
+            let (r, t) = unsafe { op::send(&self.p, self.raw(), tail) }.await;
             tail = t;
             match r {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), tail.buf),
@@ -296,7 +308,11 @@ impl TcpStream {
 
     /// `shutdown(2)` through the ring.
     pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
-        op::shutdown(&self.p, self.raw(), how).await
+        // SAFETY: the stream owns the fd and is borrowed while the future
+        // lives. The kernel looks the fd up late, in a worker thread; if
+        // the future is dropped first, the stream's close (Drop, `close`)
+        // is held back until the shutdown's last CQE (`Ops::defer_close`).
+        unsafe { op::shutdown(&self.p, self.raw(), how) }.await
     }
 
     /// Cancels the recv and closes the socket through the ring, awaited
