@@ -101,7 +101,11 @@ impl<T: AsFd> Fd<T> {
     /// Outside a thread with a current reactor (a runtime).
     pub fn new(io: T) -> io::Result<Fd<T>> {
         sys::set_nonblocking(io.as_fd(), true)?;
-        let reg = Reactor::current().register(io.as_fd().as_raw_fd())?;
+        // SAFETY: `io` moves into the Fd, which drops the registration
+        // before it (Drop, `into_inner`) and lends it out only as `&T`; a
+        // type that lends out its fd from `&self` cannot close that fd from
+        // `&self`.
+        let reg = unsafe { Reactor::current().register(io.as_fd()) }?;
         Ok(Fd {
             reg: ManuallyDrop::new(reg),
             io: ManuallyDrop::new(io),

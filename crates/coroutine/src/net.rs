@@ -53,7 +53,9 @@ impl TcpListener {
     /// Adopts a listening socket fd (made non-blocking here).
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpListener> {
         sys::set_nonblocking(fd.as_fd(), true)?;
-        let reg = Reactor::current().register(fd.as_raw_fd())?;
+        // SAFETY: the listener owns `fd` and keeps it in the field after
+        // `reg`, so the registration is dropped first.
+        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
         Ok(TcpListener { reg, fd })
     }
 
@@ -131,7 +133,10 @@ impl TcpStream {
     /// Outside a thread with a current reactor (a runtime).
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
         sys::set_nonblocking(fd.as_fd(), true)?;
-        let reg = Reactor::current().register(fd.as_raw_fd())?;
+        // SAFETY: the stream owns `fd` and keeps it in the field after
+        // `reg`, so the registration is dropped first (`into_fd` drops it
+        // before giving the fd away).
+        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
         Ok(TcpStream {
             reg,
             fd,

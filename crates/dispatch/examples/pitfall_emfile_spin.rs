@@ -56,11 +56,7 @@ fn naive() -> io::Result<()> {
     let listener = sys::tcp_listener("127.0.0.1:0".parse().unwrap(), Default::default())?;
     let addr = sys::local_addr(listener.as_fd())?;
     let ep = Epoll::new()?;
-    ep.add(
-        listener.as_raw_fd(),
-        (libc::EPOLLIN | libc::EPOLLET) as u32,
-        0,
-    )?;
+    ep.add(listener.as_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, 0)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (accepted, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let lfd = listener.try_clone()?; // the same socket, owned by the thread

@@ -95,7 +95,7 @@ impl Acceptor {
     pub(crate) fn new(shared: Arc<Shared>, parts: Parts) -> io::Result<Acceptor> {
         let ep = Epoll::new()?;
         for (i, l) in parts.listeners.iter().enumerate() {
-            ep.add(l.as_raw_fd(), IN_EDGE, LISTENER_BASE + i as u64)?;
+            ep.add(l.as_fd(), IN_EDGE, LISTENER_BASE + i as u64)?;
         }
         ep.add(shared.control.fd(), IN_EDGE, CONTROL)?;
         if let Some(s) = &parts.signals {
@@ -177,7 +177,7 @@ impl Acceptor {
             }
             if signalled {
                 if let Some(guard) = &mut self.signals {
-                    let _ = sys::eventfd_drain(guard.fd());
+                    let _ = sys::eventfd_drain(guard.fd().as_raw_fd());
                     // A second signal now gets the old (default) action.
                     guard.restore();
                 }
@@ -407,7 +407,7 @@ impl Acceptor {
     /// Stops listening: a client that connects now is refused at connect.
     fn close_listener(&mut self) {
         for l in self.listeners.drain(..) {
-            let _ = self.ep.delete(l.as_raw_fd());
+            let _ = self.ep.delete(l.as_fd());
         }
         self.listener_ready.clear();
     }

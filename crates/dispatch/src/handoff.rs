@@ -28,7 +28,7 @@
 //! a pipe without readers, so no `SIGPIPE` (pipes have no `MSG_NOSIGNAL`).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::sys;
@@ -57,8 +57,8 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
-    pub(crate) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Writes up to [`BATCH`] fds from the front of `fds` in one `write`.
@@ -162,6 +162,7 @@ pub(crate) fn drain_and_close(fd: BorrowedFd<'_>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::RawFd;
 
     fn fds(n: usize) -> Vec<OwnedFd> {
         (0..n).map(|_| reactor::sys::eventfd().unwrap()).collect()

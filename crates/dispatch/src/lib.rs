@@ -101,13 +101,14 @@
 //! [`Closer`]); shutdown arrives as [`Batch::Shutdown`] with a deadline.
 //!
 //! ```
+//! use std::os::fd::AsFd;
 //! use std::time::Duration;
 //! use dispatch::{Batch, Config, Server, WorkerPort};
 //! use reactor::epoll::{Epoll, Events, ALL_EDGE};
 //!
 //! fn worker(mut port: WorkerPort) {
 //!     let ep = Epoll::new().unwrap();
-//!     ep.add(port.fd(), ALL_EDGE, 0).unwrap();
+//!     ep.add(port.as_fd(), ALL_EDGE, 0).unwrap();
 //!     let mut events = Events::with_capacity(64);
 //!     let mut conns = Vec::new();
 //!     loop {
@@ -122,7 +123,7 @@
 //!                 }
 //!                 Batch::WouldBlock => break,
 //!                 Batch::Shutdown { deadline: _ } => {
-//!                     ep.delete(port.fd()).unwrap();
+//!                     ep.delete(port.as_fd()).unwrap();
 //!                     return; // after finishing in-flight work
 //!                 }
 //!             }

@@ -19,7 +19,7 @@
 //! port that is always ready and never accepts.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
@@ -75,10 +75,10 @@ impl ListenerSource {
         let ep = Epoll::new()?;
         let timer = sys::timerfd()?;
         for l in &listeners {
-            ep.add(l.as_raw_fd(), IN_EDGE, 0)?;
+            ep.add(l.as_fd(), IN_EDGE, 0)?;
         }
         ep.add(room.fd(), IN_EDGE, 1)?;
-        ep.add(timer.as_raw_fd(), IN_EDGE, 2)?;
+        ep.add(timer.as_fd(), IN_EDGE, 2)?;
         Ok(ListenerSource {
             ep,
             listeners,
@@ -96,8 +96,8 @@ impl ListenerSource {
         })
     }
 
-    pub(crate) fn fd(&self) -> RawFd {
-        self.ep.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
     }
 
     pub(crate) fn poll(
@@ -283,7 +283,7 @@ impl ListenerSource {
     /// group, so new connections go to the workers still listening.
     fn close_listener(&mut self) {
         for l in self.listeners.drain(..) {
-            let _ = self.ep.delete(l.as_raw_fd());
+            let _ = self.ep.delete(l.as_fd());
         }
     }
 }
@@ -292,12 +292,13 @@ impl ListenerSource {
 mod tests {
     use super::*;
     use crate::config::Mode;
+    use std::os::fd::{AsRawFd, BorrowedFd};
     use std::time::{Duration, Instant};
 
     /// Level readiness of `fd` now, as io_uring's poll sees it.
-    fn readable(fd: RawFd) -> bool {
+    fn readable(fd: BorrowedFd<'_>) -> bool {
         let mut pfd = libc::pollfd {
-            fd,
+            fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };

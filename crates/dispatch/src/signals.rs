@@ -15,7 +15,7 @@
 //! kills a shutdown that hangs.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -51,7 +51,7 @@ extern "C" fn on_signal(_signal: libc::c_int) {
 
 /// Ownership of SIGINT/SIGTERM; dropping it restores the previous handlers.
 pub(crate) struct SignalGuard {
-    fd: RawFd,
+    fd: BorrowedFd<'static>,
     previous: Option<[libc::sigaction; 2]>,
 }
 
@@ -85,16 +85,17 @@ pub(crate) fn install() -> io::Result<SignalGuard> {
 }
 
 fn install_owned() -> io::Result<SignalGuard> {
+    // Borrowed for 'static: the eventfd is never closed.
     let fd = match EVENTFD.get() {
-        Some(fd) => fd.as_raw_fd(),
+        Some(fd) => fd.as_fd(),
         None => {
             let new = reactor::sys::eventfd()?;
-            EVENTFD.get_or_init(|| new).as_raw_fd()
+            EVENTFD.get_or_init(|| new).as_fd()
         }
     };
     // A signal that reached a previous server must not stop this one.
-    sys::eventfd_drain(fd)?;
-    HANDLER_FD.store(fd, Ordering::SeqCst);
+    sys::eventfd_drain(fd.as_raw_fd())?;
+    HANDLER_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
 
     // SAFETY: an all-zero sigaction is a valid starting point (no flags,
     // SIG_DFL); the fields that matter are set below.
@@ -135,7 +136,7 @@ fn restore(previous: &[libc::sigaction]) {
 
 impl SignalGuard {
     /// The eventfd that becomes readable when a signal arrives.
-    pub(crate) fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> BorrowedFd<'static> {
         self.fd
     }
 

@@ -26,7 +26,7 @@
 //! sleeper's track: the cross-thread wake drawn like the others.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 
 use reactor::trace::chrome;
@@ -53,8 +53,8 @@ impl Wake {
     }
 
     /// The eventfd to register (edge-triggered) in the sleeper's epoll.
-    pub(crate) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Rings unconditionally (shutdown, a worker exiting).
@@ -67,12 +67,12 @@ impl Wake {
         }
         // An eventfd write can only fail on a bad fd, and this one lives as
         // long as `self`; a full counter is already a pending wake.
-        let _ = sys::eventfd_wake(self.fd());
+        let _ = sys::eventfd_wake(self.fd.as_raw_fd());
     }
 
     /// Resets the counter so that the next ring is a new edge.
     pub(crate) fn drain(&self) {
-        let _ = sys::eventfd_drain(self.fd());
+        let _ = sys::eventfd_drain(self.fd.as_raw_fd());
         if chrome::on() {
             let id = self.flow.swap(0, Relaxed);
             if id != 0 {
@@ -112,14 +112,14 @@ mod tests {
     fn rings_only_when_armed_and_only_once() {
         let w = Wake::new().unwrap();
         w.ring_if_armed();
-        assert_eq!(sys::eventfd_drain(w.fd()).unwrap(), 0);
+        assert_eq!(sys::eventfd_drain(w.fd().as_raw_fd()).unwrap(), 0);
         w.arm();
         w.ring_if_armed();
         w.ring_if_armed();
-        assert_eq!(sys::eventfd_drain(w.fd()).unwrap(), 1);
+        assert_eq!(sys::eventfd_drain(w.fd().as_raw_fd()).unwrap(), 1);
         w.arm();
         assert!(w.disarm());
         w.ring_if_armed();
-        assert_eq!(sys::eventfd_drain(w.fd()).unwrap(), 0);
+        assert_eq!(sys::eventfd_drain(w.fd().as_raw_fd()).unwrap(), 0);
     }
 }

@@ -108,10 +108,7 @@ impl WorkerPort {
     /// It stays valid while the port lives; deregister it before dropping
     /// the port.
     pub fn fd(&self) -> RawFd {
-        match &self.source {
-            Source::Pipe(p) => p.rd.as_raw_fd(),
-            Source::Listener(l) => l.fd(),
-        }
+        self.as_fd().as_raw_fd()
     }
 
     /// Appends newly handed-off connections to `out` (at most 32 per call).
@@ -176,10 +173,13 @@ impl AsRawFd for WorkerPort {
 }
 
 impl AsFd for WorkerPort {
+    /// The fd of [`WorkerPort::fd`], borrowed from the port that owns it
+    /// (the pipe's read end, or the port's own epoll).
     fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: `fd()` is owned by this port (pipe read end or inner epoll)
-        // and stays open at least as long as the borrow of `self`.
-        unsafe { BorrowedFd::borrow_raw(self.fd()) }
+        match &self.source {
+            Source::Pipe(p) => p.rd.as_fd(),
+            Source::Listener(l) => l.fd(),
+        }
     }
 }
 

@@ -41,7 +41,9 @@ struct Socket {
 
 impl Socket {
     fn new(fd: OwnedFd) -> io::Result<Socket> {
-        let reg = Reactor::current().register(fd.as_raw_fd())?;
+        // SAFETY: the socket owns `fd` and keeps it in the field after
+        // `reg`, so the registration is dropped first.
+        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
         Ok(Socket { reg, fd, reads: 0 })
     }
 }

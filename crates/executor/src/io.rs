@@ -13,6 +13,13 @@ use reactor::{Interest, Reactor, Registration};
 /// Wraps an I/O object that owns an fd: puts it in non-blocking mode,
 /// registers it with the thread's reactor, and turns `EAGAIN` into waiting.
 ///
+/// The registration keeps the fd's number until the `Async` is dropped, so
+/// the object must keep that fd open all along: shared access (`&T`) cannot
+/// close it, and the few methods that hand out `&mut T` (through which the
+/// object could be replaced, closing its fd) are `unsafe`. Reads and writes
+/// go through `&T` (`&File`, `&PipeReader` and the like implement
+/// `Read` and `Write`).
+///
 /// ```no_run
 /// # executor::block_on(async {
 /// use executor::io::Async;
@@ -35,7 +42,12 @@ impl<T: AsFd> Async<T> {
     /// Makes `io`'s fd non-blocking and registers it.
     pub fn new(io: T) -> io::Result<Async<T>> {
         sys::set_nonblocking(io.as_fd(), true)?;
-        let reg = Reactor::current().register(io.as_fd().as_raw_fd())?;
+        // SAFETY: `io` moves into the Async, which drops the registration
+        // before it (Drop, `into_inner`); in between safe code reaches it
+        // only as `&T`, and a type that lends out its fd from `&self`
+        // cannot close that fd from `&self`. The `&mut T` paths are
+        // `unsafe fn`s whose callers promise to keep the fd.
+        let reg = unsafe { Reactor::current().register(io.as_fd()) }?;
         Ok(Async {
             reg: ManuallyDrop::new(reg),
             io: ManuallyDrop::new(io),
@@ -48,7 +60,22 @@ impl<T: AsFd> Async<T> {
     }
 
     /// The wrapped object, mutably. Do not change its blocking mode.
-    pub fn get_mut(&mut self) -> &mut T {
+    ///
+    /// Through `&mut T` the object could be replaced, closing the fd the
+    /// registration still names, so safe code cannot have it:
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(a: &mut executor::io::Async<std::fs::File>) {
+    /// let _ = a.get_mut();
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// The object must keep the fd it was registered with open: do not
+    /// replace it, take it apart or otherwise close that fd while the
+    /// `Async` lives (the registration reads, sends and deregisters
+    /// through the fd's number until then).
+    pub unsafe fn get_mut(&mut self) -> &mut T {
         &mut self.io
     }
 
@@ -69,7 +96,10 @@ impl<T: AsFd> Async<T> {
     }
 
     /// Runs `op` with `&mut T` when readable, waiting on `EAGAIN`.
-    pub async fn read_with_mut<R>(
+    ///
+    /// # Safety
+    /// As [`Async::get_mut`]: `op` must not close the registered fd.
+    pub async unsafe fn read_with_mut<R>(
         &mut self,
         mut op: impl FnMut(&mut T) -> io::Result<R>,
     ) -> io::Result<R> {
@@ -83,7 +113,10 @@ impl<T: AsFd> Async<T> {
     }
 
     /// Runs `op` with `&mut T` when writable, waiting on `EAGAIN`.
-    pub async fn write_with_mut<R>(
+    ///
+    /// # Safety
+    /// As [`Async::get_mut`]: `op` must not close the registered fd.
+    pub async unsafe fn write_with_mut<R>(
         &mut self,
         mut op: impl FnMut(&mut T) -> io::Result<R>,
     ) -> io::Result<R> {
@@ -103,10 +136,13 @@ impl<T: AsFd> Async<T> {
     }
 }
 
-impl<T: AsFd + Read> Async<T> {
+impl<T: AsFd> Async<T>
+where
+    for<'a> &'a T: Read,
+{
     /// Reads into `buf`; `Ok(0)` is end of file.
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_with_mut(|io| io.read(buf)).await
+        self.read_with(|mut io| io.read(buf)).await
     }
 
     /// Reads exactly `buf.len()` bytes.
@@ -122,10 +158,13 @@ impl<T: AsFd + Read> Async<T> {
     }
 }
 
-impl<T: AsFd + Write> Async<T> {
+impl<T: AsFd> Async<T>
+where
+    for<'a> &'a T: Write,
+{
     /// Writes some of `buf`.
     pub async fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_with_mut(|io| io.write(buf)).await
+        self.write_with(|mut io| io.write(buf)).await
     }
 
     /// Writes all of `buf`.

@@ -20,7 +20,7 @@
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use proactor::BufRing;
@@ -104,7 +104,7 @@ fn run(rearm: bool) -> std::io::Result<()> {
     unsafe { ring.push(&cancel) }.expect("SQ has room");
     ring.enter(1, Some(Duration::from_millis(100)))?;
     ring.enter(0, None)?;
-    bufs.unregister(ring.fd())?;
+    bufs.unregister(ring.as_fd())?;
     Ok(())
 }
 

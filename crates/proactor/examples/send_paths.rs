@@ -21,7 +21,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use executor::Runtime;
@@ -90,6 +90,8 @@ fn fmt(v: Vec<f64>, digits: usize) -> String {
 /// One run of `body` against a fresh connection: (sender CPU, wall). The
 /// sender's CPU is the process's minus the reader's, so that work the
 /// kernel hands to its io-wq threads (SPLICE always goes there) counts.
+/// The socket whose fd `body` gets stays open until the future it returns
+/// has completed (`block_on` drives it to the end).
 fn run<F, Fut>(p: &Proactor, rt: &Runtime<Proactor>, body: F) -> (Duration, Duration)
 where
     F: FnOnce(Proactor, RawFd) -> Fut,
@@ -125,23 +127,30 @@ unsafe impl op::IoBuf for Tail {
     }
 }
 
-async fn send_all_plain(p: &Proactor, fd: RawFd, buf: Vec<u8>) -> Vec<u8> {
+/// # Safety
+/// `fd` stays open until the future completes (as `op::send` asks).
+async unsafe fn send_all_plain(p: &Proactor, fd: RawFd, buf: Vec<u8>) -> Vec<u8> {
     let mut tail = Tail { buf, start: 0 };
     while tail.start < tail.buf.len() {
-        let (r, t) = op::send(p, fd, tail).await;
+        // SAFETY: our caller's contract.
+        let (r, t) = unsafe { op::send(p, fd, tail) }.await;
         tail = t;
         tail.start += r.expect("send");
     }
     tail.buf
 }
 
-async fn send_all_zc(p: &Proactor, fd: RawFd, buf: Vec<u8>, copied: &mut u64) -> Vec<u8> {
-    let (r, buf) = transfer::send_zc(p, fd, buf).await;
+/// # Safety
+/// As [`send_all_plain`].
+async unsafe fn send_all_zc(p: &Proactor, fd: RawFd, buf: Vec<u8>, copied: &mut u64) -> Vec<u8> {
+    // SAFETY: our caller's contract.
+    let (r, buf) = unsafe { transfer::send_zc(p, fd, buf) }.await;
     let ZcSent { bytes, copied: c } = r.expect("send_zc");
     *copied += u64::from(c);
     if bytes < buf.len() {
         // A partial send (the socket was full): finish plainly.
-        let tail = send_all_plain(p, fd, buf[bytes..].to_vec()).await;
+        // SAFETY: our caller's contract.
+        let tail = unsafe { send_all_plain(p, fd, buf[bytes..].to_vec()) }.await;
         drop(tail);
     }
     buf
@@ -162,7 +171,9 @@ fn sends(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
             let (c, w) = run(p, rt, |p, fd| async move {
                 let mut buf = vec![7u8; size];
                 for _ in 0..n {
-                    buf = send_all_plain(&p, fd, buf).await;
+                    // SAFETY: `run` keeps the socket open until this
+                    // future has completed.
+                    buf = unsafe { send_all_plain(&p, fd, buf) }.await;
                 }
             });
             cp.push(c.as_secs_f64());
@@ -171,7 +182,8 @@ fn sends(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
             let (c, w) = run(p, rt, |p, fd| async move {
                 let mut buf = vec![7u8; size];
                 for _ in 0..n {
-                    buf = send_all_zc(&p, fd, buf, cop).await;
+                    // SAFETY: as above.
+                    buf = unsafe { send_all_zc(&p, fd, buf, cop) }.await;
                 }
             });
             cz.push(c.as_secs_f64());
@@ -210,7 +222,9 @@ fn temp_file(len: u64) -> OwnedFd {
     f.into()
 }
 
-async fn sendfile_ring_poll(p: &Proactor, sock: RawFd, file: RawFd, len: u64) {
+/// # Safety
+/// `sock` stays open until the future completes (as `op::poll` asks).
+async unsafe fn sendfile_ring_poll(p: &Proactor, sock: RawFd, file: RawFd, len: u64) {
     let mut off: libc::off_t = 0;
     while (off as u64) < len {
         // At most 1 MiB per call, as the server does.
@@ -220,7 +234,10 @@ async fn sendfile_ring_poll(p: &Proactor, sock: RawFd, file: RawFd, len: u64) {
         if n < 0 {
             let e = std::io::Error::last_os_error();
             assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "sendfile: {e}");
-            op::poll(p, sock, libc::POLLOUT).await.expect("poll");
+            // SAFETY: our caller's contract.
+            unsafe { op::poll(p, sock, libc::POLLOUT) }
+                .await
+                .expect("poll");
         }
     }
 }
@@ -253,7 +270,9 @@ fn files(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
         for _ in 0..rounds {
             let (c, w) = run(p, rt, |p, fd| async move {
                 for _ in 0..reps {
-                    sendfile_ring_poll(&p, fd, ffd, len).await;
+                    // SAFETY: `run` keeps the socket open until this future
+                    // has completed.
+                    unsafe { sendfile_ring_poll(&p, fd, ffd, len) }.await;
                 }
             });
             cs.push(c.as_secs_f64());
@@ -262,7 +281,9 @@ fn files(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
             let pfd = [pp[0].as_raw_fd(), pp[1].as_raw_fd()];
             let (c, w) = run(p, rt, |p, fd| async move {
                 for _ in 0..reps {
-                    let n = transfer::splice_file(&p, ffd, 0, len, pfd, fd, 1 << 20)
+                    // SAFETY: `run` keeps the socket open until this future
+                    // has completed, and the file and the pipe outlive it.
+                    let n = unsafe { transfer::splice_file(&p, ffd, 0, len, pfd, fd, 1 << 20) }
                         .await
                         .expect("splice");
                     assert_eq!(n, len);
@@ -299,7 +320,9 @@ fn fixed(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
         for fixed in [false, true] {
             let (c, _) = run(p, rt, |p, fd| async move {
                 if fixed {
-                    transfer::register_files(&p, &[fd]).unwrap();
+                    // SAFETY: `run` keeps the socket open for the call.
+                    let sock = unsafe { BorrowedFd::borrow_raw(fd) };
+                    transfer::register_files(&p, &[sock]).unwrap();
                 }
                 let mut tail = Tail {
                     buf: vec![1u8; 4096],
@@ -313,13 +336,18 @@ fn fixed(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
                         let (r, t) = if fixed {
                             transfer::send_fixed(&p, 0, tail).await
                         } else {
-                            op::send(&p, fd, tail).await
+                            // SAFETY: `run` keeps the socket open until this
+                            // future has completed.
+                            unsafe { op::send(&p, fd, tail) }.await
                         };
                         tail = t;
                         match r {
                             Ok(k) => tail.start += k,
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                                op::poll(&p, fd, libc::POLLOUT).await.expect("poll");
+                                // SAFETY: as above.
+                                unsafe { op::poll(&p, fd, libc::POLLOUT) }
+                                    .await
+                                    .expect("poll");
                             }
                             Err(e) => panic!("send: {e}"),
                         }
@@ -364,7 +392,7 @@ fn fixed(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
             let ops = rt.block_on(async {
                 let p = p.clone();
                 if fixed {
-                    transfer::register_files(&p, &[fd]).unwrap();
+                    transfer::register_files(&p, &[s.as_fd()]).unwrap();
                 }
                 let mut buf = Vec::with_capacity(4096);
                 let (mut got, mut ops) = (0, 0u64);
@@ -372,7 +400,8 @@ fn fixed(p: &Proactor, rt: &Runtime<Proactor>, rounds: usize) {
                     let (r, b) = if fixed {
                         transfer::recv_fixed(&p, 0, buf).await
                     } else {
-                        transfer::recv(&p, fd, buf).await
+                        // SAFETY: `s` stays open until after this block.
+                        unsafe { transfer::recv(&p, fd, buf) }.await
                     };
                     got += r.unwrap() as u64;
                     ops += 1;

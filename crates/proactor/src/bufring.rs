@@ -35,6 +35,7 @@
 
 use std::cell::Cell;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use crate::abi::{Buf, BufReg, IORING_REGISTER_PBUF_RING, IORING_UNREGISTER_PBUF_RING};
@@ -219,9 +220,16 @@ impl BufRing {
         self.count
     }
 
-    /// Unregisters the group, after which the kernel no longer touches the
+    /// Unregisters the group from the ring `ring` (the one it was
+    /// registered with), after which the kernel no longer touches the
     /// memory and it may be freed.
-    pub fn unregister(&self, ring_fd: i32) -> io::Result<()> {
+    ///
+    /// ```compile_fail,E0308
+    /// # fn f(bufs: &proactor::BufRing) {
+    /// let _ = bufs.unregister(3);
+    /// # }
+    /// ```
+    pub fn unregister(&self, ring: BorrowedFd<'_>) -> io::Result<()> {
         let reg = BufReg {
             bgid: self.bgid,
             ..BufReg::default()
@@ -229,7 +237,7 @@ impl BufRing {
         // SAFETY: a valid io_uring_buf_reg naming only the group id.
         unsafe {
             sys::io_uring_register(
-                ring_fd,
+                ring.as_raw_fd(),
                 IORING_UNREGISTER_PBUF_RING,
                 &reg as *const BufReg as *const libc::c_void,
                 1,

@@ -6,6 +6,7 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::io;
 use std::mem::ManuallyDrop;
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -44,6 +45,18 @@ pub(crate) unsafe fn refill(ring: &mut Ring, overflow: &mut VecDeque<Sqe>) -> bo
         overflow.pop_front();
     }
     true
+}
+
+/// The fds of an SQE that the kernel looks up only when one of its worker
+/// threads starts on it, after the submission, rather than while
+/// submitting it: `SHUTDOWN` and `SPLICE` always run there. (An SQE linked
+/// behind another also starts late; this crate links only splices.)
+fn late_fds(sqe: &Sqe) -> Option<[RawFd; 2]> {
+    match sqe.opcode {
+        IORING_OP_SHUTDOWN => Some([sqe.fd, -1]),
+        IORING_OP_SPLICE => Some([sqe.fd, sqe.splice_fd_in]),
+        _ => None,
+    }
 }
 
 /// How a [`Proactor`] is sized.
@@ -310,6 +323,9 @@ impl Proactor {
     /// until the operation's last CQE, or hands it to [`Proactor::release`].
     pub(crate) unsafe fn start(&self, kind: Kind, mut sqe: Sqe) -> OpKey {
         let key = self.inner.ops.borrow_mut().insert(kind);
+        if let Some(fds) = late_fds(&sqe) {
+            self.inner.ops.borrow_mut().insert_late(key, fds);
+        }
         self.inner
             .stats
             .in_flight
@@ -404,15 +420,23 @@ impl Proactor {
         }
     }
 
-    /// Queues a fire-and-forget close (its CQE is ignored).
-    pub(crate) fn close_detached(&self, fd: std::os::fd::RawFd) {
+    /// Closes `fd` without waiting (the CQE is ignored): queued on the ring
+    /// behind every SQE already queued, so an operation submitted before
+    /// it has its own reference to the file by then. An operation the
+    /// kernel looks its fds up for late (`SHUTDOWN`, `SPLICE`, in its
+    /// worker threads) and that names `fd` holds the close back instead,
+    /// until its last CQE (`Ops::defer_close`).
+    pub(crate) fn close_detached(&self, fd: OwnedFd) {
+        let Some(fd) = self.inner.ops.borrow_mut().defer_close(fd) else {
+            return;
+        };
         let sqe = Sqe {
             opcode: IORING_OP_CLOSE,
-            fd,
+            fd: fd.into_raw_fd(),
             user_data: IGNORE_UD,
             ..Sqe::default()
         };
-        // SAFETY: CLOSE points to no memory; the caller gave up the fd.
+        // SAFETY: CLOSE points to no memory; the fd was ours to close.
         unsafe { self.push(&sqe) };
     }
 

@@ -7,12 +7,19 @@
 //! `F_MORE` (an error, EOF, `-ENOBUFS`, or the kernel's own limit). Whoever
 //! reads the CQEs must then **re-arm** it, or the connection goes silent:
 //! nothing is wrong, nothing is submitted, nothing ever arrives.
+//!
+//! Both own their fd and close it through the ring when dropped, queued
+//! behind every SQE that names it: the kernel looks the fd up when it
+//! submits those SQEs (or, for a `SHUTDOWN`, the close waits for its last
+//! CQE), so the number can never be reused under an operation still in
+//! flight. That is what makes their methods safe wrappers of the `unsafe`
+//! operations of [`crate::op`].
 
 use std::future::poll_fn;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::ops::Deref;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::task::{Context, Poll};
 
 use crate::Proactor;
@@ -24,7 +31,8 @@ use std::cell::Cell;
 /// A listening socket whose connections arrive through one multishot accept.
 #[derive(Debug)]
 pub struct TcpListener {
-    fd: OwnedFd,
+    /// Always `Some` until `Drop` hands it to the ring's close.
+    fd: Option<OwnedFd>,
     p: Proactor,
     op: Cell<Option<OpKey>>,
 }
@@ -39,10 +47,14 @@ impl TcpListener {
     pub fn from_std(l: StdListener) -> io::Result<TcpListener> {
         l.set_nonblocking(true)?;
         Ok(TcpListener {
-            fd: l.into(),
+            fd: Some(l.into()),
             p: Proactor::current(),
             op: Cell::new(None),
         })
+    }
+
+    fn raw(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
     }
 
     /// The bound address.
@@ -50,7 +62,7 @@ impl TcpListener {
         // Borrow the fd as a std listener without taking ownership.
         let l = std::mem::ManuallyDrop::new(
             // SAFETY: the fd is ours and open; ManuallyDrop never closes it.
-            unsafe { StdListener::from_raw_fd(self.fd.as_raw_fd()) },
+            unsafe { StdListener::from_raw_fd(self.raw()) },
         );
         l.local_addr()
     }
@@ -58,12 +70,14 @@ impl TcpListener {
     fn arm(&self) -> OpKey {
         let sqe = Sqe {
             opcode: IORING_OP_ACCEPT,
-            fd: self.fd.as_raw_fd(),
+            fd: self.raw(),
             ioprio: IORING_ACCEPT_MULTISHOT,
             op_flags: (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32,
             ..Sqe::default()
         };
-        // SAFETY: a multishot accept with no address buffer points to no memory.
+        // SAFETY: a multishot accept with no address buffer points to no
+        // memory. The fd is ours, and Drop closes it through the ring after
+        // this SQE (see the module docs).
         let key = unsafe { self.p.start(Kind::Accept, sqe) };
         self.op.set(Some(key));
         key
@@ -98,11 +112,22 @@ impl TcpListener {
     }
 }
 
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open listener").as_fd()
+    }
+}
+
 impl Drop for TcpListener {
     fn drop(&mut self) {
         // Cancels the multishot; fds that still arrive are closed (ops.rs Kind::Accept).
         if let Some(key) = self.op.take() {
             self.p.release(key, None);
+        }
+        // Through the ring, behind the accept's SQE: a close now could let
+        // the number be reused before the kernel submits the accept.
+        if let Some(fd) = self.fd.take() {
+            self.p.close_detached(fd);
         }
     }
 }
@@ -176,7 +201,7 @@ impl TcpStream {
     }
 
     fn raw(&self) -> RawFd {
-        self.fd.as_ref().expect("open stream").as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn arm(&self) -> OpKey {
@@ -189,7 +214,8 @@ impl TcpStream {
             ..Sqe::default()
         };
         // SAFETY: the recv's memory is the driver's buffer ring (group
-        // `bgid`), which outlives every operation (driver Drop).
+        // `bgid`), which outlives every operation (driver Drop). The fd is
+        // ours, and Drop closes it through the ring after this SQE.
         let key = unsafe { self.p.start(Kind::Recv, sqe) };
         self.recv.set(Some(key));
         key
@@ -252,19 +278,24 @@ impl TcpStream {
 
     /// Sends `buf` (once: may be partial); the buffer comes back with the count.
     pub async fn send<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        op::send(&self.p, self.raw(), buf).await
+        // SAFETY: the stream owns the fd and is borrowed while the future
+        // lives; if the future is dropped first, the stream's close goes
+        // through the ring behind this SQE (module docs).
+        unsafe { op::send(&self.p, self.raw(), buf) }.await
     }
 
     /// [`TcpStream::send`] with more `send(2)` flags ([`op::send_with`]).
     pub async fn send_with<B: IoBuf>(&self, buf: B, flags: libc::c_int) -> (io::Result<usize>, B) {
-        op::send_with(&self.p, self.raw(), buf, flags).await
+        // SAFETY: as in `send`.
+        unsafe { op::send_with(&self.p, self.raw(), buf, flags) }.await
     }
 
     /// Sends all of `buf`, resubmitting the rest after partial sends.
     pub async fn send_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         let mut tail = Tail { buf, start: 0 };
         while tail.start < tail.buf.len() {
-            let (r, t) = op::send(&self.p, self.raw(), tail).await;
+            // SAFETY: as in `send`.
+            let (r, t) = unsafe { op::send(&self.p, self.raw(), tail) }.await;
             tail = t;
             match r {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), tail.buf),
@@ -277,10 +308,16 @@ impl TcpStream {
 
     /// `shutdown(2)` through the ring.
     pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
-        op::shutdown(&self.p, self.raw(), how).await
+        // SAFETY: the stream owns the fd and is borrowed while the future
+        // lives. The kernel looks the fd up late, in a worker thread; if
+        // the future is dropped first, the stream's close (Drop, `close`)
+        // is held back until the shutdown's last CQE (`Ops::defer_close`).
+        unsafe { op::shutdown(&self.p, self.raw(), how) }.await
     }
 
-    /// Cancels the recv and closes the socket through the ring, awaited.
+    /// Cancels the recv and closes the socket through the ring, awaited
+    /// (at once, without a result, if a dropped `shutdown` is still in the
+    /// kernel: the close then waits for it, see [`op::close`]).
     pub async fn close(mut self) -> io::Result<()> {
         if let Some(key) = self.recv.take() {
             self.p.release(key, None);
@@ -295,17 +332,26 @@ impl TcpStream {
     }
 }
 
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open stream").as_fd()
+    }
+}
+
 impl Drop for TcpStream {
     fn drop(&mut self) {
         // The recv is cancelled first; what it still delivers is returned to
-        // the ring and counted as discarded. The close SQE follows it in the
-        // same submission (the kernel holds its own reference to the socket
-        // until the cancelled recv completes).
+        // the ring and counted as discarded. The close is queued behind
+        // every SQE that names the fd (the recv, sends, polls): the kernel
+        // took its own reference to the socket when it submitted them, so
+        // the number may be reused at once without reaching them. A
+        // shutdown still in the kernel holds the close back until its last
+        // CQE (`Proactor::close_detached`).
         if let Some(key) = self.recv.take() {
             self.p.release(key, None);
         }
         if let Some(fd) = self.fd.take() {
-            self.p.close_detached(fd.into_raw_fd());
+            self.p.close_detached(fd);
         }
     }
 }

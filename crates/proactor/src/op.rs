@@ -8,11 +8,39 @@
 //!              Proactor::release(key, buf): buf parked in the slot,
 //!              ASYNC_CANCEL submitted, buf freed at the last CQE
 //! ```
+//!
+//! ## Fds
+//!
+//! The operations that name an fd by number are `unsafe fn`s: the kernel
+//! looks the number up in the thread's fd table on its own schedule, and a
+//! borrow of the fd cannot cover an operation that outlives its future.
+//! Their contract is that the number keeps naming the same open file until
+//! the kernel has looked it up and holds its own reference to the file:
+//!
+//! - [`send`], [`send_with`], [`read`], [`poll`] (and `transfer::recv`
+//!   and `transfer::send_zc`) are issued inline when `io_uring_enter`
+//!   submits their SQE, and the kernel takes its reference right there. So
+//!   the fd must stay open while the future lives and, if the future is
+//!   dropped before it completes, until the proactor has submitted the
+//!   SQE: its next turn, or a later one if the SQ was full.
+//! - [`shutdown`] (and `transfer::splice`) are run by the kernel in its
+//!   worker threads, which look the fd up when they start on it, after the
+//!   submission (a cancel stops one that has not started). So the fd must
+//!   stay open while the future lives and, if the future is dropped before
+//!   it completes, until the operation's last CQE.
+//!
+//! Closing the fd through the same proactor keeps both promises by
+//! itself: [`close`] (and the drop of a [`crate::TcpStream`] or
+//! [`crate::TcpListener`]) queues the close behind every SQE already
+//! queued, and holds it back until the last CQE of any `SHUTDOWN` or
+//! `SPLICE` in flight that names the fd. So does closing it after the
+//! proactor is dropped: the teardown submits what is queued and waits for
+//! every last CQE.
 
 use std::any::Any;
 use std::future::Future;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -163,21 +191,47 @@ pub(crate) fn result(res: i32) -> io::Result<usize> {
 }
 
 /// `send(fd, buf, MSG_NOSIGNAL)`: bytes sent, and the buffer back.
-pub async fn send<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
-    send_with(p, fd, buf, 0).await
+///
+/// [`crate::TcpStream::send`] is the safe form. Safe code cannot name an
+/// fd by number:
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::op::send(p, 3, vec![1u8]).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// `fd` must stay open, naming the same file, while the future lives and,
+/// if it is dropped before it completes, until the proactor has submitted
+/// the SQE. Closing it through the same proactor ([`close`]) keeps this
+/// promise by itself (see [the module docs](self#fds)).
+pub async unsafe fn send<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
+    // SAFETY: our caller's contract, which is send_with's.
+    unsafe { send_with(p, fd, buf, 0) }.await
 }
 
 /// `send(fd, buf, MSG_NOSIGNAL | flags)`: [`send`] with more flags, e.g.
 /// `MSG_MORE` for a response head whose file body follows at once (the
 /// kernel then holds the short segment for it).
-pub async fn send_with<B: IoBuf>(
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::op::send_with(p, 3, vec![1u8], libc::MSG_MORE).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// As [`send`].
+pub async unsafe fn send_with<B: IoBuf>(
     p: &Proactor,
     fd: RawFd,
     buf: B,
     flags: libc::c_int,
 ) -> (io::Result<usize>, B) {
     let sqe = send_sqe(fd, buf.as_ptr(), buf.len(), flags);
-    // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes.
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), `len` bytes;
+    // `fd` is our caller's to keep open.
     let (c, buf) = unsafe { Oneshot::new(p, Kind::Other, sqe, buf) }.await;
     (result(c.res), buf)
 }
@@ -199,7 +253,21 @@ pub(crate) fn send_sqe(fd: RawFd, ptr: *const u8, len: usize, flags: libc::c_int
 /// buffer's length is set to what was read). Dropped early: the buffer is
 /// parked until the kernel lets go, and bytes read meanwhile are counted in
 /// [`crate::ProactorStats::discarded_bytes`].
-pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Result<usize>, B) {
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::op::read(p, 0, Vec::with_capacity(8)).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// As [`send`]: `fd` stays open while the future lives and, if it is
+/// dropped first, until the proactor has submitted the SQE.
+pub async unsafe fn read<B: IoBufMut>(
+    p: &Proactor,
+    fd: RawFd,
+    mut buf: B,
+) -> (io::Result<usize>, B) {
     let sqe = Sqe {
         opcode: IORING_OP_READ,
         fd,
@@ -209,7 +277,8 @@ pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Resu
         off: u64::MAX,
         ..Sqe::default()
     };
-    // SAFETY: `addr` points into `buf`'s stable memory (IoBufMut), capacity bytes.
+    // SAFETY: `addr` points into `buf`'s stable memory (IoBufMut), capacity
+    // bytes; `fd` is our caller's to keep open.
     let (c, mut buf) = unsafe { Oneshot::new(p, Kind::Read, sqe, buf) }.await;
     if c.res >= 0 {
         // SAFETY: the kernel wrote c.res ≤ capacity bytes from the start.
@@ -219,7 +288,23 @@ pub async fn read<B: IoBufMut>(p: &Proactor, fd: RawFd, mut buf: B) -> (io::Resu
 }
 
 /// `shutdown(fd, how)` as a ring operation.
-pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
+///
+/// [`crate::TcpStream::shutdown`] is the safe form.
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::op::shutdown(p, 3, std::net::Shutdown::Write).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// The kernel looks `fd` up in one of its worker threads, after the
+/// submission: `fd` must stay open, naming the same file, until the
+/// operation is over, i.e. while the future lives and, if it is dropped
+/// before it completes, until the operation's last CQE. Closing it
+/// through the same proactor ([`close`]) keeps this promise by itself
+/// (see [the module docs](self#fds)).
+pub async unsafe fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::Result<()> {
     let how = match how {
         std::net::Shutdown::Read => libc::SHUT_RD,
         std::net::Shutdown::Write => libc::SHUT_WR,
@@ -231,7 +316,7 @@ pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::R
         len: how as u32,
         ..Sqe::default()
     };
-    // SAFETY: SHUTDOWN points to no memory.
+    // SAFETY: SHUTDOWN points to no memory; `fd` is our caller's to keep.
     result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(drop)
 }
 
@@ -242,7 +327,17 @@ pub async fn shutdown(p: &Proactor, fd: RawFd, how: std::net::Shutdown) -> io::R
 /// work is a plain syscall that is not a ring operation here (`sendfile(2)`
 /// on a full socket, a handoff pipe read in batches by another crate)
 /// waits with this, then makes the call itself.
-pub async fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::op::poll(p, 3, libc::POLLIN).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// As [`send`]: `fd` stays open while the future lives and, if it is
+/// dropped first, until the proactor has submitted the SQE.
+pub async unsafe fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
     let sqe = Sqe {
         opcode: IORING_OP_POLL_ADD,
         fd,
@@ -250,18 +345,33 @@ pub async fn poll(p: &Proactor, fd: RawFd, events: i16) -> io::Result<u32> {
         op_flags: events as u16 as u32,
         ..Sqe::default()
     };
-    // SAFETY: POLL_ADD points to no memory.
+    // SAFETY: POLL_ADD points to no memory; `fd` is our caller's to keep.
     result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(|n| n as u32)
 }
 
 /// `close(fd)` as a ring operation, awaited. The caller gives up the fd.
-pub async fn close(p: &Proactor, fd: std::os::fd::OwnedFd) -> io::Result<()> {
-    use std::os::fd::IntoRawFd;
-    let sqe = Sqe {
-        opcode: IORING_OP_CLOSE,
-        fd: fd.into_raw_fd(),
-        ..Sqe::default()
-    };
-    // SAFETY: CLOSE points to no memory.
-    result(unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }.await.0.res).map(drop)
+///
+/// The close is queued by this call, behind every SQE already queued, so
+/// an operation submitted before it has its own reference to the file by
+/// then. An operation in flight that the kernel looks its fds up for late
+/// ([`shutdown`], `transfer::splice`) and that names `fd` holds the close
+/// back until its last CQE instead; the future then resolves at once with
+/// `Ok(())`, and the fd is closed later, without a result.
+pub fn close(p: &Proactor, fd: OwnedFd) -> impl Future<Output = io::Result<()>> + use<> {
+    let fd = p.inner.ops.borrow_mut().defer_close(fd);
+    let op = fd.map(|fd| {
+        let sqe = Sqe {
+            opcode: IORING_OP_CLOSE,
+            fd: fd.into_raw_fd(),
+            ..Sqe::default()
+        };
+        // SAFETY: CLOSE points to no memory; the fd was ours to close.
+        unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }
+    });
+    async move {
+        match op {
+            Some(op) => result(op.await.0.res).map(drop),
+            None => Ok(()),
+        }
+    }
 }

@@ -11,9 +11,17 @@
 //! posted the operation's last CQE (no `IORING_CQE_F_MORE`) *and* its future
 //! has read it or been dropped. Dropping first makes the slot an *orphan*
 //! (see [`crate::Proactor`]'s cancellation rule).
+//!
+//! The table also knows which operations in flight the kernel looks their
+//! fds up for *late*, in one of its worker threads after the submission
+//! (`SHUTDOWN`, `SPLICE`): closing such an fd through the proactor waits
+//! for their last CQEs ([`Ops::defer_close`]), so that the number cannot be
+//! reused under them.
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::task::Waker;
 
 /// What kind of operation a slot tracks: it decides what happens to the
@@ -137,6 +145,20 @@ pub(crate) struct Ops {
     orphans: usize,
     /// What orphans park (by slot index), freed with their slot.
     parked: HashMap<u32, Box<dyn Any>>,
+    /// Operations whose fds the kernel looks up late (by slot index), and
+    /// the closes waiting for them; dropped with their slot.
+    late: HashMap<u32, Late>,
+}
+
+/// An operation in flight whose fds the kernel looks up only when one of
+/// its worker threads starts on it.
+#[derive(Debug)]
+struct Late {
+    /// The fds it names (`-1`: none).
+    fds: [RawFd; 2],
+    /// Fds closed through the proactor meanwhile: each is shared by every
+    /// late operation naming it, and closed with the last one's slot.
+    closes: Vec<Rc<OwnedFd>>,
 }
 
 impl Ops {
@@ -197,8 +219,39 @@ impl Ops {
         self.orphans += 1;
     }
 
-    /// Frees a slot; returns what was parked in it (dropped by the caller,
-    /// after the kernel's last CQE, so the memory is no longer shared).
+    /// Records that the kernel looks up the fds of `key`'s operation late
+    /// (`-1`: no fd).
+    pub(crate) fn insert_late(&mut self, key: OpKey, fds: [RawFd; 2]) {
+        let closes = Vec::new();
+        self.late.insert(key.idx, Late { fds, closes });
+    }
+
+    /// Holds `fd` back while an operation the kernel looks its fds up for
+    /// late names it and has not finished: it is closed when the last such
+    /// slot is freed (the kernel's last CQE). Gives `fd` back if nothing
+    /// names it, for the caller to close now.
+    pub fn defer_close(&mut self, fd: OwnedFd) -> Option<OwnedFd> {
+        if self.late.is_empty() {
+            return Some(fd);
+        }
+        let raw = fd.as_raw_fd();
+        let mut fd = Some(fd);
+        // Moved in at the first operation that names it; the slots hold
+        // the other references.
+        let mut shared: Option<Rc<OwnedFd>> = None;
+        for (&idx, late) in self.late.iter_mut() {
+            let s = &self.slots[idx as usize];
+            if s.live && !s.done && late.fds.contains(&raw) {
+                let rc = shared.get_or_insert_with(|| Rc::new(fd.take().expect("moved once")));
+                late.closes.push(rc.clone());
+            }
+        }
+        fd
+    }
+
+    /// Frees a slot; returns what was parked in it and the closes waiting
+    /// for it (dropped by the caller, after the kernel's last CQE, so the
+    /// memory and the fds are no longer shared).
     pub fn remove(&mut self, idx: u32) -> Option<Box<dyn Any>> {
         let s = &mut self.slots[idx as usize];
         debug_assert!(s.live);
@@ -209,11 +262,28 @@ impl Ops {
         let orphan = std::mem::replace(&mut s.orphan, false);
         self.live -= 1;
         self.free.push(idx);
-        if orphan {
+        let parked = if orphan {
             self.orphans -= 1;
-            return self.parked.remove(&idx);
+            self.parked.remove(&idx)
+        } else {
+            None
+        };
+        // Nearly always empty: only SHUTDOWN and SPLICE are late.
+        if self.late.is_empty() {
+            return parked;
         }
-        None
+        match self.late.remove(&idx) {
+            Some(late) if !late.closes.is_empty() => {
+                Some(Box::new((parked, late.closes)) as Box<dyn Any>)
+            }
+            _ => parked,
+        }
+    }
+
+    /// Closes held back, once per late operation that holds one.
+    #[cfg(test)]
+    pub fn held_closes(&self) -> usize {
+        self.late.values().map(|l| l.closes.len()).sum()
     }
 
     /// Operations whose slot is in use.
@@ -266,6 +336,44 @@ mod tests {
         assert_eq!(parked.downcast_ref::<Vec<u8>>().unwrap()[0], 0xAA);
         assert_eq!(ops.orphans(), 0);
         assert!(ops.parked.is_empty(), "the parked map kept the buffer");
+    }
+
+    /// A close of an fd that late operations name waits for the last of
+    /// them; one they do not name, or whose operation is done, goes at once.
+    #[test]
+    fn a_close_waits_for_every_late_operation_naming_the_fd() {
+        use std::io::Read;
+        let mut ops = Ops::default();
+        let (mut r, w) = std::io::pipe().unwrap();
+        let w = OwnedFd::from(w);
+        let raw = w.as_raw_fd();
+        let a = ops.insert(Kind::Other);
+        ops.insert_late(a, [raw, -1]);
+        let b = ops.insert(Kind::Other);
+        ops.insert_late(b, [-1, raw]);
+        let done = ops.insert(Kind::Other);
+        ops.insert_late(done, [raw, -1]);
+        ops.slot(done).done = true;
+        assert!(
+            ops.defer_close(w).is_none(),
+            "closed under a late operation"
+        );
+        assert_eq!(ops.held_closes(), 2, "held by the two not done");
+        drop(ops.remove(done.idx));
+        drop(ops.remove(a.idx));
+        // SAFETY: F_GETFD takes no pointer. The fd is still held (by `b`),
+        // so its number cannot have been reused.
+        let flags = unsafe { libc::fcntl(raw, libc::F_GETFD) };
+        assert_ne!(flags, -1, "closed early");
+        drop(ops.remove(b.idx));
+        assert_eq!(r.read(&mut [0u8; 1]).unwrap(), 0, "the write end is closed");
+        assert_eq!(ops.held_closes(), 0);
+
+        let (_r, w) = std::io::pipe().unwrap();
+        assert!(
+            ops.defer_close(OwnedFd::from(w)).is_some(),
+            "nothing names it"
+        );
     }
 
     /// A slot is per armed recv, so per idle connection: it must stay small.

@@ -35,7 +35,7 @@
 //! the publishing there is; the syscall is the doorbell.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -154,7 +154,7 @@ impl Ring {
                 "io_uring lacks IORING_FEAT_EXT_ARG (kernel < 5.11)",
             ));
         }
-        let raw = fd.as_raw_fd();
+        let raw = fd.as_fd();
         let sq_len = p.sq_off.array as usize + p.sq_entries as usize * 4;
         let cq_len = p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<Cqe>();
         // With SINGLE_MMAP (5.4+) one mapping holds both rings.
@@ -397,6 +397,14 @@ impl Ring {
             .filter(|o| o.flags & IO_URING_OP_SUPPORTED != 0)
             .map(|o| o.op)
             .collect())
+    }
+}
+
+impl AsFd for Ring {
+    /// The ring's fd, borrowed (for `io_uring_register`, e.g.
+    /// [`crate::BufRing::unregister`]).
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

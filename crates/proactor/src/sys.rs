@@ -138,7 +138,7 @@ pub struct Mmap {
 impl Mmap {
     /// Maps `len` bytes of the ring fd at `offset` (`IORING_OFF_*`), shared
     /// with the kernel and populated up front.
-    pub fn ring(fd: RawFd, len: usize, offset: i64) -> io::Result<Mmap> {
+    pub fn ring(fd: BorrowedFd<'_>, len: usize, offset: i64) -> io::Result<Mmap> {
         // SAFETY: a fresh mapping chosen by the kernel (addr = NULL); no
         // existing memory is affected. The result is checked for MAP_FAILED.
         let p = unsafe {
@@ -147,7 +147,7 @@ impl Mmap {
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
+                fd.as_raw_fd(),
                 offset,
             )
         };

@@ -10,6 +10,7 @@
 //! unmapped and the ring fd is closed.
 
 use std::mem::ManuallyDrop;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use crate::abi::*;
@@ -102,7 +103,7 @@ impl Drop for Inner {
 impl Inner {
     /// Unregisters and frees the buffer ring (only once nothing is in flight).
     fn drop_bufs(&mut self) {
-        let _ = self.bufs.unregister(self.ring.get_mut().fd());
+        let _ = self.bufs.unregister(self.ring.get_mut().as_fd());
         // SAFETY: called once, from Drop, after which `bufs` is never used;
         // the kernel no longer knows the group (unregistered just above).
         unsafe { ManuallyDrop::drop(&mut self.bufs) };

@@ -21,9 +21,12 @@
 //!   [`recv_fixed`]): the SQE names an index into a table registered once,
 //!   instead of an fd the kernel looks up (and reference-counts) per
 //!   operation.
+//!
+//! The operations that name an fd by number are `unsafe fn`s, under the
+//! contract of [`crate::op`]'s [module docs](crate::op#fds).
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -45,8 +48,23 @@ pub struct ZcSent {
 }
 
 /// `IORING_OP_SEND_ZC` with `MSG_NOSIGNAL`: resolves after the
-/// notification CQE, when the kernel no longer reads `buf`.
-pub fn send_zc<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> SendZc<B> {
+/// notification CQE, when the kernel no longer reads `buf`. The SQE is
+/// queued by this call, not by the first poll.
+///
+/// ```compile_fail,E0133
+/// # fn f(p: &proactor::Proactor) {
+/// let _ = proactor::transfer::send_zc(p, 3, vec![1u8]);
+/// # }
+/// ```
+///
+/// # Safety
+/// `fd` must stay open, naming the same file, from this call while the
+/// returned future lives and, if it is dropped before it completes, until
+/// the proactor has submitted the SQE (the kernel issues `SEND_ZC` inline
+/// and takes its own reference then). Closing it through the same proactor
+/// ([`crate::op::close`]) keeps this promise by itself (see
+/// [`op`](crate::op#fds)).
+pub unsafe fn send_zc<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> SendZc<B> {
     let sqe = Sqe {
         opcode: IORING_OP_SEND_ZC,
         fd,
@@ -57,7 +75,8 @@ pub fn send_zc<B: IoBuf>(p: &Proactor, fd: RawFd, buf: B) -> SendZc<B> {
         ..Sqe::default()
     };
     // SAFETY: `addr` points into `buf`'s stable memory (IoBuf), which the
-    // SendZc holds until the notification CQE, or parks if dropped first.
+    // SendZc holds until the notification CQE, or parks if dropped first;
+    // `fd` is our caller's to keep open.
     let key = unsafe { p.start(Kind::Other, sqe) };
     SendZc {
         p: p.clone(),
@@ -122,8 +141,25 @@ impl<B: 'static> Drop for SendZc<B> {
 /// `splice(2)` as a ring operation: up to `len` bytes from `fd_in` (at
 /// `off_in`, or its position if `None`) to `fd_out` (likewise); one side
 /// must be a pipe. `link` chains the next SQE to this one
-/// (`IOSQE_IO_LINK`: it starts only after this one succeeds).
-pub fn splice(
+/// (`IOSQE_IO_LINK`: it starts only after this one succeeds). The SQE is
+/// queued by this call.
+///
+/// ```compile_fail,E0133
+/// # fn f(p: &proactor::Proactor) {
+/// let _ = proactor::transfer::splice(p, 3, Some(0), 4, None, 4096, false);
+/// # }
+/// ```
+///
+/// # Safety
+/// The kernel runs `SPLICE` in its worker threads and looks both fds up
+/// there, when it starts the operation (for a linked SQE, after the one
+/// before it completed): `fd_in` and `fd_out` must stay open, naming the
+/// same files, from this call until the operation is over, i.e. while the
+/// returned future lives and, if it is dropped before it completes, until
+/// the operation's last CQE. Closing them through the same proactor
+/// ([`crate::op::close`]) keeps this promise by itself (see
+/// [`op`](crate::op#fds)).
+pub unsafe fn splice(
     p: &Proactor,
     fd_in: RawFd,
     off_in: Option<u64>,
@@ -143,7 +179,8 @@ pub fn splice(
         splice_fd_in: fd_in,
         ..Sqe::default()
     };
-    // SAFETY: SPLICE points to no memory of ours.
+    // SAFETY: SPLICE points to no memory of ours; the fds are our caller's
+    // to keep open.
     unsafe { Oneshot::new(p, Kind::Other, sqe, ()) }
 }
 
@@ -153,7 +190,18 @@ pub fn splice(
 ///
 /// The kernel runs `SPLICE` in its io-wq worker threads (it cannot be
 /// tried inline), so a splice costs a hand-off to a worker and back.
-pub async fn splice_file(
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::transfer::splice_file(p, 3, 0, 10, [4, 5], 6, 4096).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// As [`splice`], for `file`, both ends of `pipe` and `sock`: they must
+/// stay open while the future lives and, if it is dropped before it
+/// completes, until the last CQE of the splices it started.
+pub async unsafe fn splice_file(
     p: &Proactor,
     file: RawFd,
     mut off: u64,
@@ -167,8 +215,10 @@ pub async fn splice_file(
         let want = (len - sent).min(u64::from(chunk)) as u32;
         // Both SQEs go in the same submission, the second linked after the
         // first: one enter moves a chunk in and out of the pipe.
-        let into_pipe = splice(p, file, Some(off), pipe[1], None, want, true);
-        let out_of_pipe = splice(p, pipe[0], None, sock, None, want, false);
+        // SAFETY: the fds are our caller's to keep open (the same contract).
+        let into_pipe = unsafe { splice(p, file, Some(off), pipe[1], None, want, true) };
+        // SAFETY: as above.
+        let out_of_pipe = unsafe { splice(p, pipe[0], None, sock, None, want, false) };
         let (a, ()) = into_pipe.await;
         let (b, ()) = out_of_pipe.await;
         let n = result(a.res)?;
@@ -184,12 +234,16 @@ pub async fn splice_file(
             r => return Err(io::Error::from_raw_os_error(-r)),
         };
         while out < n {
-            let (c, ()) = splice(p, pipe[0], None, sock, None, (n - out) as u32, false).await;
+            // SAFETY: as above.
+            let rest = unsafe { splice(p, pipe[0], None, sock, None, (n - out) as u32, false) };
+            let (c, ()) = rest.await;
             match c.res {
                 r if r > 0 => out += r as usize,
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 r if r == -libc::EAGAIN => {
-                    crate::op::poll(p, sock, libc::POLLOUT).await?;
+                    // SAFETY: `sock` is our caller's to keep open, for longer
+                    // than `poll` asks.
+                    unsafe { crate::op::poll(p, sock, libc::POLLOUT) }.await?;
                 }
                 r => return Err(io::Error::from_raw_os_error(-r)),
             }
@@ -201,11 +255,20 @@ pub async fn splice_file(
 }
 
 /// Registers `fds` as the ring's fixed-file table (index `i` names
-/// `fds[i]`); replaces nothing (unregister first).
-pub fn register_files(p: &Proactor, fds: &[RawFd]) -> io::Result<()> {
+/// `fds[i]`); replaces nothing (unregister first). The kernel takes its
+/// own reference to each file, so the fds are only borrowed for the call:
+/// the table keeps the files even if they are closed afterwards.
+///
+/// ```compile_fail,E0308
+/// # fn f(p: &proactor::Proactor) {
+/// let _ = proactor::transfer::register_files(p, &[3, 4]);
+/// # }
+/// ```
+pub fn register_files(p: &Proactor, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
     let ring_fd = p.inner.ring.borrow().fd();
-    // SAFETY: `fds` is a valid array of `len` ints for the call; the
-    // kernel takes its own references to the files.
+    // SAFETY: `fds` is a valid array of `len` ints for the call
+    // (`BorrowedFd` is `repr(transparent)` over the fd number), each an
+    // open fd; the kernel takes its own references to the files.
     unsafe {
         sys::io_uring_register(
             ring_fd,
@@ -250,23 +313,41 @@ pub async fn send_fixed<B: IoBuf>(p: &Proactor, index: u32, buf: B) -> (io::Resu
 /// A one-shot `recv(fd)` into the buffer's capacity from its start (its
 /// length set to what came); the owned-buffer form, beside the stream's
 /// multishot recv on the buffer ring.
-pub async fn recv<B: IoBufMut>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
-    recv_on(p, fd, false, buf).await
+///
+/// ```compile_fail,E0133
+/// # async fn f(p: &proactor::Proactor) {
+/// let _ = proactor::transfer::recv(p, 3, Vec::with_capacity(8)).await;
+/// # }
+/// ```
+///
+/// # Safety
+/// As [`crate::op::read`]: `fd` stays open while the future lives and, if
+/// it is dropped first, until the proactor has submitted the SQE.
+pub async unsafe fn recv<B: IoBufMut>(p: &Proactor, fd: RawFd, buf: B) -> (io::Result<usize>, B) {
+    // SAFETY: our caller's contract.
+    unsafe { recv_on(p, fd, false, buf) }.await
 }
 
 /// [`recv`] on the fixed file at `index` ([`register_files`]).
 pub async fn recv_fixed<B: IoBufMut>(p: &Proactor, index: u32, buf: B) -> (io::Result<usize>, B) {
-    recv_on(p, index as i32, true, buf).await
+    // SAFETY: a fixed-file index names a slot of the ring's own table,
+    // which holds its own references to the files; the kernel checks it.
+    unsafe { recv_on(p, index as i32, true, buf) }.await
 }
 
-async fn recv_on<B: IoBufMut>(
+/// A one-shot recv on `fd`, or on the fixed file `fd` if `fixed`.
+///
+/// # Safety
+/// Unless `fixed`, as [`recv`].
+async unsafe fn recv_on<B: IoBufMut>(
     p: &Proactor,
     fd: i32,
     fixed: bool,
     mut buf: B,
 ) -> (io::Result<usize>, B) {
     let sqe = recv_sqe(fd, fixed, buf.as_mut_ptr(), buf.capacity());
-    // SAFETY: `addr` points into `buf`'s stable memory, capacity bytes.
+    // SAFETY: `addr` points into `buf`'s stable memory, capacity bytes;
+    // `fd` is our caller's to keep open.
     let (c, mut buf) = unsafe { Oneshot::new(p, Kind::Read, sqe, buf) }.await;
     if c.res >= 0 {
         // SAFETY: the kernel wrote c.res ≤ capacity bytes from the start.

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ fn put_out_of_range_is_refused() {
         assert!(msg.contains("out of range"), "{bid}: {msg}");
     }
     assert_eq!(bufs.available(), 4, "a refused put changes nothing");
-    bufs.unregister(ring.fd()).unwrap();
+    bufs.unregister(ring.as_fd()).unwrap();
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn double_put_is_refused() {
         assert!(msg.contains("already with the kernel"), "{bid}: {msg}");
     }
     assert_eq!(bufs.available(), 4, "a refused put changes nothing");
-    bufs.unregister(ring.fd()).unwrap();
+    bufs.unregister(ring.as_fd()).unwrap();
 }
 
 #[test]
@@ -96,5 +96,5 @@ fn a_buffer_a_cqe_named_goes_back_once() {
     let msg = refused(|| bufs.put(bid));
     assert!(msg.contains("already with the kernel"), "{msg}");
     assert_eq!(bufs.available(), 2);
-    bufs.unregister(ring.fd()).unwrap();
+    bufs.unregister(ring.as_fd()).unwrap();
 }

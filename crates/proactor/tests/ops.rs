@@ -150,12 +150,15 @@ fn cancelled_read_parks_its_buffer_until_the_cqe() {
     let p = rt.driver().clone();
     let (r, _w) = pipe();
     rt.block_on(async {
-        let fut = op::read(&p, r.as_raw_fd(), Vec::with_capacity(16));
+        // SAFETY: `r` stays open until the test ends, after the block
+        // waited for the second read's last CQE (`parked` back to 0).
+        let fut = unsafe { op::read(&p, r.as_raw_fd(), Vec::with_capacity(16)) };
         drop(fut); // never polled: nothing submitted, nothing parked
         let canary = Vec::with_capacity(4096);
         let res = time::timeout(
             Duration::from_millis(10),
-            op::read(&p, r.as_raw_fd(), canary),
+            // SAFETY: as above.
+            unsafe { op::read(&p, r.as_raw_fd(), canary) },
         )
         .await;
         assert!(res.is_err(), "an empty pipe times out");
@@ -180,7 +183,9 @@ fn data_for_a_cancelled_read_is_counted_as_discarded() {
     let p = rt.driver().clone();
     let (r, w) = pipe();
     rt.block_on(async {
-        let mut fut = Box::pin(op::read(&p, r.as_raw_fd(), Vec::with_capacity(64)));
+        // SAFETY: `r` stays open until the test ends, after the block gave
+        // the read and its cancel turns to complete (`parked` checked 0).
+        let mut fut = Box::pin(unsafe { op::read(&p, r.as_raw_fd(), Vec::with_capacity(64)) });
         // One poll queues the SQE without submitting it.
         let waker = std::task::Waker::noop();
         assert!(
@@ -390,7 +395,10 @@ fn runtime_drop_drains_in_flight_operations() {
         rt.block_on(async move {
             spawn(async move {
                 let p = Proactor::current();
-                let _ = op::read(&p, raw, buf).await;
+                // SAFETY: the pipe `raw` names is opened before the
+                // runtime and closed after it, whose teardown waits for
+                // this read's last CQE.
+                let _ = unsafe { op::read(&p, raw, buf) }.await;
             });
             // Until the read is in the kernel: the notifier's read and
             // this one consumed.
@@ -468,7 +476,9 @@ fn poll_waits_for_readiness_then_reports_it() {
     rt.block_on(async {
         let p = Proactor::current();
         let fd = r.as_raw_fd();
-        let mut polled = std::pin::pin!(op::poll(&p, fd, libc::POLLIN));
+        // SAFETY: `r` stays open until the test ends, after the poll
+        // completed.
+        let mut polled = std::pin::pin!(unsafe { op::poll(&p, fd, libc::POLLIN) });
         // Nothing written yet: still pending after the ring had a turn.
         let early = time::timeout(Duration::from_millis(50), polled.as_mut()).await;
         assert!(

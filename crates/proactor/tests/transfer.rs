@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::{TcpListener as StdListener, TcpStream as StdStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::thread;
 use std::time::Duration;
@@ -69,7 +69,8 @@ fn send_zc_returns_the_buffer_only_after_its_notification() {
     let (s, reader) = pair();
     let data = pattern(256 * 1024);
     rt.block_on(async {
-        let (r, buf) = transfer::send_zc(&p, s.as_raw_fd(), data.clone()).await;
+        // SAFETY: `s` is closed after the block, when the send is over.
+        let (r, buf) = unsafe { transfer::send_zc(&p, s.as_raw_fd(), data.clone()) }.await;
         let sent = r.unwrap();
         assert!(sent.bytes > 0);
         assert_eq!(buf, data, "the buffer comes back whole");
@@ -79,7 +80,8 @@ fn send_zc_returns_the_buffer_only_after_its_notification() {
         assert_eq!((st.in_flight, st.parked, st.cancels), (0, 0, 0));
         let mut rest = data[sent.bytes..].to_vec();
         while !rest.is_empty() {
-            let (r, b) = op::send(&p, s.as_raw_fd(), rest).await;
+            // SAFETY: as above.
+            let (r, b) = unsafe { op::send(&p, s.as_raw_fd(), rest) }.await;
             rest = b[r.unwrap()..].to_vec();
         }
     });
@@ -98,7 +100,9 @@ fn dropped_send_zc_parks_its_buffer_until_the_last_cqe() {
             bytes: pattern(64 * 1024),
             freed: freed.clone(),
         };
-        let fut = transfer::send_zc(&p, s.as_raw_fd(), buf);
+        // SAFETY: `s` is closed after the block, which waits for the send's
+        // last CQE.
+        let fut = unsafe { transfer::send_zc(&p, s.as_raw_fd(), buf) };
         drop(fut); // submitted, not completed: the kernel may read the pages
         assert!(!freed.get(), "freed while the kernel may still read it");
         assert_eq!(p.stats().parked, 1);
@@ -132,15 +136,19 @@ fn splice_sends_a_file_through_a_pipe() {
     let (s, reader) = pair();
     rt.block_on(async {
         // From offset 1,000 on, in chunks smaller than the pipe (64 KiB).
-        let n = transfer::splice_file(
-            &p,
-            file.as_raw_fd(),
-            1_000,
-            (data.len() - 1_000) as u64,
-            [pr.as_raw_fd(), pw.as_raw_fd()],
-            s.as_raw_fd(),
-            32 * 1024,
-        )
+        // SAFETY: the file, the pipe and the socket are closed after the
+        // block, when every splice is over.
+        let n = unsafe {
+            transfer::splice_file(
+                &p,
+                file.as_raw_fd(),
+                1_000,
+                (data.len() - 1_000) as u64,
+                [pr.as_raw_fd(), pw.as_raw_fd()],
+                s.as_raw_fd(),
+                32 * 1024,
+            )
+        }
         .await
         .unwrap();
         assert_eq!(n, (data.len() - 1_000) as u64);
@@ -168,7 +176,7 @@ fn fixed_files_send_and_recv_by_index() {
         // Index 1 names our socket; index 0 another fd, so that a wrong
         // index (or the fd number used as one) would not reach the peer.
         let other = std::fs::File::open("/dev/null").unwrap();
-        transfer::register_files(&p, &[other.as_raw_fd(), s.as_raw_fd()]).unwrap();
+        transfer::register_files(&p, &[other.as_fd(), s.as_fd()]).unwrap();
         let (r, _) = transfer::send_fixed(&p, 1, b"ping".to_vec()).await;
         assert_eq!(r.unwrap(), 4);
         // Zeroed first: memcheck cannot see the kernel's writes through the

@@ -16,7 +16,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use reactor::epoll::{Epoll, Events, flags_to_string};
@@ -96,10 +96,9 @@ fn run(variant: Variant) -> io::Result<()> {
     });
     let (conn, _) = listener.accept()?;
     conn.set_nonblocking(true)?;
-    let fd = conn.as_raw_fd();
 
     let epoll = Epoll::new()?;
-    epoll.add(fd, variant.epoll_flags(), 1)?;
+    epoll.add(conn.as_fd(), variant.epoll_flags(), 1)?;
     let mut events = Events::with_capacity(8);
     let mut buf = vec![0u8; CHUNK];
     let mut r = Report {
@@ -116,7 +115,7 @@ fn run(variant: Variant) -> io::Result<()> {
         r.waits += 1;
         if epoll.wait(&mut events, Some(WATCHDOG))? == 0 {
             r.hung = true;
-            r.stranded = bytes_waiting(fd)?;
+            r.stranded = bytes_waiting(conn.as_fd())?;
             break;
         }
         for ev in events.iter() {
@@ -183,9 +182,9 @@ fn run(variant: Variant) -> io::Result<()> {
 }
 
 /// Bytes queued in the socket's receive buffer.
-fn bytes_waiting(fd: RawFd) -> io::Result<usize> {
+fn bytes_waiting(fd: BorrowedFd<'_>) -> io::Result<usize> {
     let mut n: libc::c_int = 0;
     // SAFETY: FIONREAD writes one int through the pointer, which is valid.
-    reactor::syscall!(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) })?;
+    reactor::syscall!(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
     Ok(n as usize)
 }

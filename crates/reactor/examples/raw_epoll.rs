@@ -20,7 +20,7 @@ fn main() -> io::Result<()> {
     let addr = "127.0.0.1:7878".parse().unwrap();
     let listener = sys::tcp_listener(addr, sys::ListenOptions::default())?;
     let epoll = Epoll::new()?;
-    epoll.add(listener.as_raw_fd(), ALL_EDGE, LISTENER)?;
+    epoll.add(listener.as_fd(), ALL_EDGE, LISTENER)?;
     println!("echoing on {addr}; connect with: printf 'hello\\n' | nc -q1 127.0.0.1 7878");
 
     let mut conns: HashMap<u64, OwnedFd> = HashMap::new();
@@ -41,7 +41,7 @@ fn main() -> io::Result<()> {
                     match sys::accept(listener.as_fd()) {
                         Ok((fd, peer)) => {
                             let token = fd.as_raw_fd() as u64;
-                            epoll.add(fd.as_raw_fd(), ALL_EDGE, token)?;
+                            epoll.add(fd.as_fd(), ALL_EDGE, token)?;
                             println!("  accepted {peer} as token {token}");
                             conns.insert(token, fd);
                         }
@@ -69,7 +69,7 @@ fn main() -> io::Result<()> {
             };
             if closed {
                 let fd = conns.remove(&ev.token).unwrap();
-                epoll.delete(fd.as_raw_fd())?; // deregister, then close
+                epoll.delete(fd.as_fd())?; // deregister, then close
                 drop(fd);
                 served += 1;
                 println!("  closed token {} ({served} served)", ev.token);

@@ -6,7 +6,7 @@
 //! `epoll_ctl`.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use crate::syscall;
@@ -34,14 +34,27 @@ impl Epoll {
 
     /// Adds `fd` with the given event `flags`; `token` comes back in every
     /// event for it.
-    pub fn add(&self, fd: RawFd, flags: u32, token: u64) -> io::Result<()> {
+    ///
+    /// The fd is borrowed from its owner, not named by number (a number may
+    /// already belong to someone else's file):
+    ///
+    /// ```compile_fail,E0308
+    /// let ep = reactor::epoll::Epoll::new().unwrap();
+    /// let _ = ep.add(3, reactor::epoll::ALL_EDGE, 0);
+    /// ```
+    pub fn add(&self, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event {
             events: flags,
             u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
         syscall!(unsafe {
-            libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev)
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
         })?;
         Ok(())
     }
@@ -70,13 +83,18 @@ impl Epoll {
 
     /// Removes `fd`. Must happen before the fd is closed: epoll tracks the
     /// open file description, and a `dup`ed copy would keep reporting.
-    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+    ///
+    /// ```compile_fail,E0308
+    /// let ep = reactor::epoll::Epoll::new().unwrap();
+    /// let _ = ep.delete(3);
+    /// ```
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         // SAFETY: a null event pointer is allowed for EPOLL_CTL_DEL (since 2.6.9).
         syscall!(unsafe {
             libc::epoll_ctl(
                 self.fd.as_raw_fd(),
                 libc::EPOLL_CTL_DEL,
-                fd,
+                fd.as_raw_fd(),
                 std::ptr::null_mut(),
             )
         })?;
@@ -113,6 +131,13 @@ impl Epoll {
 impl AsRawFd for Epoll {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for Epoll {
+    /// The epoll fd itself, e.g. to nest this set in another epoll or ring.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -209,7 +234,6 @@ pub fn flags_to_string(flags: u32) -> String {
 mod tests {
     use super::*;
     use crate::sys;
-    use std::os::fd::AsFd;
 
     #[test]
     fn timeout_rounds_up() {
@@ -225,7 +249,7 @@ mod tests {
     fn edge_triggered_reports_once_per_edge() {
         let ep = Epoll::new().unwrap();
         let (r, w) = sys::pipe().unwrap();
-        ep.add(r.as_raw_fd(), ALL_EDGE, 7).unwrap();
+        ep.add(r.as_fd(), ALL_EDGE, 7).unwrap();
         let mut events = Events::with_capacity(8);
         assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 0);
         sys::write(w.as_fd(), b"abc").unwrap();
@@ -238,7 +262,7 @@ mod tests {
         drop(w);
         assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 1);
         assert!(events.iter().next().unwrap().is_hangup());
-        ep.delete(r.as_raw_fd()).unwrap();
+        ep.delete(r.as_fd()).unwrap();
     }
 
     #[test]

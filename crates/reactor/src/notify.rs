@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -78,8 +78,9 @@ impl Notifier {
         self.shared.writes.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn raw_fd(&self) -> i32 {
-        self.shared.fd.as_raw_fd()
+    /// The eventfd, for the reactor's epoll set.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.shared.fd.as_fd()
     }
 
     /// Acknowledges the notification: called by the reactor when the eventfd
@@ -129,7 +130,7 @@ mod tests {
         use std::time::Duration;
         let n = Notifier::new().unwrap();
         let ep = Epoll::new().unwrap();
-        ep.add(n.raw_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, 1)
+        ep.add(n.fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, 1)
             .unwrap();
         let mut ev = Events::with_capacity(4);
         for _ in 0..3 {

@@ -138,7 +138,7 @@ impl Reactor {
         // Read side only: an eventfd is always writable, and an EPOLLOUT edge
         // would read as a notification.
         let notify_flags = (libc::EPOLLIN | libc::EPOLLET) as u32;
-        epoll.add(notifier.raw_fd(), notify_flags, NOTIFY_TOKEN)?;
+        epoll.add(notifier.fd(), notify_flags, NOTIFY_TOKEN)?;
         let clock = Clock::new();
         let now_ns = clock::read();
         Ok(Reactor {
@@ -185,10 +185,26 @@ impl Reactor {
     }
 
     /// Registers `fd` (edge-triggered, both directions) and returns the
-    /// registration that owns the slot. The fd must stay open until the
-    /// registration is dropped.
-    pub fn register(&self, fd: RawFd) -> io::Result<Registration> {
-        let key = self.inner.registry.borrow_mut().insert(fd);
+    /// registration that owns the slot.
+    ///
+    /// The registration keeps the fd's number past this call: it reads,
+    /// sends and deregisters through it ([`Registration::try_read`],
+    /// [`Registration::poll_send`], its `Drop`), so a borrow for the call
+    /// alone cannot cover it. Safe code cannot register an fd:
+    ///
+    /// ```compile_fail,E0133
+    /// use std::os::fd::AsFd;
+    /// let reactor = reactor::Reactor::new().unwrap();
+    /// let (r, _w) = reactor::sys::pipe().unwrap();
+    /// let _ = reactor.register(r.as_fd());
+    /// ```
+    ///
+    /// # Safety
+    /// `fd` must stay open, and refer to the same open file, until the
+    /// returned [`Registration`] is dropped. The I/O types of the runtimes
+    /// keep the registration beside the fd they own and drop it first.
+    pub unsafe fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
+        let key = self.inner.registry.borrow_mut().insert(fd.as_raw_fd());
         if let Err(e) = self.inner.epoll.add(fd, ALL_EDGE, key.token()) {
             drop(self.inner.registry.borrow_mut().remove(key));
             return Err(e);
@@ -198,9 +214,9 @@ impl Reactor {
             reactor: self.clone(),
             key,
             // SAFETY: the caller keeps `fd` open until the registration is
-            // dropped (this function's contract); `epoll_ctl` just accepted
-            // it, so it is not -1. `borrowed_fd` ties each use to `&self`.
-            fd: unsafe { BorrowedFd::borrow_raw(fd) },
+            // dropped (this function's contract). `borrowed_fd` shortens
+            // each use to a borrow of the registration.
+            fd: unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) },
         })
     }
 
@@ -630,7 +646,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         // Deregister first: the fd is still open here (its owner closes it
         // after us), so epoll forgets it before the number can be reused.
-        let _ = self.reactor.inner.epoll.delete(self.fd.as_raw_fd());
+        let _ = self.reactor.inner.epoll.delete(self.fd);
         let woken = self.reactor.inner.registry.borrow_mut().remove(self.key);
         self.reactor.sync_registered();
         drop(woken);

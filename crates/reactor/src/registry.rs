@@ -71,7 +71,7 @@ pub(crate) struct Registry {
 impl Registry {
     /// Takes a free slot (reusing the most recently freed one, which is warm in
     /// cache) and returns its key.
-    pub fn insert(&mut self, fd: RawFd) -> SlotKey {
+    pub(crate) fn insert(&mut self, fd: RawFd) -> SlotKey {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {

@@ -42,7 +42,8 @@ fn block_on<F: Future>(reactor: &Reactor, fut: F) -> F::Output {
 fn deregisters_on_drop() {
     let reactor = Reactor::new().unwrap();
     let (r, w) = sys::pipe().unwrap();
-    let reg = reactor.register(r.as_raw_fd()).unwrap();
+    // SAFETY: `r` outlives `reg`, which is dropped below.
+    let reg = unsafe { reactor.register(r.as_fd()) }.unwrap();
     assert_eq!(reactor.stats().registered, 1);
     drop(reg);
     assert_eq!(reactor.stats().registered, 0);
@@ -63,7 +64,8 @@ fn hangup_wakes_reader_and_writer() {
     let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (server, _) = listener.accept().unwrap();
     server.set_nonblocking(true).unwrap();
-    let reg = reactor.register(server.as_raw_fd()).unwrap();
+    // SAFETY: `server` is declared first, so it is dropped after `reg`.
+    let reg = unsafe { reactor.register(server.as_fd()) }.unwrap();
     reactor.turn(Some(Duration::ZERO)).unwrap(); // initial EPOLLOUT edge
     // Fill the send buffer so that the writer has to wait.
     let chunk = [0u8; 65536];
@@ -164,7 +166,8 @@ fn notifier_wakes_a_blocked_turn() {
 fn partial_reader_keeps_readiness_without_new_edge() {
     let reactor = Reactor::new().unwrap();
     let (r, w) = sys::pipe().unwrap();
-    let reg = reactor.register(r.as_raw_fd()).unwrap();
+    // SAFETY: `r` is declared first, so it is dropped after `reg`.
+    let reg = unsafe { reactor.register(r.as_fd()) }.unwrap();
     sys::write(w.as_fd(), &[1u8; 100]).unwrap();
     let got = block_on(&reactor, async {
         let mut total = 0;

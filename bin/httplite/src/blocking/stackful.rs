@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -289,7 +289,10 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, stack_size: usize) -> io::Result<()> 
 
 fn accept_loop(port: &mut WorkerPort, ctx: &Rc<Ctx>, live: &Rc<Cell<usize>>) -> io::Result<()> {
     let reactor = Reactor::current();
-    let handoff = reactor.register(port.fd())?;
+    // SAFETY: the port owns its fd and is borrowed for this whole
+    // function; `handoff` is dropped before it returns, and nothing the
+    // port does meanwhile (`poll_batch`, closes) closes that fd.
+    let handoff = unsafe { reactor.register(port.as_fd()) }?;
     port.ready();
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
     let deadline = loop {

@@ -71,7 +71,9 @@ fn run(ctx: &ConsoleCtx) -> io::Result<()> {
     let rt = Runtime::new()?;
     rt.block_on(async {
         sys::set_nonblocking(io::stdin().as_fd(), true)?;
-        let reg = match Reactor::current().register(STDIN) {
+        // SAFETY: stdin stays open for the whole process: std lends fd 0
+        // out from any `Stdin` handle, and nothing here closes it.
+        let reg = match unsafe { Reactor::current().register(io::stdin().as_fd()) } {
             Ok(reg) => reg,
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 // Not pollable: reads of it never wait anyway.

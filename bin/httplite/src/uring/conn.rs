@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
@@ -88,8 +88,7 @@ pub(super) struct Conn {
 pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
     let guard = ctx.open_connection();
     let now = Instant::now();
-    // SAFETY: `stream` owns the socket and keeps it open for this call.
-    let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) });
+    let on = (ctx.config.admin).surface_of(stream.as_fd());
     if on == Surface::Admin {
         ctx.stats.admin_connection();
     }

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Instant;
@@ -78,9 +78,8 @@ pub(super) async fn send_all(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The ring retries a full socket itself; should it answer
                 // EAGAIN all the same, wait for room through the ring.
-                let fd = stream.as_raw_fd();
                 let p = Proactor::current();
-                if let Err(stop) = wait_writable(&p, fd, at).await {
+                if let Err(stop) = wait_writable(&p, stream, at).await {
                     return (Err(stop), tail.buf);
                 }
             }
@@ -93,10 +92,16 @@ pub(super) async fn send_all(
     (Ok(()), buf)
 }
 
-/// Waits (a one-shot `IORING_OP_POLL_ADD`) until `fd` takes more bytes,
-/// or `at`.
-pub(super) async fn wait_writable(p: &Proactor, fd: RawFd, at: Instant) -> Res {
-    match until(at, TimeoutKind::Write, op::poll(p, fd, libc::POLLOUT)).await? {
+/// Waits (a one-shot `IORING_OP_POLL_ADD`) until `stream` takes more
+/// bytes, or `at`.
+pub(super) async fn wait_writable(p: &Proactor, stream: &TcpStream, at: Instant) -> Res {
+    // SAFETY: the connection's stream owns the socket and is borrowed while
+    // this future lives. Past `at`, `until` drops the poll and the
+    // connection ends: dropping its `Conn` drops the stream, whose close
+    // goes through this ring behind the poll's SQE (`proactor::TcpStream`'s
+    // Drop), after the kernel took its own reference to the socket.
+    let poll = unsafe { op::poll(p, stream.as_raw_fd(), libc::POLLOUT) };
+    match until(at, TimeoutKind::Write, poll).await? {
         Ok(_) => Ok(()),
         Err(e) => Err(Stop::Io(e)),
     }
@@ -105,15 +110,15 @@ pub(super) async fn wait_writable(p: &Proactor, fd: RawFd, at: Instant) -> Res {
 /// One `sendfile(2)` from `*offset` on the non-blocking socket, advancing
 /// the offset: bytes sent (0 at the file's end), or `WouldBlock`.
 pub(super) fn sendfile_once(
-    sock: RawFd,
-    file: RawFd,
+    sock: BorrowedFd<'_>,
+    file: BorrowedFd<'_>,
     offset: &mut u64,
     count: usize,
 ) -> io::Result<usize> {
     let mut off = *offset as libc::off_t;
-    // SAFETY: both fds are open for the call; `off` is a valid, writable
-    // offset the kernel advances.
-    let n = unsafe { libc::sendfile(sock, file, &mut off, count) };
+    // SAFETY: `off` is a valid, writable offset the kernel advances; both
+    // fds are borrowed, so open, for the call.
+    let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -123,11 +128,11 @@ pub(super) fn sendfile_once(
 
 /// One `pread(2)` of `file` at `offset` into `buf` (a copied file body,
 /// beyond `--sendfile-max`): bytes read.
-pub(super) fn pread(file: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(super) fn pread(file: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` writable bytes for the call.
     let n = unsafe {
         libc::pread(
-            file,
+            file.as_raw_fd(),
             buf.as_mut_ptr().cast(),
             buf.len(),
             offset as libc::off_t,

@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -198,8 +198,7 @@ impl Conn {
     async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
         let end = offset + len;
         let mut off = offset;
-        let fd = file.as_raw_fd();
-        let sock = self.stream.as_raw_fd();
+        let fd = file.as_fd();
         let write_timeout = self.ctx.config.write_timeout;
         if len > self.ctx.config.sendfile_max {
             let mut buf = bytes::BytesMut::new();
@@ -224,14 +223,14 @@ impl Conn {
         let mut at = None;
         while off < end {
             let chunk = (end - off).min(1 << 20) as usize;
-            match uio::sendfile_once(sock, fd, &mut off, chunk) {
+            match uio::sendfile_once(self.stream.as_fd(), fd, &mut off, chunk) {
                 Ok(0) => return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into())),
                 Ok(_) => at = None,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // The write timeout counts from the first wait with no
                     // progress since.
                     let deadline = *at.get_or_insert_with(|| Instant::now() + write_timeout);
-                    uio::wait_writable(&self.ctx.proactor, sock, deadline).await?;
+                    uio::wait_writable(&self.ctx.proactor, &self.stream, deadline).await?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Stop::Io(e)),

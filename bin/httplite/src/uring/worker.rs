@@ -98,7 +98,13 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
     let deadline = loop {
         match port.poll_batch(&mut fds)? {
             Batch::WouldBlock => {
-                proactor::op::poll(&ctx.proactor, port.fd(), libc::POLLIN).await?;
+                // SAFETY: the port owns its fd (the handoff pipe or its
+                // epoll) and is borrowed for this whole loop, which awaits
+                // the poll to its end; and the port outlives the runtime
+                // (`run` drops it first), whose proactor's teardown would
+                // wait for the poll's last CQE were this future dropped.
+                let poll = unsafe { proactor::op::poll(&ctx.proactor, port.fd(), libc::POLLIN) };
+                poll.await?;
                 continue;
             }
             Batch::Fds(_) => {}

@@ -78,7 +78,7 @@ impl Conn {
 pub fn echo_worker(mut port: WorkerPort) {
     let id = port.id();
     let ep = Epoll::new().expect("epoll");
-    ep.add(port.fd(), ALL_EDGE, PORT).expect("register port");
+    ep.add(port.as_fd(), ALL_EDGE, PORT).expect("register port");
     let mut events = Events::with_capacity(256);
     let mut conns: HashMap<u64, Conn> = HashMap::new();
     let mut fresh = Vec::new();
@@ -93,7 +93,7 @@ pub fn echo_worker(mut port: WorkerPort) {
                     Ok(Batch::Fds(_)) => {
                         for fd in fresh.drain(..) {
                             let token = fd.as_raw_fd() as u64;
-                            ep.add(fd.as_raw_fd(), ALL_EDGE, token).expect("register");
+                            ep.add(fd.as_fd(), ALL_EDGE, token).expect("register");
                             let conn = Conn {
                                 fd,
                                 input: Vec::new(),
@@ -106,7 +106,7 @@ pub fn echo_worker(mut port: WorkerPort) {
                     Ok(Batch::WouldBlock) => break,
                     Ok(Batch::Shutdown { deadline: d }) => {
                         deadline = Some(d);
-                        let _ = ep.delete(port.fd());
+                        let _ = ep.delete(port.as_fd());
                         // A request may sit unread in a socket whose edge
                         // we have not handled yet: it is in flight too.
                         for conn in conns.values_mut() {
@@ -162,7 +162,7 @@ pub fn echo_worker(mut port: WorkerPort) {
 /// Deregisters, closes, and tells dispatch (open count, max_connections).
 fn close(ep: &Epoll, port: &WorkerPort, conns: &mut HashMap<u64, Conn>, token: u64) {
     if let Some(conn) = conns.remove(&token) {
-        let _ = ep.delete(conn.fd.as_raw_fd());
+        let _ = ep.delete(conn.fd.as_fd());
         drop(conn);
         port.connection_closed();
     }

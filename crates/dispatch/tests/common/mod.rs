@@ -89,7 +89,7 @@ const PORT: u64 = u64::MAX;
 pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
     let id = port.id();
     let ep = Epoll::new().unwrap();
-    ep.add(port.fd(), ALL_EDGE, PORT).unwrap();
+    ep.add(port.as_fd(), ALL_EDGE, PORT).unwrap();
     let mut events = Events::with_capacity(256);
     let mut conns: HashMap<u64, Conn> = HashMap::new();
     let mut next_token = 0u64;
@@ -106,7 +106,7 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
                             assert_is_socket(&fd, id);
                             let token = next_token;
                             next_token += 1;
-                            ep.add(fd.as_raw_fd(), ALL_EDGE, token).unwrap();
+                            ep.add(fd.as_fd(), ALL_EDGE, token).unwrap();
                             conns.insert(
                                 token,
                                 Conn {
@@ -125,7 +125,7 @@ pub fn serve(mut port: WorkerPort, behavior: &Behavior) {
                     }
                     Ok(Batch::Shutdown { deadline }) => {
                         shutdown = Some(deadline);
-                        ep.delete(port.fd()).unwrap();
+                        ep.delete(port.as_fd()).unwrap();
                         // Requests that already arrived are in flight too.
                         readable.extend(conns.keys().copied());
                         break;
@@ -241,7 +241,7 @@ fn read_requests(conn: &mut Conn, id: usize, due: Instant) -> u64 {
 
 fn close(ep: &Epoll, port: &WorkerPort, conns: &mut HashMap<u64, Conn>, token: u64) {
     if let Some(conn) = conns.remove(&token) {
-        ep.delete(conn.fd.as_raw_fd()).unwrap();
+        ep.delete(conn.fd.as_fd()).unwrap();
         drop(conn);
         port.connection_closed();
     }

@@ -91,7 +91,9 @@ fn operations_in_flight_complete_through_stalled_enters() {
             keep.push(pair);
             let p2 = Proactor::current();
             tasks.push(spawn(async move {
-                let (r, buf) = op::read(&p2, b, zeroed(16)).await;
+                // SAFETY: the sockets (in `keep`) are closed at the end of
+                // the block, after every operation has finished.
+                let (r, buf) = unsafe { op::read(&p2, b, zeroed(16)) }.await;
                 assert_eq!(r.unwrap(), 3);
                 u32::from(buf[2] - b'0')
             }));
@@ -99,7 +101,8 @@ fn operations_in_flight_complete_through_stalled_enters() {
             tasks.push(spawn(async move {
                 time::sleep(Duration::from_millis(1)).await;
                 let msg = vec![b'm', b'=', b'0' + i];
-                let (r, _) = op::send(&p2, a, msg).await;
+                // SAFETY: as above.
+                let (r, _) = unsafe { op::send(&p2, a, msg) }.await;
                 assert_eq!(r.unwrap(), 3);
                 0
             }));
@@ -110,7 +113,9 @@ fn operations_in_flight_complete_through_stalled_enters() {
         let p2 = Proactor::current();
         let a_raw = a.as_raw_fd();
         tasks.push(spawn(async move {
-            let (r, _) = op::send(&p2, a_raw, &b"multishot"[..]).await;
+            // SAFETY: `a` is closed at the end of the block, after every
+            // operation has finished.
+            let (r, _) = unsafe { op::send(&p2, a_raw, &b"multishot"[..]) }.await;
             assert_eq!(r.unwrap(), 9);
             0
         }));
@@ -130,7 +135,9 @@ fn operations_in_flight_complete_through_stalled_enters() {
             let p = Proactor::current();
             let r = time::timeout(
                 Duration::from_millis(3),
-                op::read(&p, quiet_fd, Vec::with_capacity(8)),
+                // SAFETY: `quiet` is closed at the end of the block, after
+                // the cancelled read's last CQE.
+                unsafe { op::read(&p, quiet_fd, Vec::with_capacity(8)) },
             )
             .await;
             assert!(r.is_err(), "nothing was sent to this socket");
@@ -223,7 +230,9 @@ fn release_while_unwinding_on_a_full_sq_does_not_abort() {
     let p = tiny();
     let _g = p.enter();
     let (quiet, _peer) = socketpair();
-    let mut read = Box::pin(op::read(&p, quiet.as_raw_fd(), Vec::with_capacity(8)));
+    // SAFETY: `quiet` is closed when the test ends, after the read's last
+    // CQE (`parked` back to 0).
+    let mut read = Box::pin(unsafe { op::read(&p, quiet.as_raw_fd(), Vec::with_capacity(8)) });
     let mut cx = Context::from_waker(Waker::noop());
     assert!(read.as_mut().poll(&mut cx).is_pending());
     p.turn(false).unwrap(); // the read is in the kernel now
@@ -246,6 +255,43 @@ fn release_while_unwinding_on_a_full_sq_does_not_abort() {
         p.stats()
     );
     assert_eq!(p.stats().in_flight, 0);
+}
+
+/// A stream dropped right after a dropped `shutdown`, which the kernel runs
+/// in one of its worker threads and looks the fd up there: the stream's
+/// close waits for the shutdown's last CQE, so the number cannot be reused
+/// under it.
+#[test]
+fn a_dropped_shutdown_holds_the_streams_close_until_its_cqe() {
+    let p = tiny();
+    let _g = p.enter();
+    let (peer, ours) = socketpair();
+    let stream = TcpStream::from_fd(ours);
+    let mut shutdown = Box::pin(stream.shutdown(std::net::Shutdown::Read));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(shutdown.as_mut().poll(&mut cx).is_pending());
+    drop(shutdown); // its cancel is queued behind it
+    drop(stream);
+    assert_eq!(
+        p.inner.ops.borrow().held_closes(),
+        1,
+        "the close did not wait for the shutdown"
+    );
+    assert!(
+        turn_until(&p, 100, || p.stats().in_flight == 0),
+        "{:?}",
+        p.stats()
+    );
+    assert_eq!(p.inner.ops.borrow().held_closes(), 0);
+    let mut byte = [0u8; 1];
+    // SAFETY: reads at most one byte into a live buffer.
+    let n = unsafe { libc::read(peer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(
+        n,
+        0,
+        "the peer sees the close: {}",
+        io::Error::last_os_error()
+    );
 }
 
 /// `push` never fails, whatever the kernel does: every operation started
@@ -329,7 +375,9 @@ fn teardown_submits_the_overflow_list_and_frees_parked_buffers() {
             bytes: Vec::with_capacity(16),
             freed: freed.clone(),
         };
-        let mut read = Box::pin(op::read(&p, quiet.as_raw_fd(), buf));
+        // SAFETY: `quiet` is declared before `p`, so it is closed after
+        // the proactor's teardown, which waits for the read's last CQE.
+        let mut read = Box::pin(unsafe { op::read(&p, quiet.as_raw_fd(), buf) });
         let mut cx = Context::from_waker(Waker::noop());
         assert!(read.as_mut().poll(&mut cx).is_pending());
         drop(read);
