@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::harness::{
-    Client, Server, TempDir, assert_fork_refuses, get_req, is_fork, runtimes, wait_until,
-};
+use crate::harness::{Client, Server, TempDir, get_req, runtimes, wait_until};
 
 /// Requests sent: their log lines (~80 bytes each) are far more than a
 /// pipe (64 KiB) and the writer's queue (64 batches of 16 KiB) hold.
@@ -54,14 +52,34 @@ fn stalled_fifo(dir: &TempDir) -> (String, File) {
     (path.to_str().unwrap().to_string(), reader)
 }
 
+/// Reads `reader` (non-blocking) on a thread until every writer has closed
+/// it, for at most `within`; `None` if it did not end in time or failed.
+fn read_until_closed(
+    mut reader: File,
+    within: Duration,
+) -> std::thread::JoinHandle<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            match reader.read(&mut buf) {
+                Ok(0) => return Some(text),
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+}
+
 #[test]
 fn a_stalled_log_loses_lines_but_never_stops_the_server() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let dir = TempDir::new("log-fifo");
         let (fifo, _reader) = stalled_fifo(&dir);
         let server = Server::start(rt, &["--access-log", &fifo]);
@@ -91,11 +109,6 @@ fn a_stalled_log_loses_lines_but_never_stops_the_server() {
 #[test]
 fn a_failing_log_is_counted_and_reported() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let mut server = Server::start(rt, &["--access-log", "/dev/full"]);
         let mut c = server.connect();
         for _ in 0..50 {
@@ -121,15 +134,9 @@ fn a_failing_log_is_counted_and_reported() {
 
 #[test]
 fn with_block_every_line_is_written_once_the_reader_reads() {
-    use std::io::Read as _;
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let dir = TempDir::new("log-block");
-        let (fifo, mut reader) = stalled_fifo(&dir);
+        let (fifo, reader) = stalled_fifo(&dir);
         let args = ["--access-log", fifo.as_str(), "--access-log-full", "block"];
         let mut server = Server::start(rt, &args);
         let c = server.connect();
@@ -152,22 +159,7 @@ fn with_block_every_line_is_written_once_the_reader_reads() {
         );
         // Now read everything, to the end of the stream (the server's exit:
         // a blocking worker hands its last lines over when it stops).
-        let reading = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            let deadline = std::time::Instant::now() + Duration::from_secs(90);
-            while std::time::Instant::now() < deadline {
-                match reader.read(&mut buf) {
-                    Ok(0) => return Some(text),
-                    Ok(n) => text.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                    Err(_) => return None,
-                }
-            }
-            None
-        });
+        let reading = read_until_closed(reader, Duration::from_secs(90));
         load.join()
             .expect("every request answered while the log blocked");
         let stats = server.stats();

@@ -53,7 +53,6 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         &["--workers", "2"],
         &["--dispatch", "reuseport"],
         &["--console"],
-        &["--access-log", "-"],
         &["--pool-threads", "2"],
         &["--tls-cert", "a.pem", "--tls-key", "k.pem"],
         &["--drain-delay", "1s"],
