@@ -1,7 +1,10 @@
 //! A log never stops the server: with the access log's destination stalled
 //! (a FIFO whose reader never reads) or failing (`/dev/full`), requests go
 //! on being answered, the lost lines are counted in the stats and reported
-//! on stderr; with `--access-log-full block` the lines wait instead.
+//! on stderr; with `--access-log-full block` the lines wait instead. Lines
+//! logged by many connections at once (under `fork`, many processes) are
+//! never cut into one another, to a file or to a pipe; under `fork` a line
+//! too long for one write to a pipe is dropped whole and counted.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -10,9 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::harness::{
-    Client, Server, TempDir, assert_fork_refuses, get_req, is_fork, runtimes, wait_until,
-};
+use crate::harness::{Client, Server, Stats, TempDir, get_req, is_fork, runtimes, wait_until};
 
 /// Requests sent: their log lines (~80 bytes each) are far more than a
 /// pipe (64 KiB) and the writer's queue (64 batches of 16 KiB) hold.
@@ -54,14 +55,34 @@ fn stalled_fifo(dir: &TempDir) -> (String, File) {
     (path.to_str().unwrap().to_string(), reader)
 }
 
+/// Reads `reader` (non-blocking) on a thread until every writer has closed
+/// it, for at most `within`; `None` if it did not end in time or failed.
+fn read_until_closed(
+    mut reader: File,
+    within: Duration,
+) -> std::thread::JoinHandle<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            match reader.read(&mut buf) {
+                Ok(0) => return Some(text),
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+}
+
 #[test]
 fn a_stalled_log_loses_lines_but_never_stops_the_server() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let dir = TempDir::new("log-fifo");
         let (fifo, _reader) = stalled_fifo(&dir);
         let server = Server::start(rt, &["--access-log", &fifo]);
@@ -91,11 +112,6 @@ fn a_stalled_log_loses_lines_but_never_stops_the_server() {
 #[test]
 fn a_failing_log_is_counted_and_reported() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let mut server = Server::start(rt, &["--access-log", "/dev/full"]);
         let mut c = server.connect();
         for _ in 0..50 {
@@ -121,15 +137,9 @@ fn a_failing_log_is_counted_and_reported() {
 
 #[test]
 fn with_block_every_line_is_written_once_the_reader_reads() {
-    use std::io::Read as _;
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the log's writer is a thread (refused).
-            assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let dir = TempDir::new("log-block");
-        let (fifo, mut reader) = stalled_fifo(&dir);
+        let (fifo, reader) = stalled_fifo(&dir);
         let args = ["--access-log", fifo.as_str(), "--access-log-full", "block"];
         let mut server = Server::start(rt, &args);
         let c = server.connect();
@@ -152,22 +162,7 @@ fn with_block_every_line_is_written_once_the_reader_reads() {
         );
         // Now read everything, to the end of the stream (the server's exit:
         // a blocking worker hands its last lines over when it stops).
-        let reading = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            let deadline = std::time::Instant::now() + Duration::from_secs(90);
-            while std::time::Instant::now() < deadline {
-                match reader.read(&mut buf) {
-                    Ok(0) => return Some(text),
-                    Ok(n) => text.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                    Err(_) => return None,
-                }
-            }
-            None
-        });
+        let reading = read_until_closed(reader, Duration::from_secs(90));
         load.join()
             .expect("every request answered while the log blocked");
         let stats = server.stats();
@@ -177,5 +172,154 @@ fn with_block_every_line_is_written_once_the_reader_reads() {
         let text = String::from_utf8_lossy(&lines);
         let plain = text.lines().filter(|l| l.contains("/_httplite/plaintext"));
         assert_eq!(plain.count(), REQUESTS, "[{rt}] lines in the log");
+    }
+}
+
+/// Where a test's log goes: a file, or a FIFO read on a thread from the
+/// server's start to its exit.
+enum Dest {
+    File,
+    Fifo,
+}
+
+/// What [`log_of`] found: the log's text, the stats read just before the
+/// server's exit, and its stderr.
+struct Logged {
+    text: String,
+    stats: Stats,
+    stderr: String,
+}
+
+/// Starts a server on `rt` logging to `dest` in `dir` with `args`, has
+/// `run` send its requests, stops the server (exit status 0) and reads the
+/// log.
+fn log_of(
+    rt: &str,
+    dest: &Dest,
+    dir: &TempDir,
+    args: &[&str],
+    run: impl FnOnce(&Server),
+) -> Logged {
+    let (path, reader) = match dest {
+        Dest::File => (dir.path().join("access.log").display().to_string(), None),
+        Dest::Fifo => {
+            let (path, reader) = stalled_fifo(dir);
+            (path, Some(reader))
+        }
+    };
+    let mut all = vec!["--access-log", path.as_str()];
+    all.extend_from_slice(args);
+    let mut server = Server::start(rt, &all);
+    // Started once the server holds the FIFO open (before that, a read
+    // would find no writer: the end of the stream).
+    let reading = reader.map(|r| read_until_closed(r, Duration::from_secs(60)));
+    run(&server);
+    let stats = server.stats();
+    assert_eq!(server.terminate().code(), Some(0), "[{rt}]");
+    let bytes = match reading {
+        Some(r) => r.join().unwrap().expect("the FIFO read to its end"),
+        None => std::fs::read(&path).unwrap(),
+    };
+    Logged {
+        text: String::from_utf8(bytes).unwrap(),
+        stats,
+        stderr: server.stderr(),
+    }
+}
+
+#[test]
+fn lines_logged_at_once_by_many_connections_are_never_cut() {
+    const CONNECTIONS: usize = 20;
+    const EACH: usize = 10;
+    // Lines of about 2.3 KB: big writes, still within one pipe write.
+    let agent = "a".repeat(2000);
+    for rt in runtimes() {
+        for dest in [Dest::File, Dest::Fifo] {
+            let dir = TempDir::new("log-many");
+            // `block`: a FIFO reader that falls behind loses no line.
+            let args = ["--access-log-format", "json", "--access-log-full", "block"];
+            let Logged { text, stats, .. } = log_of(rt, &dest, &dir, &args, |server| {
+                std::thread::scope(|s| {
+                    for conn in 0..CONNECTIONS {
+                        let mut c = server.connect();
+                        let agent = &agent;
+                        s.spawn(move || {
+                            let batch: Vec<u8> = (0..EACH)
+                                .flat_map(|i| {
+                                    format!(
+                                        "GET /_httplite/plaintext?c{conn}r{i} HTTP/1.1\r\n\
+                                         Host: x\r\nUser-Agent: {agent}\r\n\r\n"
+                                    )
+                                    .into_bytes()
+                                })
+                                .collect();
+                            c.send(&batch);
+                            for _ in 0..EACH {
+                                assert_eq!(c.read_response().status, 200, "[{rt}]");
+                            }
+                        });
+                    }
+                });
+            });
+            let kind = match dest {
+                Dest::File => "file",
+                Dest::Fifo => "fifo",
+            };
+            let mut targets = std::collections::HashSet::new();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("[{rt} {kind}] {e}: a cut line: {line:.200}"));
+                let target = v["target"].as_str().unwrap().to_string();
+                if target == "/_httplite/stats" {
+                    continue; // the harness's, before the exit
+                }
+                assert_eq!(v["user_agent"], agent.as_str(), "[{rt} {kind}]");
+                assert!(targets.insert(target), "[{rt} {kind}] twice: {line:.200}");
+            }
+            assert_eq!(targets.len(), CONNECTIONS * EACH, "[{rt} {kind}] lines");
+            assert_eq!(stats.get("access_log.dropped"), 0, "[{rt} {kind}]");
+        }
+    }
+}
+
+#[test]
+fn a_line_too_long_for_one_pipe_write() {
+    // A request line of about 5 KB: its log line is longer than PIPE_BUF.
+    let long = format!("/_httplite/plaintext?{}", "q".repeat(5000));
+    for rt in runtimes() {
+        for dest in [Dest::File, Dest::Fifo] {
+            let dir = TempDir::new("log-long");
+            let logged = log_of(rt, &dest, &dir, &[], |server| {
+                let mut c = server.connect();
+                assert_eq!(c.get(&long).status, 200, "[{rt}]");
+                // (A fork child has written or dropped the long line before
+                // it reads the next request: the stats count it by now.)
+                assert_eq!(c.get("/_httplite/plaintext?short").status, 200, "[{rt}]");
+            });
+            let (text, stats) = (&logged.text, &logged.stats);
+            // (Less the harness's reads of the stats.)
+            let lines: Vec<&str> = (text.lines())
+                .filter(|l| !l.contains("/_httplite/stats"))
+                .collect();
+            let short = |l: &&str| l.contains("\"GET /_httplite/plaintext?short HTTP/1.1\" 200 13");
+            let whole = |l: &&str| l.contains(&format!("\"GET {long} HTTP/1.1\" 200 13"));
+            match (is_fork(rt), &dest) {
+                // A fork child writes each line in one write(2), which a
+                // pipe takes in one piece only up to PIPE_BUF: the line is
+                // dropped whole, counted and reported, never cut.
+                (true, Dest::Fifo) => {
+                    assert!(lines.len() == 1 && short(&lines[0]), "[{rt}] {text:.300}");
+                    assert_eq!(stats.get("access_log.dropped"), 1, "[{rt}] {}", stats.0);
+                    let why = "a line longer than 4096 bytes cannot go to a pipe in one write";
+                    assert!(logged.stderr.contains(why), "[{rt}] {}", logged.stderr);
+                }
+                // A file takes it whole, and so does a pipe from the one
+                // writer thread of the other designs.
+                _ => {
+                    assert_eq!(lines.len(), 2, "[{rt}] {text:.300}");
+                    assert!(whole(&lines[0]) && short(&lines[1]), "[{rt}] {text:.300}");
+                }
+            }
+        }
     }
 }

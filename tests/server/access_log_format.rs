@@ -39,7 +39,7 @@ fn lines_after(format: &str, rt: &str) -> Vec<String> {
 
 #[test]
 fn json_lines_carry_every_field() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let lines = lines_after("json", rt);
         assert_eq!(lines.len(), 3, "[{rt}] {lines:?}");
         let first = &lines[0];
@@ -79,7 +79,7 @@ fn json_lines_carry_every_field() {
 
 #[test]
 fn combined_adds_referer_agent_time_worker_and_listener() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let lines = lines_after("combined", rt);
         assert_eq!(lines.len(), 3, "[{rt}] {lines:?}");
         let first = &lines[0];

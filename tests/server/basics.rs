@@ -407,11 +407,6 @@ fn reuseport_dispatch_serves_too() {
 #[test]
 fn access_log_has_a_common_log_format_line_per_request() {
     for rt in runtimes() {
-        if crate::harness::is_fork(rt) {
-            // Not under fork: the log's writer is a thread.
-            crate::harness::assert_fork_refuses(&["--access-log", "-"], "--access-log");
-            continue;
-        }
         let dir = crate::harness::TempDir::new("access-log");
         let log = dir.path().join("access.log");
         let mut server = Server::start(rt, &["--access-log", log.to_str().unwrap()]);

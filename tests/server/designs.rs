@@ -3,7 +3,8 @@
 //! queue and its 503, a keep-alive connection holding a pool thread, the
 //! fork parent's single thread, the children without the listener,
 //! `--max-connections` over children, stats across processes, a crashing
-//! child, and the flags `fork` refuses.
+//! child, the access log's reopening under `fork`, and the flags `fork`
+//! refuses.
 
 use std::time::Duration;
 
@@ -53,7 +54,6 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         &["--workers", "2"],
         &["--dispatch", "reuseport"],
         &["--console"],
-        &["--access-log", "-"],
         &["--pool-threads", "2"],
         &["--tls-cert", "a.pem", "--tls-key", "k.pem"],
         &["--drain-delay", "1s"],
@@ -93,6 +93,32 @@ fn fork_parent_ignores_sighup_and_sigusr2() {
     server.signal(libc::SIGUSR2);
     std::thread::sleep(Duration::from_millis(200));
     let _c = served(&server);
+}
+
+#[test]
+fn fork_sighup_reopens_the_log_for_new_children_and_running_ones_keep_theirs() {
+    let dir = TempDir::new("fork-reopen");
+    let log = dir.path().join("access.log");
+    let rotated = dir.path().join("access.log.1");
+    let mut server = Server::start("fork", &["--access-log", log.to_str().unwrap()]);
+    let mut before = served(&server);
+    std::fs::rename(&log, &rotated).unwrap();
+    server.signal(libc::SIGHUP);
+    let reopened = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+        server.stderr().contains("access log: reopened")
+    });
+    assert!(reopened, "{}", server.stderr());
+    // The child forked before the SIGHUP still holds the renamed file; a
+    // child forked after it writes to the new one.
+    assert_eq!(before.get("/_httplite/plaintext?old").status, 200);
+    assert_eq!(served(&server).get("/_httplite/plaintext?new").status, 200);
+    assert!(server.terminate().success(), "{}", server.stderr());
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    let new = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(old.lines().count(), 2, "{old}");
+    assert!(old.contains("?old ") && !old.contains("?new "), "{old}");
+    assert_eq!(new.lines().count(), 2, "{new}");
+    assert!(new.contains("?new ") && !new.contains("?old "), "{new}");
 }
 
 #[test]

@@ -86,7 +86,7 @@ fn logged(server: &Server, log: &std::path::Path, what: &str) -> bool {
 
 #[test]
 fn sighup_reopens_the_access_log_after_logrotate_renamed_it() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let dir = TempDir::new("reopen");
         let log = dir.path().join("access.log");
         let rotated = dir.path().join("access.log.1");

@@ -286,7 +286,7 @@ fn sleeps_and_jobs_are_bounded_and_plaintext_still_answers_at_once() {
 
 #[test]
 fn the_access_log_names_the_listener() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let site = site();
         let root = site.path().display().to_string();
         let logs = TempDir::new("exposure-log");

@@ -86,10 +86,11 @@ pub fn runtimes_where(why_not: impl Fn(&str) -> Option<&'static str>) -> &'stati
     kept.leak()
 }
 
-/// Why `rt` lacks the operator's features a fork parent refuses (the
-/// access log, `--drain-delay` and health, several listeners, the binary
-/// upgrade; `designs.rs` and `drain.rs` assert the refusals), or cannot
-/// serve the suite over TLS.
+/// Why `rt` lacks the operator's features a fork parent refuses
+/// (`--drain-delay` and health, several listeners, the binary upgrade;
+/// `designs.rs` and `drain.rs` assert the refusals), or cannot serve the
+/// suite over TLS. (The access log is not one of them: a fork child writes
+/// its own lines.)
 pub fn ops_exclusion(rt: &str) -> Option<&'static str> {
     match rt {
         "fork" => Some("a fork parent refuses the operator's flags (designs.rs asserts it)"),

@@ -226,7 +226,8 @@ pub struct Cli {
     pub access_log_format: LogFormat,
 
     /// When the access log's destination falls behind: drop lines (counted
-    /// in the stats and reported on stderr) or block (the workers wait).
+    /// in the stats and reported on stderr) or block (the workers, or
+    /// fork's children, wait).
     #[arg(long, value_enum, default_value_t = LogFull::Drop, requires = "access_log")]
     pub access_log_full: LogFull,
 
@@ -436,6 +437,17 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// The site's name for it.
+    pub fn format(self) -> site::access_log::Format {
+        match self {
+            LogFormat::Clf => site::access_log::Format::Common,
+            LogFormat::Combined => site::access_log::Format::Combined,
+            LogFormat::Json => site::access_log::Format::Json,
+        }
+    }
+}
+
 /// `--access-log-full`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFull {
@@ -443,6 +455,16 @@ pub enum LogFull {
     Drop,
     /// Wait for room (back-pressure: a stalled log stalls the server).
     Block,
+}
+
+impl LogFull {
+    /// The site's name for it.
+    pub fn when_full(self) -> site::access_log::WhenFull {
+        match self {
+            LogFull::Drop => site::access_log::WhenFull::Drop,
+            LogFull::Block => site::access_log::WhenFull::Block,
+        }
+    }
 }
 
 /// `--runtime`.

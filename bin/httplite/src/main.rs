@@ -13,10 +13,7 @@ use anyhow::{Context as _, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-use httplite::cli::{
-    BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, ProxyOn, RuntimeKind,
-    TraceFormat,
-};
+use httplite::cli::{BindAddr, Cli, DispatchMode, PoolPriority, ProxyOn, RuntimeKind, TraceFormat};
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::proxy::Listeners;
@@ -24,7 +21,7 @@ use httplite::signals::{self, Reloads};
 use httplite::surface::AdminListeners;
 use httplite::tls::{Tls, TlsByListener};
 use httplite::upgrade::{self, Upgrader};
-use site::access_log::{AccessLog, Format, LogSink, WhenFull};
+use site::access_log::{AccessLog, LogSink};
 use site::exposure::Exposure;
 use site::file_features::FileFeatures;
 use site::jobs::{Jobs, Retention};
@@ -242,11 +239,7 @@ fn run(cli: Cli) -> Result<()> {
     let root = static_root(&cli)?;
     let (sink, log_writer) = match &cli.access_log {
         Some(path) => {
-            let when_full = match cli.access_log_full {
-                LogFull::Drop => WhenFull::Drop,
-                LogFull::Block => WhenFull::Block,
-            };
-            let (sink, writer) = LogSink::open(path, when_full)
+            let (sink, writer) = LogSink::open(path, cli.access_log_full.when_full())
                 .with_context(|| format!("--access-log {}: cannot open", path.display()))?;
             (Some(sink), Some(writer))
         }
@@ -389,11 +382,7 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 return;
             }
-            let format = match log_format {
-                LogFormat::Clf => Format::Common,
-                LogFormat::Combined => Format::Combined,
-                LogFormat::Json => Format::Json,
-            };
+            let format = log_format.format();
             let log = (sink.clone()).map(|s| AccessLog::with_format(s, format, id));
             let blocking_ctx = |access_log| httplite::blocking::conn::Ctx {
                 app: app.clone(),
@@ -612,12 +601,14 @@ fn static_root(cli: &Cli) -> Result<Option<StaticRoot>> {
 }
 
 /// `--runtime fork`: one thread, a child process per connection (see
-/// `httplite::fork`). No dispatch, no pool threads, no log writer.
+/// `httplite::fork`). No dispatch, no pool threads, no log writer thread
+/// (each child writes its own access-log lines).
 fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
-    // SIGHUP (log reopen, certificate reload) and SIGUSR2 (upgrade) have
-    // nothing to act on here, and their default action ends the process:
-    // a logrotate's `kill -HUP` must not stop the server. Children inherit
-    // the SIG_IGN, which is as right for them.
+    // SIGUSR2 (upgrade) has nothing to act on here, and its default action
+    // ends the process; children inherit the SIG_IGN, which is as right
+    // for them. SIGHUP (the log's reopen) is the parent's signalfd's once
+    // it binds; ignored until then, so that a logrotate's `kill -HUP`
+    // never stops the server.
     // SAFETY: SIG_IGN installs no handler code.
     unsafe {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
@@ -638,6 +629,17 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
     let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
+    // Opened before any fork: every child writes to the one description.
+    let log = (cli.access_log.as_deref())
+        .map(|path| {
+            httplite::fork::log::ForkLog::open(path, cli.access_log_full.when_full(), &page.log)
+                .with_context(|| format!("--access-log {}: cannot open", path.display()))
+        })
+        .transpose()?
+        .map(Arc::new);
+    if log.is_some() {
+        stats.add_extra(Box::new(move |s: &mut String| page.log.stats_members(s)));
+    }
     // Closed before any task: no pool thread ever starts, and jobs are
     // answered 503 (a fork child may not start the parent's threads).
     let blocking_pool = pool::Pool::builder().name("httplite-pool").build();
@@ -691,11 +693,16 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     for l in admin {
         parent.add_listener(l);
     }
+    let format = cli.access_log_format.format();
+    let access_log = (log.clone()).map(|l| AccessLog::direct(l, format, 0));
+    if let Some(log) = log {
+        parent.log_to(log);
+    }
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
         config: Arc::new(config),
         stats: stats.worker(0),
-        access_log: None,
+        access_log,
         idle: httplite::blocking::IdleSet::default(),
         tls: Default::default(),
     };

@@ -7,21 +7,26 @@
 //! once a second, whatever it has) to the writer thread as one batch
 //! ([`LogSink`]; see `writer.rs`), so the queue is touched per batch, not
 //! per request, and no event loop ever writes to the log's destination.
+//!
+//! A process that may not start the writer thread (a child of `--runtime
+//! fork`, copied from a parent that must stay single-threaded) gives its
+//! log a [`LineWriter`] instead ([`AccessLog::direct`]): each line, in the
+//! same format, goes to it as soon as it is logged, in the logging thread.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 mod format;
 mod writer;
 
 pub use format::Format;
-pub use writer::{LogCounters, LogSink, LogWriter, WhenFull};
+pub use writer::{LogCounters, LogSink, LogWriter, WhenFull, stats_members};
 
 /// One worker's buffered log.
 #[derive(Debug)]
 pub struct AccessLog {
-    sink: LogSink,
+    dest: Dest,
     /// A lock only for the `threads` design, where a worker's connections
     /// run on many threads; elsewhere it is never contended. With the
     /// buffer, the second its first line was written.
@@ -33,6 +38,25 @@ pub struct AccessLog {
 
 /// Flush when a worker's buffer reaches this size.
 const FLUSH_AT: usize = 16 * 1024;
+
+/// Where a worker's lines go.
+#[derive(Debug)]
+enum Dest {
+    /// The writer thread's queue, a batch at a time.
+    Queue(LogSink),
+    /// A destination written in the logging thread, a line at a time.
+    Direct(Arc<dyn LineWriter>),
+}
+
+/// A destination that takes each line as it is logged, in the logging
+/// thread, for a process that may not run the [`LogSink`]'s writer thread.
+/// It decides what a destination that falls behind costs (see
+/// [`WhenFull`]) and counts what it writes and drops.
+pub trait LineWriter: Send + Sync + std::fmt::Debug {
+    /// Writes one whole line (its newline included), or counts it as
+    /// dropped.
+    fn write_line(&self, line: &[u8]);
+}
 
 /// What one log line says about a request.
 #[derive(Debug)]
@@ -97,8 +121,19 @@ impl AccessLog {
     /// Worker `worker`'s log writing to `sink` in `format`.
     pub fn with_format(sink: LogSink, format: Format, worker: usize) -> AccessLog {
         AccessLog {
-            sink,
+            dest: Dest::Queue(sink),
             buf: Mutex::new((Vec::with_capacity(FLUSH_AT + 512), 0)),
+            format,
+            worker,
+        }
+    }
+
+    /// Worker `worker`'s log handing each line, in `format`, to `writer`
+    /// as it is logged: nothing is buffered, so nothing waits for a flush.
+    pub fn direct(writer: Arc<dyn LineWriter>, format: Format, worker: usize) -> AccessLog {
+        AccessLog {
+            dest: Dest::Direct(writer),
+            buf: Mutex::new((Vec::with_capacity(512), 0)),
             format,
             worker,
         }
@@ -113,11 +148,20 @@ impl AccessLog {
             *since = now;
         }
         format::write_line(buf, self.format, e, now, self.worker);
-        // Full, or holding lines from an earlier second: hand it over (a
-        // driver without a timer still gets its lines out while it serves).
-        if buf.len() >= FLUSH_AT || *since != now {
-            self.sink.write_batch(buf);
-            buf.clear();
+        match &self.dest {
+            Dest::Direct(writer) => {
+                writer.write_line(buf);
+                buf.clear();
+            }
+            // Full, or holding lines from an earlier second: hand it over
+            // (a driver without a timer still gets its lines out while it
+            // serves).
+            Dest::Queue(sink) => {
+                if buf.len() >= FLUSH_AT || *since != now {
+                    sink.write_batch(buf);
+                    buf.clear();
+                }
+            }
         }
     }
 
@@ -125,8 +169,8 @@ impl AccessLog {
     pub fn flush(&self) {
         let mut guard = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         let (buf, _) = &mut *guard;
-        if !buf.is_empty() {
-            self.sink.write_batch(buf);
+        if let (Dest::Queue(sink), false) = (&self.dest, buf.is_empty()) {
+            sink.write_batch(buf);
             buf.clear();
         }
     }
@@ -194,5 +238,48 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(text.starts_with("127.0.0.1 - - ["), "{text}");
         assert!(text.ends_with("\"GET /a?b?c HTTP/1.1\" 200 13\n"), "{text}");
+    }
+
+    /// Collects what it is handed, one element per call.
+    #[derive(Debug, Default)]
+    struct Lines(Mutex<Vec<Vec<u8>>>);
+
+    impl LineWriter for Lines {
+        fn write_line(&self, line: &[u8]) {
+            self.0.lock().unwrap().push(line.to_vec());
+        }
+    }
+
+    #[test]
+    fn a_direct_log_hands_over_each_line_whole_as_it_is_logged() {
+        let lines = Arc::new(Lines::default());
+        let log = AccessLog::direct(lines.clone(), Format::Json, 0);
+        let entry = |target| Entry {
+            peer: Some("192.0.2.1:5000".parse().unwrap()),
+            method: "GET",
+            target,
+            version: "HTTP/1.1",
+            status: 200,
+            bytes: 13,
+            referer: None,
+            user_agent: None,
+            micros: Some(7),
+            on: crate::exposure::Surface::Public,
+        };
+        log.log(&entry("/one"));
+        assert_eq!(lines.0.lock().unwrap().len(), 1, "written before a flush");
+        log.log(&entry("/two"));
+        log.flush();
+        drop(log);
+        let got = lines.0.lock().unwrap();
+        assert_eq!(got.len(), 2);
+        for (line, target) in got.iter().zip(["/one", "/two"]) {
+            let text = std::str::from_utf8(line).unwrap();
+            assert!(text.starts_with("{\"time\":"), "{text}");
+            assert!(text.contains(&format!("\"target\":\"{target}\"")), "{text}");
+            assert!(text.contains("\"remote\":\"192.0.2.1\""), "{text}");
+            assert_eq!(text.matches('\n').count(), 1, "{text}");
+            assert!(text.ends_with("\"listener\":\"public\"}\n"), "{text}");
+        }
     }
 }

@@ -70,8 +70,15 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx
 }
 
 /// Handlers for SIGINT and SIGTERM (kept blocked: see the module doc),
-/// and SIGCHLD unblocked again (the parent blocks it for its signalfd).
+/// SIGHUP ignored (the parent takes it, to reopen the access log; the
+/// child's waits unblock every signal, and a SIGHUP sent to the whole
+/// process group must not end a connection), and SIGCHLD unblocked again
+/// (the parent blocks it for its signalfd).
 fn setup_signals(parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: SIG_IGN installs no handler code.
+    if unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
     // SAFETY: an all-zero sigaction is valid (no flags, empty mask); the
     // handler and mask are set below.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };

@@ -8,6 +8,7 @@
 //!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
 //!                                           └─ parent: close its copy of the connection
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
+//!     SIGHUP            ─▶ reopen the access log's file (for the children forked from then on)
 //!     SIGINT / SIGTERM  ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
 //! ```
 //!
@@ -15,8 +16,34 @@
 //!   lock (the allocator's included) in the state the other threads left
 //!   it. So the parent runs no other thread: no dispatch workers, no
 //!   blocking-pool threads (the pool is closed before the first fork), no
-//!   console, no access-log writer, no TLS reload thread; the flags that
-//!   would start one are refused ([`incompatible_flag`]).
+//!   console, no access-log writer thread, no TLS reload thread; the flags
+//!   that would start one are refused ([`incompatible_flag`]).
+//! - **The access log: each child writes its own lines** ([`log`]), as no
+//!   writer thread may run. The parent opens the destination before any
+//!   fork (`O_APPEND`, as the writer thread does), so every child inherits
+//!   the one open file description; a child formats each request's line
+//!   as the other designs do (same formats, same fields, worker 0) and
+//!   writes it with one `write(2)` when the request is answered. Lines from
+//!   many children never interleave: to a regular file opened `O_APPEND`,
+//!   each write is positioned at the end and written in one piece; to a
+//!   pipe or FIFO, a write of at most `PIPE_BUF` (4096) bytes is atomic. A
+//!   line longer than that cannot go to a pipe in one piece, so it is
+//!   dropped and counted (rather than cut: a cut line would break a JSON
+//!   log's parser); a regular file takes it whole. "A log never stops the
+//!   server" holds as elsewhere: under `--access-log-full drop` (the
+//!   default) the parent makes the description non-blocking before
+//!   forking, so a full pipe answers `EAGAIN` and the child drops the line
+//!   (counted); under `block` the child waits in `write(2)` for the
+//!   reader. Written and dropped lines are counted in the shared page, so
+//!   the stats document's `access_log` member is the one every design
+//!   prints, and drops are reported on stderr at most every 5 s (by the
+//!   child that drops a line then) with the rest when the parent stops.
+//!   SIGHUP reopens the file in the parent, onto the same fd number: the
+//!   children forked from then on write to the new file, the ones already
+//!   running keep the old one until their connection ends. Nothing is
+//!   lost at exit, as nothing is buffered: each line is written before the
+//!   next request is read (but a child still waiting in a `block`ed write
+//!   when the shutdown's grace ends is killed, and that line with it).
 //! - **Reaping: `SIGCHLD` through a signalfd, then `waitpid(WNOHANG)` in a
 //!   loop.** Not `SA_NOCLDWAIT`: with it the kernel reaps the children
 //!   itself and the parent never learns that one ended, yet it must, to
@@ -36,12 +63,14 @@
 //!   accepting for 20 ms, as `EMFILE` pauses it.
 
 mod child;
+pub mod log;
 pub mod shared;
 
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -74,16 +103,11 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
     ),
     ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
     ("console", "the console is a thread"),
-    ("access_log", "the access log's writer is a thread"),
     ("tls_cert", "TLS's certificate reload is a thread"),
     ("admin_tls_cert", "TLS's certificate reload is a thread"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("stack_size", "that is --runtime stackful's"),
-    (
-        "access_log_format",
-        "there is no access log (its writer is a thread)",
-    ),
     (
         "drain_delay",
         "the parent has no health endpoint to drain (SIGTERM stops it at once)",
@@ -124,6 +148,8 @@ pub struct Parent {
     page: &'static shared::Page,
     /// When the forks [`Settings::test_fork_failure`] fails stop failing.
     failing_until: Option<Instant>,
+    /// The access log, reopened on SIGHUP (see [`Parent::log_to`]).
+    log: Option<Arc<log::ForkLog>>,
 }
 
 /// How long the parent stops accepting after a failed `fork()` (`EAGAIN`
@@ -133,7 +159,7 @@ pub struct Parent {
 const FORK_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Signals the parent takes through its signalfd.
-const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM];
+const SIGNALS: [libc::c_int; 4] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// The fork design's numbers for the stats document.
 #[derive(Debug)]
@@ -180,6 +206,15 @@ impl Parent {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
+        // SIGHUP is ignored from the process's start (`run_fork`), so that
+        // a logrotate's SIGHUP never ends it. Now that it is blocked, its
+        // default action can never run: set back to it, the signal is
+        // queued for the signalfd instead of being discarded as an ignored
+        // one may be. The children ignore it again (`child::run`).
+        // SAFETY: SIG_DFL installs no handler code.
+        if unsafe { libc::signal(libc::SIGHUP, libc::SIG_DFL) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
         // SAFETY: `set` is valid; -1 asks for a new fd.
         let fd = reactor::syscall!(unsafe {
             libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
@@ -195,6 +230,7 @@ impl Parent {
             children: HashSet::new(),
             page: shared::page()?,
             failing_until: None,
+            log: None,
         })
     }
 
@@ -210,10 +246,27 @@ impl Parent {
         self.listeners.push(listener);
     }
 
+    /// Reopens `log` on SIGHUP and reports its dropped lines as it stops;
+    /// the children write to it through `ctx`'s access log (see [`run`]).
+    ///
+    /// [`run`]: Parent::run
+    pub fn log_to(&mut self, log: Arc<log::ForkLog>) {
+        self.log = Some(log);
+    }
+
     /// Serves until SIGINT/SIGTERM and the children's end: every accepted
     /// connection gets a child running `ctx` (whose stats must be the
-    /// [`shared::page`]'s counters).
+    /// [`shared::page`]'s counters, and whose access log, if any, must
+    /// write to the [`log::ForkLog`] given to [`Parent::log_to`]).
     pub fn run(mut self, ctx: &Ctx) -> io::Result<()> {
+        let result = self.serve(ctx);
+        if let Some(log) = &self.log {
+            log.report(true);
+        }
+        result
+    }
+
+    fn serve(&mut self, ctx: &Ctx) -> io::Result<()> {
         ctx.stats.set_runtime(Box::new(Probe(self.page)));
         let mut deadline: Option<Instant> = None;
         let mut backoff: Option<Instant> = None;
@@ -291,12 +344,24 @@ impl Parent {
             }
             match info.ssi_signo as libc::c_int {
                 libc::SIGCHLD => {}
+                libc::SIGHUP => self.reopen_log(),
                 _ => stop = true,
             }
         }
         // However many SIGCHLDs were merged into one: reap them all.
         self.reap(libc::WNOHANG);
         Ok(stop)
+    }
+
+    /// SIGHUP: the access log's file opened again (logrotate moved it),
+    /// said on stderr as the other designs say it.
+    fn reopen_log(&self) {
+        let Some(log) = &self.log else { return };
+        let line = match log.reopen() {
+            Ok(line) => line,
+            Err(e) => format!("access log: reopen failed ({e}); still writing to the old file"),
+        };
+        eprintln!("httplite: {line}");
     }
 
     /// `waitpid(-1, flags)` until no child is left to reap (with

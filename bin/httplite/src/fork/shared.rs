@@ -11,7 +11,8 @@ use std::sync::atomic::AtomicU64;
 use site::stats::Counters;
 
 /// What the mapping holds: the site's counters for the one "worker" (the
-/// parent and its children together) and the parent's own.
+/// parent and its children together), the parent's own and the access
+/// log's.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct Page {
@@ -28,6 +29,8 @@ pub struct Page {
     pub fork_failed: AtomicU64,
     /// Accepts held back by `--max-connections`.
     pub paused_at_max: AtomicU64,
+    /// The access log's lines, written and dropped by the children.
+    pub log: super::log::Counts,
 }
 
 static PAGE: OnceLock<&'static Page> = OnceLock::new();

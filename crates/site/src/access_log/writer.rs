@@ -177,16 +177,22 @@ impl LogCounters {
     /// (`,"access_log":{"written":…,"dropped":…}`): lines written, and
     /// lines dropped (the writer behind, or a write failed).
     pub fn stats_members(&self, s: &mut String) {
-        use std::fmt::Write as _;
         let c = &self.0;
         let dropped = c.dropped_behind.load(Relaxed) + c.dropped_failed.load(Relaxed);
-        let _ = write!(
-            s,
-            ",\"access_log\":{{\"written\":{},\"dropped\":{}}}",
-            c.written.load(Relaxed),
-            dropped
-        );
+        stats_members(s, c.written.load(Relaxed), dropped);
     }
+}
+
+/// The log's members of the stats document for `written` and `dropped`
+/// lines, as [`LogCounters::stats_members`] writes them: for a log that
+/// counts its lines elsewhere (`--runtime fork` counts them in memory its
+/// processes share), so that the document reads the same.
+pub fn stats_members(s: &mut String, written: u64, dropped: u64) {
+    use std::fmt::Write as _;
+    let _ = write!(
+        s,
+        ",\"access_log\":{{\"written\":{written},\"dropped\":{dropped}}}"
+    );
 }
 
 impl LogWriter {
