@@ -15,7 +15,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 use httplite::cli::{
     BindAddr, Cli, DispatchMode, LogFormat, LogFull, PoolPriority, ProxyOn, RuntimeKind,
-    TraceFormat,
+    ThreadpoolMode, TraceFormat,
 };
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
@@ -352,6 +352,10 @@ fn run(cli: Cli) -> Result<()> {
     let threadpool = httplite::blocking::threadpool::ThreadPool::new(
         cli.threadpool_size.map_or(4 * cpus, usize::from),
         cli.threadpool_queue,
+        match cli.threadpool_mode {
+            ThreadpoolMode::Event => httplite::blocking::threadpool::Mode::Event,
+            ThreadpoolMode::Connection => httplite::blocking::threadpool::Mode::Connection,
+        },
     );
     let log_format = cli.access_log_format;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;

@@ -1,7 +1,40 @@
 //! The classic thread pool (`--runtime threadpool`): a fixed number of OS
-//! threads (`--threadpool-size`), each taking an accepted connection from
-//! one bounded queue and serving it to completion with blocking I/O (the
-//! same [`Blocking`] socket and connection loop as `threads`).
+//! threads (`--threadpool-size`) serving connections with blocking I/O
+//! (the same [`Blocking`] socket and connection loop as `threads`), fed
+//! by one bounded queue. How a connection uses a thread is
+//! `--threadpool-mode`.
+//!
+//! **Event mode** (the default, Apache's event MPM): a thread serves a
+//! *request*, not a connection. Each dispatch worker is a *front*
+//! ([`front`]): an epoll set holding every connection of the worker that
+//! is waiting for the bytes of a request head: new ones, idle keep-alive
+//! ones, and ones whose head has come in part. The front reads what
+//! arrives and decodes it; a connection goes to the queue only with a
+//! whole head (or a malformed one, to be answered 400/431/...), and a pool
+//! thread gives it back to its front as soon as it would wait for the next
+//! head. Idle and slow clients then cost an epoll entry, not a thread.
+//!
+//! ```text
+//!   dispatch worker = front (one epoll set per worker)
+//!     new fd ──▶ queue full? ──yes──▶ 503 (see `refused`)
+//!                  │ no
+//!                  ▼
+//!     parked: new · idle keep-alive · head in part    ◀── give back (Mutex<Vec> + eventfd)
+//!        │ readable: recv (MSG_DONTWAIT), decode                         ▲
+//!        │ whole head, or an error;                                      │ next head not whole
+//!        │ TLS / PROXY: readable                                         │
+//!        ▼                                                               │
+//!     [ queue ] ──pop──▶ N pool threads: answer it (body included, blocking), and every
+//!                        request already whole in the buffer; flush ────┘
+//!     deadlines: header and idle timeouts in the front (a BTreeSet of due times)
+//! ```
+//!
+//! **Connection mode** (`--threadpool-mode connection`): the dispatch
+//! worker moves each connection into the queue, and a pool thread serves
+//! it to the end, idle keep-alive time and half-sent heads included: with
+//! every thread held by idle clients, a new connection waits in the queue
+//! until one of them leaves or times out (the head-of-line effect measured
+//! in docs/threadpool-and-fork.md).
 //!
 //! ```text
 //!   dispatch workers ──push──▶ [ queue, at most --threadpool-queue ] ──pop──▶ N pool threads
@@ -11,19 +44,21 @@
 //!   and discarded for a few ms (never parsed), then the socket is closed
 //! ```
 //!
-//! A keep-alive connection holds its thread for its whole life, idle or
-//! not: with every thread held by idle clients, a new connection waits in
-//! the queue until one of them leaves or times out (the head-of-line
-//! effect measured in docs/threadpool-and-fork.md). These threads are not
-//! the blocking pool of `--pool-threads`, which still runs jobs.
+//! In both modes `--threadpool-queue` bounds the queue against *new*
+//! connections: while it is full, a new one is answered 503. In event mode
+//! a connection already accepted is never refused: its next request waits
+//! its turn in the queue, however long. These threads are not the blocking
+//! pool of `--pool-threads`, which still runs jobs.
+
+mod front;
+mod refused;
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
-use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use dispatch::{Batch, Closer, WorkerPort};
@@ -32,28 +67,57 @@ use site::stats::RuntimeProbe;
 use super::conn::Ctx;
 use super::socket::Blocking;
 use super::threads::{Live, wait_fd};
+use refused::{Drained, LINGER_MAX, Refused, reject, wait_lingering};
 
 /// Stack size of a pool thread, as for `threads`' connection threads.
 const THREAD_STACK: usize = 256 * 1024;
 
-/// How long a refused connection is drained after its 503. Closing a
-/// socket with unread input sends a reset instead of a FIN, and a reset
-/// can cost the client the 503 (and fails its writes); reading what it
-/// sent first makes the close a clean one.
-const LINGER: Duration = Duration::from_millis(5);
-/// Most bytes read from one refused connection; a client still sending
-/// beyond that gets its reset.
-const LINGER_BYTES: usize = 8 * 1024;
-/// Most refused connections one worker keeps draining at once; beyond,
-/// one is closed after reading only what has arrived.
-const LINGER_MAX: usize = 64;
+/// How a connection uses a pool thread (`--threadpool-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// For one request at a time; the front waits for the next.
+    Event,
+    /// For its whole life.
+    Connection,
+}
 
-/// One accepted connection waiting for a thread.
-struct Job {
-    fd: OwnedFd,
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Event => "event",
+            Mode::Connection => "connection",
+        }
+    }
+}
+
+/// What each connection of one dispatch worker answers to when it closes.
+struct Owner {
     ctx: Arc<Ctx>,
     live: Arc<Live>,
     closer: Closer,
+}
+
+impl Owner {
+    /// Counts one connection closed (once per connection).
+    fn closed(&self) {
+        self.ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
+        self.closer.connection_closed();
+        self.live.done();
+    }
+}
+
+/// Connection mode: one accepted connection waiting for a thread.
+struct Job {
+    fd: OwnedFd,
+    owner: Arc<Owner>,
+}
+
+/// What waits in the queue.
+enum Work {
+    /// Connection mode: a connection, to serve to the end.
+    Connection(Job),
+    /// Event mode: a connection with a request to answer.
+    Event(front::Turn),
 }
 
 /// The pool: its threads and its queue, shared by every dispatch worker.
@@ -63,10 +127,11 @@ pub struct ThreadPool {
 }
 
 struct Shared {
-    queue: Mutex<VecDeque<Job>>,
+    queue: Mutex<VecDeque<Work>>,
     ready: Condvar,
     size: usize,
     bound: usize,
+    mode: Mode,
     started: Once,
     /// Threads serving a connection now.
     busy: AtomicUsize,
@@ -81,20 +146,22 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("size", &self.size)
             .field("bound", &self.bound)
+            .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
 }
 
 impl ThreadPool {
     /// A pool of `size` threads (started with the first worker) and a
-    /// queue of at most `bound` waiting connections.
-    pub fn new(size: usize, bound: usize) -> ThreadPool {
+    /// queue that refuses new connections beyond `bound` waiting ones.
+    pub fn new(size: usize, bound: usize, mode: Mode) -> ThreadPool {
         ThreadPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(VecDeque::with_capacity(bound.min(4096))),
                 ready: Condvar::new(),
                 size: size.max(1),
                 bound,
+                mode,
                 started: Once::new(),
                 busy: AtomicUsize::new(0),
                 rejected: AtomicU64::new(0),
@@ -126,72 +193,101 @@ impl ThreadPool {
         if q.len() >= self.shared.bound {
             return Err(job);
         }
-        q.push_back(job);
+        q.push_back(Work::Connection(job));
+        self.queued(q);
+        Ok(())
+    }
+
+    /// Queues a connection with a request to answer, whatever the bound:
+    /// it was let in already.
+    fn push_ready(&self, turn: front::Turn) {
+        let mut q = self.shared.lock();
+        q.push_back(Work::Event(turn));
+        self.queued(q);
+    }
+
+    /// Whether a new connection would find the queue at its bound.
+    fn is_full(&self) -> bool {
+        self.shared.lock().len() >= self.shared.bound
+    }
+
+    /// After a push: the high-water mark, and a thread woken.
+    fn queued(&self, q: std::sync::MutexGuard<'_, VecDeque<Work>>) {
         self.shared
             .queue_high_water
             .fetch_max(q.len(), Ordering::Relaxed);
         drop(q);
         self.shared.ready.notify_one();
-        Ok(())
     }
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Job>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Work>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A pool thread: take a connection, serve it to the end, repeat. The
-    /// threads outlive the workers and end with the process.
+    /// A pool thread: take work, do it, repeat. The threads outlive the
+    /// workers and end with the process.
     fn serve_forever(&self) {
+        // Event mode's write buffer, lent to each turn in its turn.
+        let mut wbuf = BytesMut::new();
         loop {
-            let job = {
+            let work = {
                 let mut q = self.lock();
                 loop {
                     match q.pop_front() {
-                        Some(job) => break job,
+                        Some(work) => break work,
                         None => q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
                     }
                 }
             };
             self.busy.fetch_add(1, Ordering::Relaxed);
-            serve(job);
+            match work {
+                Work::Connection(job) => serve(job),
+                Work::Event(turn) => front::serve_turn(turn, &mut wbuf),
+            }
             self.busy.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
-/// Serves one queued connection on the calling pool thread.
+/// Connection mode: serves one queued connection on the calling pool
+/// thread.
 fn serve(job: Job) {
-    let Job {
-        fd,
-        ctx,
-        live,
-        closer,
-    } = job;
+    let Job { fd, owner } = job;
     let stream = TcpStream::from(fd);
     if stream.set_nonblocking(false).is_ok() {
         let _ = stream.set_nodelay(true);
-        super::tls::serve(&ctx, Blocking::new(stream));
+        super::tls::serve(&owner.ctx, Blocking::new(stream));
     }
-    ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
-    closer.connection_closed();
-    live.done();
+    owner.closed();
 }
 
 /// The pool's internals for the stats document (the same numbers in every
-/// worker's entry: there is one pool).
+/// worker's entry: there is one pool), and the worker's own connections:
+/// parked in its front, or handed to a thread (queued or being served).
 #[derive(Debug)]
-struct Probe(Arc<Shared>);
+struct Probe {
+    pool: Arc<Shared>,
+    front: Option<Arc<front::Gauges>>,
+    live: Arc<Live>,
+}
 
 impl RuntimeProbe for Probe {
     fn write_json(&self, s: &mut String) {
         use std::fmt::Write as _;
-        let p = &self.0;
+        let p = &self.pool;
+        let (parked, handed) = match &self.front {
+            Some(g) => (g.parked(), g.handed()),
+            // Every connection is a thread's, or waits for one.
+            None => (0, self.live.count()),
+        };
         let _ = write!(
             s,
-            ",\"runtime\":{{\"kind\":\"threadpool\",\"threads\":{},\"busy\":{},\
-             \"queued\":{},\"queue_bound\":{},\"queue_high_water\":{},\"rejected_503\":{}}}",
+            ",\"runtime\":{{\"kind\":\"threadpool\",\"mode\":\"{}\",\"threads\":{},\"busy\":{},\
+             \"queued\":{},\"queue_bound\":{},\"queue_high_water\":{},\"rejected_503\":{},\
+             \"parked\":{parked},\"handed\":{handed}}}",
+            p.mode.name(),
             p.size,
             p.busy.load(Ordering::Relaxed),
             p.lock().len(),
@@ -202,13 +298,30 @@ impl RuntimeProbe for Probe {
     }
 }
 
-/// Runs one dispatch worker: it moves the connections handed to it into
-/// the pool's queue (or answers 503 when the queue is full) and, at
-/// shutdown, waits for the ones it queued.
-pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
+/// Runs one dispatch worker: in event mode, its front
+/// ([`front::run`]); in connection mode, it moves the connections handed
+/// to it into the pool's queue (or answers 503 when the queue is full)
+/// and, at shutdown, waits for the ones it queued.
+pub fn run(port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
+    match pool.shared.mode {
+        Mode::Event => front::run(port, ctx, pool),
+        Mode::Connection => run_connections(port, ctx, pool),
+    }
+}
+
+fn run_connections(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
     let ctx = Arc::new(ctx);
     let live = Arc::new(Live::default());
-    ctx.stats.set_runtime(Box::new(Probe(pool.shared.clone())));
+    ctx.stats.set_runtime(Box::new(Probe {
+        pool: pool.shared.clone(),
+        front: None,
+        live: live.clone(),
+    }));
+    let owner = Arc::new(Owner {
+        ctx: ctx.clone(),
+        live: live.clone(),
+        closer: port.closer(),
+    });
     pool.start();
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
     let mut refused: Vec<Refused> = Vec::new();
@@ -224,12 +337,10 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
             live.enter();
             let job = Job {
                 fd,
-                ctx: ctx.clone(),
-                live: live.clone(),
-                closer: port.closer(),
+                owner: owner.clone(),
             };
             if let Err(job) = pool.push(job) {
-                let mut r = reject(job, &pool);
+                let mut r = reject(job.fd, job.owner, &pool);
                 if r.drain() == Drained::More && refused.len() < LINGER_MAX {
                     refused.push(r);
                 } else {
@@ -249,115 +360,6 @@ pub fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
     live.wait_zero(deadline);
     if let Some(log) = &ctx.access_log {
         log.flush();
-    }
-    Ok(())
-}
-
-/// Answers a connection the queue has no room for: a 503 written with one
-/// non-blocking send (the socket is new, so its buffer has room), then the
-/// write side shut down. The request is never parsed; the caller drains and
-/// closes the connection ([`Refused`]).
-fn reject(job: Job, pool: &ThreadPool) -> Refused {
-    pool.shared.rejected.fetch_add(1, Ordering::Relaxed);
-    let mut wbuf = BytesMut::with_capacity(512);
-    site::respond::overloaded(&mut wbuf, &job.ctx.stats);
-    let _ = reactor::sys::send(job.fd.as_fd(), &wbuf);
-    let _ = reactor::sys::shutdown(job.fd.as_fd(), Shutdown::Write);
-    Refused {
-        job,
-        until: Instant::now() + LINGER,
-        read: 0,
-    }
-}
-
-/// A refused connection whose 503 is written, being drained until the
-/// client ends its side, [`LINGER_BYTES`] or [`LINGER`], on the worker's
-/// thread without blocking it; then [`Refused::close`]d.
-struct Refused {
-    job: Job,
-    until: Instant,
-    read: usize,
-}
-
-/// What a [`Refused::drain`] left.
-#[derive(Debug, PartialEq, Eq)]
-enum Drained {
-    /// Nothing more to read for now: the client may still send.
-    More,
-    /// The client's end of stream, an error, or the byte budget spent.
-    Done,
-}
-
-impl Refused {
-    /// Reads and discards what has arrived, without blocking.
-    fn drain(&mut self) -> Drained {
-        let mut buf = [0u8; 2048];
-        while self.read < LINGER_BYTES {
-            match reactor::sys::read(self.job.fd.as_fd(), &mut buf) {
-                Ok(0) => return Drained::Done,
-                Ok(n) => self.read += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Drained::More,
-                Err(_) => return Drained::Done,
-            }
-        }
-        Drained::Done
-    }
-
-    /// Closes the socket and counts the close.
-    fn close(self) {
-        let Job {
-            fd,
-            ctx,
-            live,
-            closer,
-        } = self.job;
-        drop(fd);
-        ctx.stats.closed.fetch_add(1, Ordering::Relaxed);
-        closer.connection_closed();
-        live.done();
-    }
-}
-
-/// Waits until the port has connections or a refused connection has input
-/// or is due, then drains those and closes the ones that are done.
-fn wait_lingering(port: RawFd, refused: &mut Vec<Refused>) -> io::Result<()> {
-    let poll = |fd: RawFd, events: libc::c_short| libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    let mut pfds = Vec::with_capacity(refused.len() + 1);
-    pfds.push(poll(port, libc::POLLIN));
-    let input = libc::POLLIN | libc::POLLRDHUP;
-    pfds.extend(refused.iter().map(|r| poll(r.job.fd.as_raw_fd(), input)));
-    let first = refused
-        .iter()
-        .map(|r| r.until)
-        .min()
-        .unwrap_or_else(Instant::now);
-    let ms = super::poll_timeout_ms(first.saturating_duration_since(Instant::now()));
-    // SAFETY: `pfds` holds `pfds.len()` valid pollfds for the call.
-    let polled =
-        reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) });
-    match polled {
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(_) => {}
-    }
-    let now = Instant::now();
-    // Backwards, so that `swap_remove` moves only entries already seen.
-    for i in (0..refused.len()).rev() {
-        let r = &mut refused[i];
-        let ended = pfds[i + 1].revents != 0 && r.drain() == Drained::Done;
-        let due = !ended && now >= r.until;
-        if due {
-            // One last read, so that nothing that came since is unread.
-            r.drain();
-        }
-        if ended || due {
-            refused.swap_remove(i).close();
-        }
     }
     Ok(())
 }
