@@ -21,8 +21,8 @@ use bytes::BytesMut;
 use http1::{BodyEncoder, Decoder, Message, Request};
 
 use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
-use buffers::BufferPool;
 use crate::config::Config;
+use buffers::BufferPool;
 use site::access_log::{AccessLog, Entry};
 use site::exposure::Surface;
 use site::plan::{Event, Plan, Step};

@@ -38,12 +38,12 @@ use site::stats::{ErrorKind, TimeoutKind};
 
 use super::refused::{Drained, LINGER_MAX, Refused, reject};
 use super::{Owner, Probe, ThreadPool};
+use crate::blocking::BlockingIo;
 use crate::blocking::conn::park::{self, first_request_grace};
 use crate::blocking::conn::{Ctx, Feed, Parked, Turn as Ended};
 use crate::blocking::socket::Blocking;
 use crate::blocking::threads::Live;
 use crate::blocking::tls::{self, Started, TlsIo};
-use crate::blocking::BlockingIo;
 use crate::tls::Session;
 
 /// The token of the dispatch port's fd.
@@ -509,7 +509,11 @@ impl Front {
                 Drained::More => return,
             },
             State::Held(Held::Plain(p)) => {
-                let buffer = || buffers.pop().unwrap_or_else(|| BytesMut::with_capacity(BUF_SIZE));
+                let buffer = || {
+                    buffers
+                        .pop()
+                        .unwrap_or_else(|| BytesMut::with_capacity(BUF_SIZE))
+                };
                 p.feed(ctx, buffer)
             }
             // Its thread reads it.
@@ -700,11 +704,7 @@ impl Front {
             }
         };
         let slot = &mut self.slots[index];
-        slot.entry = Some(Entry {
-            state,
-            due,
-            on_due,
-        });
+        slot.entry = Some(Entry { state, due, on_due });
         let token = (u64::from(slot.generation) << 32) | index as u64;
         self.timers.insert((due, token));
         token

@@ -20,7 +20,11 @@ use crate::blocking::conn::tests::{GET, Log, Script, ctx};
 fn parked(ctx: &Ctx, arrived: &[u8], reads: &[&[u8]]) -> (Parked<Script>, Rc<RefCell<Log>>) {
     let log = Rc::new(RefCell::new(Log::default()));
     let io = Script {
-        reads: reads.iter().map(|r| r.to_vec()).collect::<Vec<_>>().into_iter(),
+        reads: reads
+            .iter()
+            .map(|r| r.to_vec())
+            .collect::<Vec<_>>()
+            .into_iter(),
         log: log.clone(),
     };
     let mut p = Parked::new(ctx, io, None, Surface::Public);
