@@ -462,7 +462,8 @@ pub enum ThreadpoolMode {
     /// a pool thread only once a whole head has come; the thread gives it
     /// back when it would wait for the next. Idle and slow clients hold no
     /// thread; a body, read on the thread, holds it for up to
-    /// --idle-timeout per read.
+    /// --idle-timeout per read. A TLS connection goes to a thread at each
+    /// readiness for one step of its session (docs/threadpool-and-fork.md).
     Event,
     /// A thread per connection, for its whole life, idle time and half-sent
     /// heads included (with every thread held, new connections wait in the
