@@ -159,6 +159,26 @@ impl<I: BlockingIo> RawIo for Raw<'_, I> {
     }
 }
 
+/// The socket for one receive at most (made only if it is known to be
+/// readable), then `WouldBlock`.
+struct OneRecv<'a, I> {
+    raw: Raw<'a, I>,
+    left: bool,
+}
+
+impl<I: BlockingIo> RawIo for OneRecv<'_, I> {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !std::mem::take(&mut self.left) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.raw.recv(buf)
+    }
+
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.raw.send(buf)
+    }
+}
+
 // SAFETY: `read_uninit` returns a count from `Session::read` into the
 // first `len` elements, all initialised just before (zeroed), and that
 // count is at most `len` (it reads into a slice of that length).
@@ -217,21 +237,45 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         Ok(())
     }
 
-    /// One step of the session with what the socket holds, which never
-    /// waits for the client (a readable socket's receive returns at once):
-    /// the handshake advances a flight at a time, a record arrives in as
-    /// many pieces as it likes (rustls keeps the partial one), and only
-    /// whole records' plaintext counts. The front watches the socket
-    /// between steps, so no part of it holds a pool thread.
+    /// What the socket holds, taken without waiting for the client (a
+    /// readable socket's receive returns at once, and only one receive is
+    /// made): a step of the session, so that the handshake advances a
+    /// flight at a time and a record arrives in as many pieces as it likes
+    /// (rustls keeps the partial one); or, for plain HTTP sent to the TLS
+    /// port, a piece of its head, answered once whole. The front watches
+    /// the socket between steps, so no part of it holds a pool thread.
     fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
-        if readable && self.session.needs_input() {
+        let mut readable = readable;
+        if self.session.needs_input() {
+            if !readable {
+                return Ok(false);
+            }
+            readable = false;
             let (session, mut raw) = self.parts(deadline);
             match session.step(&mut raw) {
                 Ok(0) | Err(_) => return Ok(true), // the read that follows reports it
                 Ok(_) => {}
             }
+            if self.session.needs_input() {
+                return Ok(false);
+            }
         }
-        Ok(!self.session.needs_input())
+        if self.session.has_plaintext() {
+            return Ok(true);
+        }
+        // Plain HTTP on the TLS port (or a session that is over, which the
+        // read answers without the socket): at most one receive, then
+        // `WouldBlock`, which the session resumes from.
+        let (session, raw) = self.parts(deadline);
+        let mut once = OneRecv {
+            raw,
+            left: readable,
+        };
+        match session.read(&mut once, &mut []) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+            Ok(_) => Ok(true),
+        }
     }
 
     fn sleep(&mut self, d: Duration) {

@@ -47,6 +47,8 @@ pub struct Parked<I> {
     head_started: Option<Instant>,
     /// When it was parked (the idle timeout counts from there).
     since: Instant,
+    /// When the front handed it to the queue.
+    handed: Option<Instant>,
     served: u64,
     client: Option<SocketAddr>,
     on: Surface,
@@ -90,6 +92,7 @@ impl<I: BlockingIo> Parked<I> {
             pending: None,
             head_started: Some(now),
             since: now,
+            handed: None,
             served: 0,
             client,
             on,
@@ -136,6 +139,11 @@ impl<I: BlockingIo> Parked<I> {
     pub fn close(self, ctx: &Ctx) -> I {
         ctx.idle.release(self.idle);
         self.io
+    }
+
+    /// The front hands it to the queue now.
+    pub fn hand(&mut self, now: Instant) {
+        self.handed = Some(now);
     }
 
     /// Moves the read buffer out if it holds nothing, so that a connection
@@ -220,6 +228,7 @@ pub fn resume<I: BlockingIo>(
         pending,
         head_started,
         since: _,
+        handed,
         served,
         client,
         on,
@@ -247,7 +256,7 @@ pub fn resume<I: BlockingIo>(
         decoder,
         rbuf,
         wbuf: mut w,
-        head_started,
+        mut head_started,
         served,
         client,
         on,
@@ -256,18 +265,31 @@ pub fn resume<I: BlockingIo>(
     w.clear();
     *wbuf = w;
     match stop {
-        Stop::Park => Turn::Park(Box::new(Parked {
-            since: io.now(),
-            io,
-            decoder,
-            rbuf,
-            pending: None,
-            head_started,
-            served,
-            client,
-            on,
-            idle,
-        })),
+        Stop::Park => {
+            let now = io.now();
+            // The time the connection waited for a thread and was on one is
+            // the server's, not the client's: a head begun before the
+            // handoff (a TLS handshake, a head in several records) does not
+            // lose it from its header timeout.
+            if let (Some(started), Some(handed)) = (head_started, handed)
+                && started < handed
+            {
+                head_started = Some(started + now.saturating_duration_since(handed));
+            }
+            Turn::Park(Box::new(Parked {
+                since: now,
+                io,
+                decoder,
+                rbuf,
+                pending: None,
+                head_started,
+                handed: None,
+                served,
+                client,
+                on,
+                idle,
+            }))
+        }
         stop => {
             ctx.idle.release(idle);
             count(ctx, stop);

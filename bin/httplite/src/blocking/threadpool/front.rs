@@ -542,8 +542,15 @@ impl Front {
         self.park(held, now, false);
     }
 
-    /// Gives a connection with a request to the queue.
-    fn hand(&mut self, held: Held) {
+    /// Gives a connection with a request (or, TLS, with bytes) to the
+    /// queue.
+    fn hand(&mut self, mut held: Held) {
+        let now = Instant::now();
+        match &mut held {
+            Held::Plain(p) => p.hand(now),
+            Held::Tls(p) => p.hand(now),
+            Held::Start { .. } => {}
+        }
         let gauges = &self.home.gauges;
         gauges.parked.fetch_sub(1, Ordering::Relaxed);
         gauges.handed.fetch_add(1, Ordering::Relaxed);
