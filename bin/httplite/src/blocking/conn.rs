@@ -23,10 +23,11 @@ use http1::{BodyEncoder, Decoder, Message, Request};
 use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
 use crate::config::Config;
 use buffers::BufferPool;
-use site::access_log::{AccessLog, Entry};
+use log::log;
+use site::access_log::AccessLog;
 use site::exposure::Surface;
 use site::plan::{Event, Plan, Step};
-use site::respond::{self, Handled, Outcome, Slow};
+use site::respond::{self, Handled, Slow};
 use site::routes::App;
 use site::stats::{ErrorKind, TimeoutKind, WorkerStats};
 
@@ -599,42 +600,8 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 }
 
-/// Writes the access-log line, if logging is on. Inlined: with logging
-/// and tracing off (the common case) it is two tests.
-#[inline(always)]
-fn log<I: BlockingIo>(
-    ctx: &Ctx,
-    io: &I,
-    client: Option<SocketAddr>,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-) {
-    driver::trace_outcome(io.fd(), req, out, started);
-    if let Some(log) = &ctx.access_log {
-        access_log(ctx, log, io, client, on, req, out, started);
-    }
-}
-
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn access_log<I: BlockingIo>(
-    ctx: &Ctx,
-    log: &AccessLog,
-    io: &I,
-    client: Option<SocketAddr>,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-) {
-    let (status, bytes) = (out.status.code(), out.bytes);
-    let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
-    log.log(&Entry::new(peer, req, on, status, bytes, Some(started)));
-}
-
 mod buffers;
+mod log;
 pub mod park;
 
 pub use park::{Feed, Parked, Turn};

@@ -155,9 +155,10 @@ pub unsafe trait BlockingIo {
     ///
     /// A plain socket keeps its bytes in the kernel, where the front reads
     /// them itself: false (the default). TLS ([`tls::TlsIo`]) takes one
-    /// step of the session (handshake messages, records) and answers true
-    /// when rustls holds plaintext, or when the session is over (the read
-    /// that follows reports how).
+    /// step of the session (handshake messages, records; or a piece of
+    /// plain HTTP sent to the TLS port) and answers true when rustls holds
+    /// plaintext, or when the session is over (the read that follows
+    /// reports how).
     fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
         let _ = (readable, deadline);
         Ok(false)

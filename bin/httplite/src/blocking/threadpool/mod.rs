@@ -52,6 +52,7 @@
 
 mod front;
 mod refused;
+mod turn;
 
 use std::collections::VecDeque;
 use std::io;
@@ -117,7 +118,7 @@ enum Work {
     /// Connection mode: a connection, to serve to the end.
     Connection(Job),
     /// Event mode: a connection with a request to answer.
-    Event(front::Turn),
+    Event(turn::Turn),
 }
 
 /// The pool: its threads and its queue, shared by every dispatch worker.
@@ -200,7 +201,7 @@ impl ThreadPool {
 
     /// Queues a connection with a request to answer, whatever the bound:
     /// it was let in already.
-    fn push_ready(&self, turn: front::Turn) {
+    fn push_ready(&self, turn: turn::Turn) {
         let mut q = self.shared.lock();
         q.push_back(Work::Event(turn));
         self.queued(q);
@@ -244,7 +245,7 @@ impl Shared {
             self.busy.fetch_add(1, Ordering::Relaxed);
             match work {
                 Work::Connection(job) => serve(job),
-                Work::Event(turn) => front::serve_turn(turn, &mut wbuf),
+                Work::Event(turn) => turn::serve_turn(turn, &mut wbuf),
             }
             self.busy.fetch_sub(1, Ordering::Relaxed);
         }
@@ -269,7 +270,7 @@ fn serve(job: Job) {
 #[derive(Debug)]
 struct Probe {
     pool: Arc<Shared>,
-    front: Option<Arc<front::Gauges>>,
+    front: Option<Arc<turn::Gauges>>,
     live: Arc<Live>,
 }
 
