@@ -15,6 +15,10 @@
 #               clients, then a new client's latency (connect to answer),
 #               with a short --idle-timeout so that it ends.
 #
+# threadpool is the thread pool's default event mode (a thread per
+# request); threadpool-connection is --threadpool-mode connection (a
+# thread per connection).
+#
 # Usage: scripts/bench-designs.sh [memory|first-byte|hol]... (default: all)
 # Env: N (idle connections, default 1000), CONNECTS (default 2000),
 #      POOL (threadpool size for hol, default 8), IDLE (hol idle timeout, 3s).
@@ -27,7 +31,7 @@ POOL=${POOL:-8}
 IDLE=${IDLE:-3s}
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(memory first-byte hol)
-DESIGNS=(stackless stackful threads threadpool fork)
+DESIGNS=(stackless stackful threads threadpool threadpool-connection fork)
 ulimit -n 20000
 cargo build --release -p httplite -q
 BIN=target/release/httplite
@@ -43,9 +47,10 @@ trap cleanup EXIT
 start_server() {
     local design=$1
     shift
-    local workers=(--workers 1)
+    local workers=(--workers 1) runtime=(--runtime "$design")
     [ "$design" = fork ] && workers=()
-    "$BIN" --bind 127.0.0.1:0 --runtime "$design" "${workers[@]}" "$@" > "$TMP/out" 2>&1 &
+    [ "$design" = threadpool-connection ] && runtime=(--runtime threadpool --threadpool-mode connection)
+    "$BIN" --bind 127.0.0.1:0 "${runtime[@]}" "${workers[@]}" "$@" > "$TMP/out" 2>&1 &
     SERVER=$!
     for _ in $(seq 1 100); do grep -q listening "$TMP/out" && break; sleep 0.05; done
     PORT=$(sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/out" | head -1)
@@ -91,8 +96,9 @@ memory() {
     local design extra
     for design in "${DESIGNS[@]}"; do
         extra=()
-        # A pool thread per held connection, or they would wait in the queue.
-        [ "$design" = threadpool ] && extra=(--threadpool-size "$N")
+        # Connection mode: a pool thread per held connection, or they would
+        # wait in the queue. (Event mode parks them on its default size.)
+        [ "$design" = threadpool-connection ] && extra=(--threadpool-size "$N")
         start_server "$design" --idle-timeout 600s "${extra[@]}"
         sleep 0.5
         python3 scripts/lib/keepalive_client.py "$PORT" 100 1 >/dev/null
@@ -140,7 +146,7 @@ hol() {
     local design out extra
     for design in "${DESIGNS[@]}"; do
         extra=()
-        [ "$design" = threadpool ] && extra=(--threadpool-size "$POOL")
+        case "$design" in threadpool*) extra=(--threadpool-size "$POOL") ;; esac
         start_server "$design" --idle-timeout "$IDLE" "${extra[@]}"
         out=$(python3 scripts/lib/hol_client.py "$PORT" "$n" 1)
         stop_server

@@ -109,7 +109,9 @@ PORT=$((10000 + RANDOM % 20000))
 
 # The designs this binary has: the event-loop ones take --dispatch and
 # --workers; threadpool and fork run as one configuration each with their
-# defaults (fork rejects --workers: its parent runs one thread).
+# defaults (fork rejects --workers: its parent runs one thread), and the
+# thread pool once more in connection mode (threadpool-connection: a thread
+# per connection instead of per request).
 RUNTIMES=()
 for rt in stackless stackful threads threadpool fork uring; do
     "$HTTPLITE" --runtime "$rt" --version > /dev/null 2>&1 && RUNTIMES+=("$rt")
@@ -118,7 +120,11 @@ done
 CONFIGS=()
 for rt in "${RUNTIMES[@]}"; do
     case "$rt" in
-        threadpool|fork) CONFIGS+=("httplite-$rt|httplite|$rt|-|-"); continue ;;
+        threadpool)
+            CONFIGS+=("httplite-threadpool|httplite|threadpool|-|-")
+            CONFIGS+=("httplite-threadpool-connection|httplite|threadpool-connection|-|-")
+            continue ;;
+        fork) CONFIGS+=("httplite-$rt|httplite|$rt|-|-"); continue ;;
     esac
     if [ "$QUICK" = 1 ]; then
         CONFIGS+=("httplite-$rt-acceptor-w1|httplite|$rt|acceptor|1")
@@ -163,6 +169,8 @@ nginx_conf() { # the shared config plus the static file
 PIDS=() KINDS=() CGS=() PORTS=() NCG=0
 start_server() { # slot kind runtime dispatch workers
     local slot=$1 kind=$2 rt=$3 disp=$4 w=$5 cpus=0 flags=() port cg log
+    local design=(--runtime "$rt")
+    [ "$rt" = threadpool-connection ] && design=(--runtime threadpool --threadpool-mode connection)
     [ "$w" = 2 ] && cpus=0,1
     PORT=$((PORT + 1)); [ "$PORT" -gt 60000 ] && PORT=10000
     port=$PORT log="$TMP/server-$slot.log"
@@ -176,7 +184,7 @@ start_server() { # slot kind runtime dispatch workers
         httplite)
             [ "$disp" != - ] && flags+=(--dispatch "$disp")
             [ "$w" != - ] && flags+=(--workers "$w")
-            cap_spawn "$cg" "${run[@]}" "$HTTPLITE" --bind "127.0.0.1:$port" --runtime "$rt" \
+            cap_spawn "$cg" "${run[@]}" "$HTTPLITE" --bind "127.0.0.1:$port" "${design[@]}" \
                 "${flags[@]}" --root "$TMP/www" --expose plaintext,sleep --quiet > "$log" 2>&1 ;;
         nginx)
             rm -f "$TMP/nginx.pid"
@@ -371,13 +379,14 @@ if [ "$MEMORY" = 1 ]; then
         row=$(N=$MEM_N timeout 300 scripts/idle-memory.sh --runtime "$rt" | last_row) || row=""
         echo "httplite $rt,$(echo "$row" | awk -F'|' '{gsub(/ /,"",$5); print $5}')" >> "$OUT/memory.csv"
     done
-    # A thread per idle connection (threadpool) and a process per connection
-    # (fork) need scripts/bench-designs.sh's method: PSS summed over the
-    # processes, and 1,000 connections (a thread or a process each).
+    # A thread per idle connection (threadpool-connection) and a process per
+    # connection (fork) need scripts/bench-designs.sh's method: PSS summed
+    # over the processes, and 1,000 connections (a thread or a process
+    # each); the thread pool's event mode is measured beside them.
     if printf '%s\n' "${RUNTIMES[@]}" | grep -qE '^(threadpool|fork)$'; then
-        echo "idle memory: httplite threadpool and fork (PSS, 1,000 connections)" >&2
+        echo "idle memory: httplite threadpool (both modes) and fork (PSS, 1,000 connections)" >&2
         N=1000 timeout 600 scripts/bench-designs.sh memory > "$TMP/designs-memory.md" 2>&1 || true
-        for rt in threadpool fork; do
+        for rt in threadpool threadpool-connection fork; do
             v=$(awk -F'|' -v d="$rt" '{ n = $2; gsub(/ /, "", n) } n == d { gsub(/[ ,]/, "", $6); print $6 }' "$TMP/designs-memory.md")
             echo "httplite $rt (PSS over its processes; 1000 connections),$v" >> "$OUT/memory.csv"
         done

@@ -120,7 +120,7 @@ fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
             continue;
         }
         let what = format!("{rt}, --dispatch {dispatch}");
-        let mut args = vec![
+        let args = [
             "--dispatch",
             dispatch,
             "--header-timeout",
@@ -128,11 +128,6 @@ fn emfile_storm_sheds_without_spinning_and_the_server_recovers() {
             "--idle-timeout",
             "60s",
         ];
-        if rt == "threadpool" {
-            // The burst below holds 20 keep-alive connections at once: a
-            // thread each (a pool thread keeps its connection while idle).
-            args.extend(["--threadpool-size", "32"]);
-        }
         let mut server = Server::start(rt, &args);
         let addr = server.addr();
         // A keep-alive client served before the storm must be served during it.

@@ -1,14 +1,17 @@
 //! What only the `threadpool` and `fork` designs promise (the rest of the
-//! suite runs on them like on every design): the thread pool's bounded
-//! queue and its 503, a keep-alive connection holding a pool thread, the
-//! fork parent's single thread, the children without the listener,
-//! `--max-connections` over children, stats across processes, a crashing
-//! child, the access log's reopening under `fork`, and the flags `fork`
-//! refuses.
+//! suite runs on them like on every design): the thread pool's event mode
+//! (idle, slow and fragmented clients hold no thread; timeouts and
+//! shutdown in its front), its connection mode (the bounded queue and its
+//! 503, a keep-alive connection holding a pool thread), the fork parent's
+//! single thread, the children without the listener, `--max-connections`
+//! over children, stats across processes, a crashing child, the access
+//! log's reopening under `fork`, and the flags `fork` refuses.
 
 use std::time::Duration;
 
 use crate::harness::{Client, Server, TempDir, get_close, get_req, run_binary, wait_until};
+
+mod threadpool_event;
 
 /// The child processes of `pid`, oldest first.
 fn children(pid: u32) -> Vec<u32> {
@@ -391,7 +394,14 @@ fn fork_child_lists_directories_itself() {
 fn threadpool_full_queue_answers_503_without_reading() {
     let server = Server::start(
         "threadpool",
-        &["--threadpool-size", "1", "--threadpool-queue", "1"],
+        &[
+            "--threadpool-mode",
+            "connection",
+            "--threadpool-size",
+            "1",
+            "--threadpool-queue",
+            "1",
+        ],
     );
     let a = served(&server); // holds the one thread
     let mut queued = server.connect(); // waits in the queue
@@ -421,7 +431,14 @@ fn threadpool_full_queue_answers_503_without_reading() {
 fn threadpool_refused_client_that_sent_its_request_reads_the_whole_503() {
     let server = Server::start(
         "threadpool",
-        &["--threadpool-size", "1", "--threadpool-queue", "1"],
+        &[
+            "--threadpool-mode",
+            "connection",
+            "--threadpool-size",
+            "1",
+            "--threadpool-queue",
+            "1",
+        ],
     );
     let held = served(&server); // holds the one thread
     // A stopped server accepts nothing, but the kernel completes each
@@ -491,7 +508,10 @@ fn threadpool_keepalive_connection_holds_its_thread() {
     // The documented head-of-line effect: an idle keep-alive client keeps
     // its pool thread, so a new client waits until it leaves (or its idle
     // timeout passes), however idle the server is.
-    let server = Server::start("threadpool", &["--threadpool-size", "1"]);
+    let server = Server::start(
+        "threadpool",
+        &["--threadpool-mode", "connection", "--threadpool-size", "1"],
+    );
     let mut idle = served(&server);
     let mut next = server.connect();
     next.send(&get_req("/_httplite/plaintext"));

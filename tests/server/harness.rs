@@ -333,11 +333,15 @@ impl Server {
         if !is_fork(runtime) {
             cmd.args(["--workers", "2"]);
         }
-        // A pool thread keeps its keep-alive connection while idle, so a
-        // test that holds N connections at once needs N threads (the
-        // head-of-line effect, docs/threadpool-and-fork.md). The suite
-        // holds up to ~100 at once; designs.rs tests the small pools.
-        if runtime == "threadpool" && !args.contains(&"--threadpool-size") {
+        // In connection mode a pool thread keeps its keep-alive connection
+        // while idle, so a test that holds N connections at once needs N
+        // threads (the head-of-line effect, docs/threadpool-and-fork.md);
+        // such tests hold up to ~100. Event mode, the default, parks idle
+        // connections and runs on the default size.
+        let connection_mode = args
+            .windows(2)
+            .any(|w| w == ["--threadpool-mode", "connection"]);
+        if runtime == "threadpool" && connection_mode && !args.contains(&"--threadpool-size") {
             cmd.args(["--threadpool-size", "128"]);
         }
         cmd.args(args);

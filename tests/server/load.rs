@@ -11,129 +11,128 @@ use crate::harness::{
 
 #[test]
 fn two_thousand_concurrent_connections_ten_requests_each() {
+    let _heavy = heavy_lock();
+    for rt in runtimes() {
+        // Default settings on every design, threadpool's event mode
+        // included: its idle keep-alive connections wait in the front,
+        // not on a thread.
+        two_thousand_keepalive_clients(rt, &[]);
+    }
+}
+
+/// 2,000 keep-alive connections, all open at once, each sending 10
+/// requests in rounds (every connection waits for the others'); every
+/// answer must be a 200. Hold [`heavy_lock`] around it.
+pub fn two_thousand_keepalive_clients(rt: &str, args: &[&str]) {
     const THREADS: usize = 50;
     const PER_THREAD: usize = 40; // 2,000 connections
     const ROUNDS: usize = 10;
-    let _heavy = heavy_lock();
-    for rt in runtimes() {
-        // A pool thread holds a keep-alive connection for its whole life:
-        // 2,000 clients that all wait for each other need 2,000 threads
-        // (with the default 8 they would wait for the idle timeout; see
-        // docs/threadpool-and-fork.md, head-of-line). And a queue that holds
-        // all of them: on a loaded machine the 2,000 connects can come
-        // before most threads have taken one, and the default queue then
-        // answers the rest 503 (seen in a CI run).
-        let args: &[&str] = match *rt {
-            "threadpool" => &["--threadpool-size", "2048", "--threadpool-queue", "4096"],
-            _ => &[],
-        };
-        let server = Server::start(rt, args);
-        assert!(
-            fd_limit() >= 2 * (THREADS * PER_THREAD) as u64 + 200,
-            "RLIMIT_NOFILE {} is too low for 2,000 connections (client + server)",
-            fd_limit()
-        );
-        let addr = server.addr();
-        let opened = Arc::new(AtomicUsize::new(0));
-        let failed = Arc::new(AtomicBool::new(false));
-        let go = Arc::new(AtomicBool::new(false));
-        let threads: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let opened = opened.clone();
-                let failed = failed.clone();
-                let go = go.clone();
-                std::thread::spawn(move || -> usize {
-                    let run = || {
-                        let mut conns: Vec<Client> =
-                            (0..PER_THREAD).map(|_| Client::connect(addr)).collect();
-                        // Everyone holds all their connections open before
-                        // the first request: 2,000 at once (bounded wait
-                        // for the main thread to check that and say go).
-                        opened.fetch_add(1, Ordering::SeqCst);
-                        wait_until(Duration::from_secs(30), Duration::from_millis(5), || {
-                            go.load(Ordering::SeqCst) || failed.load(Ordering::SeqCst)
-                        });
-                        let mut ok = 0;
-                        for round in 0..ROUNDS {
-                            for (i, c) in conns.iter_mut().enumerate() {
-                                let path = if (t + i + round) % 2 == 0 {
-                                    "/_httplite/plaintext"
-                                } else {
-                                    "/_httplite/json"
-                                };
-                                c.send(&get_req(path));
-                            }
-                            for (i, c) in conns.iter_mut().enumerate() {
-                                let r = c.read_response();
-                                let want: &[u8] = if (t + i + round) % 2 == 0 {
-                                    b"Hello, World!"
-                                } else {
-                                    br#"{"message":"Hello, World!"}"#
-                                };
-                                assert_eq!(r.status, 200, "thread {t} conn {i} round {round}");
-                                assert_eq!(r.body, want, "thread {t} conn {i} round {round}");
-                                ok += 1;
-                            }
+    let server = Server::start(rt, args);
+    assert!(
+        fd_limit() >= 2 * (THREADS * PER_THREAD) as u64 + 200,
+        "RLIMIT_NOFILE {} is too low for 2,000 connections (client + server)",
+        fd_limit()
+    );
+    let addr = server.addr();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let opened = opened.clone();
+            let failed = failed.clone();
+            let go = go.clone();
+            std::thread::spawn(move || -> usize {
+                let run = || {
+                    let mut conns: Vec<Client> =
+                        (0..PER_THREAD).map(|_| Client::connect(addr)).collect();
+                    // Everyone holds all their connections open before
+                    // the first request: 2,000 at once (bounded wait
+                    // for the main thread to check that and say go).
+                    opened.fetch_add(1, Ordering::SeqCst);
+                    wait_until(Duration::from_secs(30), Duration::from_millis(5), || {
+                        go.load(Ordering::SeqCst) || failed.load(Ordering::SeqCst)
+                    });
+                    let mut ok = 0;
+                    for round in 0..ROUNDS {
+                        for (i, c) in conns.iter_mut().enumerate() {
+                            let path = if (t + i + round) % 2 == 0 {
+                                "/_httplite/plaintext"
+                            } else {
+                                "/_httplite/json"
+                            };
+                            c.send(&get_req(path));
                         }
-                        ok
-                    };
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-                        Ok(ok) => ok,
-                        Err(e) => {
-                            failed.store(true, Ordering::SeqCst);
-                            std::panic::resume_unwind(e)
+                        for (i, c) in conns.iter_mut().enumerate() {
+                            let r = c.read_response();
+                            let want: &[u8] = if (t + i + round) % 2 == 0 {
+                                b"Hello, World!"
+                            } else {
+                                br#"{"message":"Hello, World!"}"#
+                            };
+                            assert_eq!(r.status, 200, "thread {t} conn {i} round {round}");
+                            assert_eq!(r.body, want, "thread {t} conn {i} round {round}");
+                            ok += 1;
                         }
                     }
-                })
+                    ok
+                };
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        failed.store(true, Ordering::SeqCst);
+                        std::panic::resume_unwind(e)
+                    }
+                }
             })
-            .collect();
-        // All connected: the server sees them all open at once.
-        let all_connected = wait_until(Duration::from_secs(30), Duration::from_millis(5), || {
-            opened.load(Ordering::SeqCst) == THREADS || failed.load(Ordering::SeqCst)
+        })
+        .collect();
+    // All connected: the server sees them all open at once.
+    let all_connected = wait_until(Duration::from_secs(30), Duration::from_millis(5), || {
+        opened.load(Ordering::SeqCst) == THREADS || failed.load(Ordering::SeqCst)
+    });
+    let mut open_seen = 0;
+    if all_connected && !failed.load(Ordering::SeqCst) {
+        wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+            open_seen = server.stats().get("connections.open");
+            open_seen > (THREADS * PER_THREAD) as u64
         });
-        let mut open_seen = 0;
-        if all_connected && !failed.load(Ordering::SeqCst) {
-            wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
-                open_seen = server.stats().get("connections.open");
-                open_seen > (THREADS * PER_THREAD) as u64
-            });
-        }
-        go.store(true, Ordering::SeqCst);
-        let mut ok = 0;
-        let mut errors = Vec::new();
-        for th in threads {
-            match th.join() {
-                Ok(n) => ok += n,
-                Err(e) => errors.push(
-                    e.downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default(),
-                ),
-            }
-        }
-        assert!(
-            errors.is_empty(),
-            "[{rt}] client threads failed: {errors:?}"
-        );
-        assert_eq!(ok, THREADS * PER_THREAD * ROUNDS, "[{rt}]");
-        assert!(
-            open_seen > (THREADS * PER_THREAD) as u64,
-            "[{rt}] the server never had all {} connections open at once (saw {open_seen})",
-            THREADS * PER_THREAD
-        );
-        let stats = server.stats();
-        assert!(
-            stats.get("connections.total") > (THREADS * PER_THREAD) as u64,
-            "[{rt}] {}",
-            stats.0
-        );
-        assert!(
-            stats.get("requests") > (THREADS * PER_THREAD * ROUNDS) as u64,
-            "[{rt}] {}",
-            stats.0
-        );
     }
+    go.store(true, Ordering::SeqCst);
+    let mut ok = 0;
+    let mut errors = Vec::new();
+    for th in threads {
+        match th.join() {
+            Ok(n) => ok += n,
+            Err(e) => errors.push(
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "[{rt}] client threads failed: {errors:?}"
+    );
+    assert_eq!(ok, THREADS * PER_THREAD * ROUNDS, "[{rt}]");
+    assert!(
+        open_seen > (THREADS * PER_THREAD) as u64,
+        "[{rt}] the server never had all {} connections open at once (saw {open_seen})",
+        THREADS * PER_THREAD
+    );
+    let stats = server.stats();
+    assert!(
+        stats.get("connections.total") > (THREADS * PER_THREAD) as u64,
+        "[{rt}] {}",
+        stats.0
+    );
+    assert!(
+        stats.get("requests") > (THREADS * PER_THREAD * ROUNDS) as u64,
+        "[{rt}] {}",
+        stats.0
+    );
 }
 
 #[test]

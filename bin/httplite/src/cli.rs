@@ -93,16 +93,24 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Stackless)]
     pub runtime: RuntimeKind,
 
-    /// Threads of --runtime threadpool, each serving one connection at a
-    /// time [default: 4 per CPU].
+    /// Threads of --runtime threadpool, each serving one request (event
+    /// mode) or one connection (connection mode) at a time [default: 4 per
+    /// CPU].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=10000))]
     pub threadpool_size: Option<u16>,
 
-    /// Connections that may wait for a thread of --runtime threadpool;
-    /// beyond it a new connection is answered 503 and closed, its request
-    /// never parsed (what the client sent is drained for a few ms first).
-    /// At least 1: with no room, every connection would be refused even
-    /// with threads idle.
+    /// How --runtime threadpool gives its threads to connections.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = ThreadpoolMode::Event)]
+    pub threadpool_mode: ThreadpoolMode,
+
+    /// Connections of --runtime threadpool that may wait in its queue for
+    /// a thread (event mode: with a whole request head; connection mode:
+    /// just accepted). While the queue is this long, a new connection is
+    /// answered 503 and closed, its request never parsed (what the client
+    /// sent is drained for a few ms first). In event mode a connection
+    /// already accepted is never refused: its next request waits its turn,
+    /// beyond the bound if need be. At least 1: with no room, every
+    /// connection would be refused even with threads idle.
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub threadpool_queue: usize,
@@ -467,6 +475,24 @@ impl LogFull {
     }
 }
 
+/// `--threadpool-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThreadpoolMode {
+    /// A thread per request, as Apache's event MPM: each worker thread
+    /// keeps an epoll set of the connections waiting for a request head
+    /// (new, idle keep-alive, head sent in part) and hands a connection to
+    /// a pool thread only once a whole head has come; the thread gives it
+    /// back when it would wait for the next. Idle and slow clients hold no
+    /// thread; a body, read on the thread, holds it for up to
+    /// --idle-timeout per read. A TLS connection goes to a thread at each
+    /// readiness for one step of its session (docs/threadpool-and-fork.md).
+    Event,
+    /// A thread per connection, for its whole life, idle time and half-sent
+    /// heads included (with every thread held, new connections wait in the
+    /// queue).
+    Connection,
+}
+
 /// `--runtime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RuntimeKind {
@@ -476,8 +502,10 @@ pub enum RuntimeKind {
     Stackful,
     /// An OS thread per connection over blocking sockets (the baseline).
     Threads,
-    /// A fixed pool of threads (--threadpool-size) taking connections
-    /// from one bounded queue, each served to the end.
+    /// A fixed pool of threads (--threadpool-size) fed by one bounded
+    /// queue: each serves a request whose head has come, and the worker
+    /// threads wait for the next (or each serves a connection to the end:
+    /// see --threadpool-mode).
     Threadpool,
     /// A process per connection: fork() after accept.
     Fork,

@@ -13,7 +13,9 @@ use anyhow::{Context as _, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-use httplite::cli::{BindAddr, Cli, DispatchMode, PoolPriority, ProxyOn, RuntimeKind, TraceFormat};
+use httplite::cli::{
+    BindAddr, Cli, DispatchMode, PoolPriority, ProxyOn, RuntimeKind, ThreadpoolMode, TraceFormat,
+};
 use httplite::config::Config;
 use httplite::lifecycle::Lifecycle;
 use httplite::proxy::Listeners;
@@ -361,6 +363,10 @@ fn run(cli: Cli) -> Result<()> {
     let threadpool = httplite::blocking::threadpool::ThreadPool::new(
         cli.threadpool_size.map_or(4 * cpus, usize::from),
         cli.threadpool_queue,
+        match cli.threadpool_mode {
+            ThreadpoolMode::Event => httplite::blocking::threadpool::Mode::Event,
+            ThreadpoolMode::Connection => httplite::blocking::threadpool::Mode::Connection,
+        },
     );
     let log_format = cli.access_log_format;
     let stack_size = usize::try_from(cli.stack_size).context("--stack-size: too large")?;

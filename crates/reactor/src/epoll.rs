@@ -1,9 +1,11 @@
 //! A safe wrapper over one epoll instance: create, add, delete, wait.
 //!
-//! There is deliberately no "modify": the reactor registers each fd once for
+//! The reactor never modifies a registration: it registers each fd once for
 //! everything it may ever want (`EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET`)
 //! and keeps the readiness itself, so an operation never costs an extra
-//! `epoll_ctl`.
+//! `epoll_ctl`. [`Epoll::modify`] is for users of `EPOLLONESHOT`, who re-arm
+//! an fd each time they take it back (the thread pool's front in
+//! httplite).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -59,8 +61,9 @@ impl Epoll {
         Ok(())
     }
 
-    /// Changes the event `flags` (and `token`) of `fd`, already added.
-    /// Flags without any event (`0`) keep `fd` in the set but silence it;
+    /// Changes the event `flags` (and `token`) of `fd`, already added: with
+    /// `EPOLLONESHOT`, the way to re-arm it after its event. Flags without
+    /// any event (`0`) keep `fd` in the set but silence it;
     /// setting events again re-checks readiness, so an edge-triggered `fd`
     /// that is ready reports at once.
     pub fn modify(&self, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
@@ -262,6 +265,24 @@ mod tests {
         drop(w);
         assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 1);
         assert!(events.iter().next().unwrap().is_hangup());
+        ep.delete(r.as_fd()).unwrap();
+    }
+
+    #[test]
+    fn oneshot_reports_once_until_modified() {
+        let ep = Epoll::new().unwrap();
+        let (r, w) = sys::pipe().unwrap();
+        let oneshot = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+        ep.add(r.as_fd(), oneshot, 1).unwrap();
+        sys::write(w.as_fd(), b"abc").unwrap();
+        let mut events = Events::with_capacity(8);
+        assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 1);
+        // Disarmed, though level-triggered and still readable.
+        assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 0);
+        // Re-armed with a new token: the bytes still there are reported.
+        ep.modify(r.as_fd(), oneshot, 2).unwrap();
+        assert_eq!(ep.wait(&mut events, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!(events.iter().next().unwrap().token, 2);
         ep.delete(r.as_fd()).unwrap();
     }
 

@@ -292,6 +292,30 @@ pub fn read_uninit(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Resul
     Ok(n as usize)
 }
 
+/// `recv(2)` with `MSG_DONTWAIT` into uninitialised memory: what has
+/// arrived, without blocking even on a socket in blocking mode
+/// (`WouldBlock` if nothing has). Returns how many bytes, from the start
+/// of `buf`, the kernel initialised; `Ok(0)` is the end of the stream.
+///
+/// The fd is borrowed from its owner, not named by number:
+///
+/// ```compile_fail,E0308
+/// let _ = reactor::sys::recv_nowait(3, &mut [std::mem::MaybeUninit::uninit(); 4]);
+/// ```
+pub fn recv_nowait(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes; the kernel only
+    // writes, never reads, that memory.
+    let n = syscall!(unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    })?;
+    Ok(n as usize)
+}
+
 /// `sendfile(2)`: copies up to `count` bytes of `in_fd` from `*offset` to the
 /// socket `out_fd` inside the kernel, advancing `*offset`.
 ///

@@ -9,7 +9,6 @@
 //!   }
 //! ```
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -23,10 +22,12 @@ use http1::{BodyEncoder, Decoder, Message, Request};
 
 use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
 use crate::config::Config;
-use site::access_log::{AccessLog, Entry};
+use buffers::BufferPool;
+use log::log;
+use site::access_log::AccessLog;
 use site::exposure::Surface;
 use site::plan::{Event, Plan, Step};
-use site::respond::{self, Handled, Outcome, Slow};
+use site::respond::{self, Handled, Slow};
 use site::routes::App;
 use site::stats::{ErrorKind, TimeoutKind, WorkerStats};
 
@@ -82,6 +83,9 @@ enum Stop {
     Timeout(TimeoutKind),
     /// The socket failed.
     Io(io::Error),
+    /// Event mode: the next bytes of a head are to be waited for by the
+    /// front, not here (see [`park`]).
+    Park,
 }
 
 type Res<T = ()> = Result<T, Stop>;
@@ -103,6 +107,20 @@ struct Conn<'a, I: BlockingIo> {
     client: Option<SocketAddr>,
     /// The listener it came in on.
     on: Surface,
+    /// Where it waits for the next bytes of a head.
+    waits: Waits,
+}
+
+/// Where a connection waits for the next bytes of a request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waits {
+    /// Right here, blocked (every design but the thread pool's event mode).
+    Here,
+    /// In the thread pool's front: [`Conn::fill`] stops with
+    /// [`Stop::Park`] instead. `readable`: the front saw the socket
+    /// readable and nothing has read it since (a TLS connection, whose
+    /// bytes the front cannot decrypt, comes to its thread that way).
+    Front { readable: bool },
 }
 
 /// Serves one connection to the end on the calling thread of control.
@@ -124,6 +142,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Su
         served: 0,
         client,
         on,
+        waits: Waits::Here,
         ctx,
         io,
     };
@@ -137,8 +156,13 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Su
     } = conn;
     ctx.idle.release(idle);
     pool.put(&mut rbuf, &mut wbuf);
+    count(ctx, stop);
+}
+
+/// Counts why a connection ended.
+fn count(ctx: &Ctx, stop: Stop) {
     match stop {
-        Stop::Done => {}
+        Stop::Done | Stop::Park => {}
         Stop::Timeout(kind) => ctx.stats.timeout(kind),
         Stop::Io(e) if is_disconnect(&e) => {}
         Stop::Io(_) => ctx.stats.error(ErrorKind::Io),
@@ -162,37 +186,10 @@ impl<I: BlockingIo> Conn<'_, I> {
             // Answer every complete request already buffered (pipelining).
             loop {
                 let keep = match self.decoder.decode(&mut self.rbuf) {
-                    Ok(Some(Message::Head(req))) => {
-                        let started = self.head_started.take().unwrap_or_else(|| self.io.now());
-                        self.request_started = started;
-                        self.served += 1;
-                        let shutting_down = self.ctx.idle.is_shutting_down();
-                        let Conn {
-                            ctx,
-                            io,
-                            wbuf,
-                            client,
-                            on,
-                            ..
-                        } = self;
-                        let (client, on) = (*client, &*on);
-                        let handled = respond::handle(
-                            &ctx.app,
-                            &ctx.stats,
-                            wbuf,
-                            req,
-                            on,
-                            shutting_down,
-                            |req, out| log(ctx, &*io, client, *on, req, out, started),
-                        );
-                        match handled {
-                            Handled::Done(keep) => keep,
-                            Handled::Slow(slow) => match self.handle_slow(slow) {
-                                Ok(keep) => keep,
-                                Err(stop) => return stop,
-                            },
-                        }
-                    }
+                    Ok(Some(Message::Head(req))) => match self.answer(req) {
+                        Ok(keep) => keep,
+                        Err(stop) => return stop,
+                    },
                     // Bodies are consumed by the handlers.
                     Ok(Some(_)) => continue,
                     Ok(None) => break,
@@ -202,11 +199,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     }
                 };
                 if !keep {
-                    if let Err(stop) = self.flush() {
-                        return stop;
-                    }
-                    self.linger_close();
-                    return Stop::Done;
+                    return self.close();
                 }
                 if self.wbuf.len() >= FLUSH_AT
                     && let Err(stop) = self.flush()
@@ -221,6 +214,49 @@ impl<I: BlockingIo> Conn<'_, I> {
                 return stop;
             }
         }
+    }
+
+    /// Answers one request (into `wbuf`, or out through the socket for the
+    /// answers that wait); whether the connection stays open. Inlined: the
+    /// body of [`Conn::run`]'s loop, written once for it and for the event
+    /// mode's first request of a turn, whose head the front decoded.
+    #[inline(always)]
+    fn answer(&mut self, req: Request) -> Res<bool> {
+        let started = self.head_started.take().unwrap_or_else(|| self.io.now());
+        self.request_started = started;
+        self.served += 1;
+        let shutting_down = self.ctx.idle.is_shutting_down();
+        let Conn {
+            ctx,
+            io,
+            wbuf,
+            client,
+            on,
+            ..
+        } = self;
+        let (client, on) = (*client, &*on);
+        let handled = respond::handle(
+            &ctx.app,
+            &ctx.stats,
+            wbuf,
+            req,
+            on,
+            shutting_down,
+            |req, out| log(ctx, &*io, client, *on, req, out, started),
+        );
+        match handled {
+            Handled::Done(keep) => Ok(keep),
+            Handled::Slow(slow) => self.handle_slow(slow),
+        }
+    }
+
+    /// The last answer is in `wbuf`: writes it out and closes.
+    fn close(&mut self) -> Stop {
+        if let Err(stop) = self.flush() {
+            return stop;
+        }
+        self.linger_close();
+        Stop::Done
     }
 
     /// A new connection's first request is on its way: the first
@@ -242,9 +278,14 @@ impl<I: BlockingIo> Conn<'_, I> {
 
     /// Reads more bytes into `rbuf`. Between requests the wait is bounded by
     /// the idle timeout (the header timeout before the first request), and
-    /// shutdown ends it; within a head, by the header timeout.
+    /// shutdown ends it; within a head, by the header timeout. In event
+    /// mode, outside a body, the front waits instead ([`Conn::settle`]).
     fn fill(&mut self) -> Res {
-        if self.rbuf.is_empty() && self.decoder.is_idle() {
+        if self.waits != Waits::Here {
+            if !self.decoder.in_body() {
+                self.settle()?;
+            }
+        } else if self.rbuf.is_empty() && self.decoder.is_idle() {
             let (timeout, kind) = match (self.served, self.head_started) {
                 // Counted from the accept (the first-request wait above
                 // used part of it).
@@ -559,125 +600,11 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 }
 
-/// Buffer pairs (read, write) of connections waiting between requests,
-/// per thread: with coroutines, the thousands of idle connections of a
-/// worker then hold none (as the stackless server's do); with a thread per
-/// connection it simply keeps the thread's own pair warm. Pairs, because
-/// they always come and go together. Each connection holds the pool of its
-/// thread, so that the two trips per request cost no thread-local lookup.
-struct BufferPool(RefCell<Vec<(BytesMut, BytesMut)>>);
+mod buffers;
+mod log;
+pub mod park;
 
-thread_local! {
-    static POOL: Rc<BufferPool> = Rc::new(BufferPool(RefCell::new(Vec::with_capacity(POOL_MAX))));
-}
-
-/// Buffer pairs kept per thread; more are freed.
-const POOL_MAX: usize = 32;
-
-impl BufferPool {
-    /// This thread's pool.
-    fn current() -> Rc<BufferPool> {
-        POOL.with(Rc::clone)
-    }
-
-    /// Fills `r` and `w` (empty, unallocated) with a pair from the pool, or
-    /// new. Inlined, as is [`BufferPool::put`]: both run once per request
-    /// and are mostly moves that a call would double.
-    #[inline(always)]
-    fn get(&self, r: &mut BytesMut, w: &mut BytesMut) {
-        let mut p = self.0.borrow_mut();
-        let n = p.len();
-        if n == 0 {
-            drop(p);
-            (*r, *w) = new_buffers();
-            return;
-        }
-        // Moved straight into place (`pop` copies the pair through
-        // temporaries). `r` and `w` are unallocated (see `put`), so they are
-        // overwritten without the drop that would find nothing to free.
-        debug_assert!(r.capacity() == 0 && w.capacity() == 0);
-        // SAFETY: element `n - 1` is initialised; after `set_len` the vector
-        // no longer owns it, so it is read (moved out) exactly once.
-        unsafe {
-            p.set_len(n - 1);
-            let pair = p.as_ptr().add(n - 1);
-            std::ptr::write(r, std::ptr::read(&raw const (*pair).0));
-            std::ptr::write(w, std::ptr::read(&raw const (*pair).1));
-        }
-    }
-
-    /// Moves the pair into the pool for reuse (emptied; or frees it),
-    /// leaving `r` and `w` unallocated. Their room is restored lazily, by
-    /// the `reserve` before the next read.
-    #[inline(always)]
-    fn put(&self, r: &mut BytesMut, w: &mut BytesMut) {
-        let mut p = self.0.borrow_mut();
-        let keep = |b: &BytesMut| (1..=64 * BUF_SIZE).contains(&b.capacity());
-        let n = p.len();
-        // Room for POOL_MAX pairs is reserved when the pool is made, so the
-        // pair is written in place: `push` was an out-of-line call (with its
-        // growth check) of ~25 instructions per request on the stackful
-        // runtime.
-        if n < POOL_MAX && n < p.capacity() && keep(r) && keep(w) {
-            r.clear();
-            w.clear();
-            // SAFETY: `n < capacity`, so slot `n` is allocated and unused;
-            // it is written once, then counted by `set_len`.
-            unsafe {
-                p.as_mut_ptr()
-                    .add(n)
-                    .write((std::mem::take(r), std::mem::take(w)));
-                p.set_len(n + 1);
-            }
-        } else {
-            drop(p);
-            (*r, *w) = (BytesMut::new(), BytesMut::new()); // freed
-        }
-    }
-}
-
-#[cold]
-fn new_buffers() -> (BytesMut, BytesMut) {
-    (
-        BytesMut::with_capacity(BUF_SIZE),
-        BytesMut::with_capacity(BUF_SIZE),
-    )
-}
-
-/// Writes the access-log line, if logging is on. Inlined: with logging
-/// and tracing off (the common case) it is two tests.
-#[inline(always)]
-fn log<I: BlockingIo>(
-    ctx: &Ctx,
-    io: &I,
-    client: Option<SocketAddr>,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-) {
-    driver::trace_outcome(io.fd(), req, out, started);
-    if let Some(log) = &ctx.access_log {
-        access_log(ctx, log, io, client, on, req, out, started);
-    }
-}
-
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn access_log<I: BlockingIo>(
-    ctx: &Ctx,
-    log: &AccessLog,
-    io: &I,
-    client: Option<SocketAddr>,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-) {
-    let (status, bytes) = (out.status.code(), out.bytes);
-    let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
-    log.log(&Entry::new(peer, req, on, status, bytes, Some(started)));
-}
+pub use park::{Feed, Parked, Turn};
 
 #[cfg(test)]
 mod tests;

@@ -146,6 +146,23 @@ pub unsafe trait BlockingIo {
     }
     /// Waits until a read would not block (data, end of stream, error).
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()>;
+    /// The thread pool's event mode, where the connection loop would wait
+    /// for the next bytes of a head: takes in what the socket holds if
+    /// `readable` (it was seen readable and nothing has read it since),
+    /// without waiting for more, and says whether a read would now return
+    /// without the socket becoming readable again. False parks the
+    /// connection in its front, which watches the socket.
+    ///
+    /// A plain socket keeps its bytes in the kernel, where the front reads
+    /// them itself: false (the default). TLS ([`tls::TlsIo`]) takes one
+    /// step of the session (handshake messages, records; or a piece of
+    /// plain HTTP sent to the TLS port) and answers true when rustls holds
+    /// plaintext, or when the session is over (the read that follows
+    /// reports how).
+    fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
+        let _ = (readable, deadline);
+        Ok(false)
+    }
     /// Sleeps without holding up other connections.
     fn sleep(&mut self, d: Duration);
     /// The current time, as precise as the design's deadlines need (an

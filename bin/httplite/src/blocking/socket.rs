@@ -75,6 +75,11 @@ impl Blocking {
         }
     }
 
+    /// The socket.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
     fn set_read_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
         refresh_timeout(&mut self.read_timeout, deadline, |t| {
             self.stream.set_read_timeout(Some(t))

@@ -26,33 +26,79 @@ const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// the connection's listener, after
 /// its PROXY header if its listener takes one (read off the socket
 /// itself, before TLS: the balancer sends it in the clear).
-pub fn serve<I: BlockingIo>(ctx: &Ctx, mut io: I) {
+pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
+    let on = surface(ctx, &io);
+    match start(ctx, io, on) {
+        Ok((Started::Plain(io), client)) => conn::serve(ctx, io, client, on),
+        Ok((Started::Tls(io), client)) => conn::serve(ctx, io, client, on),
+        Err(_) => {}
+    }
+}
+
+/// A connection ready for the connection loop.
+#[derive(Debug)]
+// Briefly on the stack, once per connection: boxing the session would be
+// an allocation per connection for nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Started<I> {
+    /// Plain HTTP.
+    Plain(I),
+    /// HTTPS: the session is made, its handshake still to come.
+    Tls(TlsIo<I>),
+}
+
+/// The listener `io` came in on (counted if it is an admin one).
+pub fn surface<I: BlockingIo>(ctx: &Ctx, io: &I) -> Surface {
     // SAFETY: `io` owns the socket and keeps it open for this call.
     let on = (ctx.config.admin).surface_of(unsafe { BorrowedFd::borrow_raw(io.fd()) });
     if on == Surface::Admin {
         ctx.stats.admin_connection();
     }
+    on
+}
+
+/// Whether a connection on `on` opens with a PROXY header: the PROXY
+/// protocol is the balancer's, on public listeners only (an operator
+/// reaches --admin directly).
+pub fn expects_proxy_header<I: BlockingIo>(ctx: &Ctx, io: &I, on: Surface) -> bool {
+    on == Surface::Public && ctx.config.proxy.expects_header(io.fd())
+}
+
+/// What comes before the connection loop: the PROXY header, if its
+/// listener takes one (blocking, within the header timeout), and the TLS
+/// session, if it has one. The client the header named, if any; on a
+/// refusal or a failure (counted), the socket back, to be closed.
+pub fn start<I: BlockingIo>(
+    ctx: &Ctx,
+    mut io: I,
+    on: Surface,
+) -> Result<(Started<I>, Option<SocketAddr>), I> {
     let proxy = &ctx.config.proxy;
-    // The PROXY protocol is the balancer's, on public listeners only (an
-    // operator reaches --admin directly).
-    let client = match on == Surface::Public && proxy.expects_header(io.fd()) {
+    let client = match expects_proxy_header(ctx, &io, on) {
         false => None,
         true => {
             // One deadline for the whole header, however many reads.
             let deadline = Deadline::Since(io.now(), ctx.config.header_timeout);
             match crate::proxy::read_blocking(proxy, &mut io, deadline) {
                 Ok(client) => client,
-                Err(refused) => return refused.count(&ctx.stats),
+                Err(refused) => {
+                    refused.count(&ctx.stats);
+                    return Err(io);
+                }
             }
         }
     };
-    match ctx.tls.on(on) {
-        None => conn::serve(ctx, io, client, on),
-        Some(tls) => match TlsIo::new(io, tls) {
-            Ok(io) => conn::serve(ctx, io, client, on),
-            Err(_) => ctx.stats.error(site::stats::ErrorKind::Io),
+    let started = match ctx.tls.on(on) {
+        None => Started::Plain(io),
+        Some(tls) => match Session::new(tls) {
+            Ok(session) => Started::Tls(TlsIo::over(io, session)),
+            Err(_) => {
+                ctx.stats.error(site::stats::ErrorKind::Io);
+                return Err(io);
+            }
         },
-    }
+    };
+    Ok((started, client))
 }
 
 /// A blocking socket with TLS on it.
@@ -65,10 +111,17 @@ pub struct TlsIo<I> {
 impl<I: BlockingIo> TlsIo<I> {
     /// Starts a server-side TLS session over `inner`.
     pub fn new(inner: I, tls: &Arc<Tls>) -> io::Result<TlsIo<I>> {
-        Ok(TlsIo {
-            inner,
-            session: Session::new(tls)?,
-        })
+        Ok(TlsIo::over(inner, Session::new(tls)?))
+    }
+
+    /// `session` over `inner`.
+    pub fn over(inner: I, session: Session) -> TlsIo<I> {
+        TlsIo { inner, session }
+    }
+
+    /// The socket under the session.
+    pub fn inner(&self) -> &I {
+        &self.inner
     }
 
     /// The socket and the deadline of the call under way, as the session's
@@ -103,6 +156,26 @@ impl<I: BlockingIo> RawIo for Raw<'_, I> {
 
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.io.write(buf, self.deadline)
+    }
+}
+
+/// The socket for one receive at most (made only if it is known to be
+/// readable), then `WouldBlock`.
+struct OneRecv<'a, I> {
+    raw: Raw<'a, I>,
+    left: bool,
+}
+
+impl<I: BlockingIo> RawIo for OneRecv<'_, I> {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !std::mem::take(&mut self.left) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.raw.recv(buf)
+    }
+
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.raw.send(buf)
     }
 }
 
@@ -162,6 +235,47 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
             }
         }
         Ok(())
+    }
+
+    /// What the socket holds, taken without waiting for the client (a
+    /// readable socket's receive returns at once, and only one receive is
+    /// made): a step of the session, so that the handshake advances a
+    /// flight at a time and a record arrives in as many pieces as it likes
+    /// (rustls keeps the partial one); or, for plain HTTP sent to the TLS
+    /// port, a piece of its head, answered once whole. The front watches
+    /// the socket between steps, so no part of it holds a pool thread.
+    fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
+        let mut readable = readable;
+        if self.session.needs_input() {
+            if !readable {
+                return Ok(false);
+            }
+            readable = false;
+            let (session, mut raw) = self.parts(deadline);
+            match session.step(&mut raw) {
+                Ok(0) | Err(_) => return Ok(true), // the read that follows reports it
+                Ok(_) => {}
+            }
+            if self.session.needs_input() {
+                return Ok(false);
+            }
+        }
+        if self.session.has_plaintext() {
+            return Ok(true);
+        }
+        // Plain HTTP on the TLS port (or a session that is over, which the
+        // read answers without the socket): at most one receive, then
+        // `WouldBlock`, which the session resumes from.
+        let (session, raw) = self.parts(deadline);
+        let mut once = OneRecv {
+            raw,
+            left: readable,
+        };
+        match session.read(&mut once, &mut []) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+            Ok(_) => Ok(true),
+        }
     }
 
     fn sleep(&mut self, d: Duration) {

@@ -107,6 +107,7 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
     ("admin_tls_cert", "TLS's certificate reload is a thread"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
+    ("threadpool_mode", "that is --runtime threadpool's"),
     ("stack_size", "that is --runtime stackful's"),
     (
         "drain_delay",

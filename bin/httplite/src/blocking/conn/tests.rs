@@ -19,15 +19,15 @@ use site::stats::Stats;
 
 /// What the server wrote, and how much of it before each read.
 #[derive(Default)]
-struct Log {
-    output: Vec<u8>,
-    written_before_read: Vec<usize>,
+pub(super) struct Log {
+    pub(super) output: Vec<u8>,
+    pub(super) written_before_read: Vec<usize>,
 }
 
 /// A socket whose client sends `reads`, one per read call, then closes.
-struct Script {
-    reads: std::vec::IntoIter<Vec<u8>>,
-    log: Rc<RefCell<Log>>,
+pub(super) struct Script {
+    pub(super) reads: std::vec::IntoIter<Vec<u8>>,
+    pub(super) log: Rc<RefCell<Log>>,
 }
 
 // SAFETY: `read_uninit` writes every byte it counts, and asserts the chunk
@@ -85,7 +85,7 @@ unsafe impl BlockingIo for Script {
     }
 }
 
-fn ctx() -> Ctx {
+pub(super) fn ctx() -> Ctx {
     let pool = pool::Pool::builder().max_threads(1).build();
     let retention = Retention {
         max_count: 16,
@@ -130,7 +130,7 @@ fn run(reads: &[&[u8]]) -> Log {
         .into_inner()
 }
 
-const GET: &[u8] = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n";
+pub(super) const GET: &[u8] = b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a\r\n\r\n";
 /// Answered 405 once its body has been read and dropped.
 const POST_HEAD: &[u8] =
     b"POST /_httplite/plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n";
