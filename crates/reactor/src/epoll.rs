@@ -45,20 +45,7 @@ impl Epoll {
     /// let _ = ep.add(3, reactor::epoll::ALL_EDGE, 0);
     /// ```
     pub fn add(&self, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: flags,
-            u64: token,
-        };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        syscall!(unsafe {
-            libc::epoll_ctl(
-                self.fd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        })?;
-        Ok(())
+        self.ctl(libc::EPOLL_CTL_ADD, fd, flags, token)
     }
 
     /// Changes the event `flags` (and `token`) of `fd`, already added: with
@@ -67,20 +54,18 @@ impl Epoll {
     /// setting events again re-checks readiness, so an edge-triggered `fd`
     /// that is ready reports at once.
     pub fn modify(&self, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, flags, token)
+    }
+
+    /// `epoll_ctl(op)` with an event.
+    fn ctl(&self, op: libc::c_int, fd: BorrowedFd<'_>, flags: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event {
             events: flags,
             u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call;
         // `fd` is borrowed, so open.
-        syscall!(unsafe {
-            libc::epoll_ctl(
-                self.fd.as_raw_fd(),
-                libc::EPOLL_CTL_MOD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        })?;
+        syscall!(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd.as_raw_fd(), &mut ev) })?;
         Ok(())
     }
 
