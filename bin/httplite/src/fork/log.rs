@@ -130,7 +130,7 @@ impl ForkLog {
     }
 
     /// Tells stderr how many lines were dropped since it was last told,
-    /// and why: at most every [`REPORT_EVERY`] (by whichever process drops
+    /// and why: at most every `REPORT_EVERY` (by whichever process drops
     /// a line once that long has passed), or now with `last` (the parent,
     /// as it stops).
     pub fn report(&self, last: bool) {

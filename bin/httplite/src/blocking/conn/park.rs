@@ -12,7 +12,7 @@
 //!                flush; the next head is not whole ── Stop::Park ──┘
 //! ```
 //!
-//! A [`Parked`] connection is the state a [`Conn`] keeps across that trip:
+//! A [`Parked`] connection is the state a `Conn` keeps across that trip:
 //! its socket, decoder, read buffer (with the start of the next head, if
 //! any), the head the front decoded, and what its deadlines are counted
 //! from. Bodies are read on the pool thread, blocking, as in every other
@@ -75,7 +75,7 @@ pub enum Feed {
     /// Not a whole head yet: it stays parked.
     More,
     /// The client closed or the socket failed (counted as
-    /// [`Conn::run`] counts it): close.
+    /// `Conn::run` counts it): close.
     Closed,
 }
 
@@ -123,7 +123,7 @@ impl<I: BlockingIo> Parked<I> {
     }
 
     /// When the front gives up on it, and as which timeout: the same
-    /// deadlines as [`Conn::fill`]'s (a head within the header timeout of
+    /// deadlines as `Conn::fill`'s (a head within the header timeout of
     /// its first byte, or of the accept; the wait between requests within
     /// the idle timeout).
     pub fn deadline(&self, config: &Config) -> (Instant, TimeoutKind) {

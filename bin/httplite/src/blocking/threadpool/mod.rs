@@ -6,7 +6,7 @@
 //!
 //! **Event mode** (the default, Apache's event MPM): a thread serves a
 //! *request*, not a connection. Each dispatch worker is a *front*
-//! ([`front`]): an epoll set holding every connection of the worker that
+//! (`front.rs`): an epoll set holding every connection of the worker that
 //! is waiting for the bytes of a request head: new ones, idle keep-alive
 //! ones, and ones whose head has come in part. The front reads what
 //! arrives and decodes it; a connection goes to the queue only with a
@@ -300,7 +300,7 @@ impl RuntimeProbe for Probe {
 }
 
 /// Runs one dispatch worker: in event mode, its front
-/// ([`front::run`]); in connection mode, it moves the connections handed
+/// (`front::run`); in connection mode, it moves the connections handed
 /// to it into the pool's queue (or answers 503 when the queue is full)
 /// and, at shutdown, waits for the ones it queued.
 pub fn run(port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Result<()> {
