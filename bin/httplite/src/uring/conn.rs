@@ -143,7 +143,10 @@ impl Drop for Conn {
         }
         // Here rather than at the end of `serve`: a task cancelled at the
         // shutdown deadline drops its connection too.
-        if !matches!(self.ctx.config.proxy.listeners, crate::proxy::Listeners::None) {
+        if !matches!(
+            self.ctx.config.proxy.listeners,
+            crate::proxy::Listeners::None
+        ) {
             let fd = self.stream.as_raw_fd();
             self.ctx.proxy_clients.borrow_mut().remove(&fd);
         }
