@@ -462,7 +462,7 @@ fn rustls_pki_certs(path: &Path) -> Vec<rustls::pki_types::CertificateDer<'stati
 /// listener takes none (the operator reaches it directly).
 #[test]
 fn the_admin_listener_takes_no_proxy_header() {
-    for rt in runtimes_where(super::proxy_protocol::proxy_exclusion) {
+    for rt in runtimes() {
         let site = site();
         let root = site.path().display().to_string();
         let args = [

@@ -14,23 +14,16 @@ use std::time::Duration;
 use super::harness::*;
 use super::pki::tls_mode;
 
-/// The runtimes that read PROXY headers: all but uring, which refuses
-/// `--proxy-protocol` in one line (`crate::uring`).
-/// Why `rt` cannot take a PROXY header.
-pub(crate) fn proxy_exclusion(rt: &str) -> Option<&'static str> {
-    (rt == "uring").then_some("uring refuses --proxy-protocol (tests/server/uring.rs)")
-}
-
-/// The runtimes of this run that read PROXY headers (each left out is
-/// reported).
+/// The runtimes of this run (every one reads PROXY headers; uring only in
+/// plaintext, as it serves no TLS, and the TLS pass leaves it out whole).
 fn proxy_runtimes() -> impl Iterator<Item = &'static &'static str> {
-    runtimes_where(proxy_exclusion).iter()
+    runtimes().iter()
 }
 
-/// The runtimes of this run that read PROXY headers and listen on several
-/// sockets (fork takes one `--bind`; each left out is reported).
+/// The runtimes of this run that listen on several sockets (fork takes
+/// one `--bind`; each left out is reported).
 fn proxy_listeners_runtimes() -> impl Iterator<Item = &'static &'static str> {
-    runtimes_where(|rt| proxy_exclusion(rt).or_else(|| ops_exclusion(rt))).iter()
+    runtimes_where(ops_exclusion).iter()
 }
 
 const V2_SIG: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";

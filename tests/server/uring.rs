@@ -31,29 +31,6 @@ fn uring_refuses_tls_in_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
-#[test]
-fn uring_refuses_the_proxy_protocol_in_one_line() {
-    let out = run_binary(
-        &[
-            "--runtime",
-            "uring",
-            "--bind",
-            "127.0.0.1:0",
-            "--proxy-protocol",
-            "--trusted-proxy",
-            "127.0.0.1/32",
-        ],
-        Duration::from_secs(10),
-    );
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--runtime uring does not read PROXY headers"),
-        "{err}"
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-}
-
 /// Starts the server with a seccomp filter that fails `io_uring_setup`
 /// with `errno` (as a container's default profile does with EPERM, or an
 /// old kernel with ENOSYS): one line naming the cause and the alternative,

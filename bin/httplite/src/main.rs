@@ -120,14 +120,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
                 .to_string(),
         );
     }
-    if cli.runtime == RuntimeKind::Uring && !cli.proxy_protocol.is_empty() {
-        return Err(
-            "--runtime uring does not read PROXY headers yet (its connections take \
-                    their bytes from ring buffers, and the header reader peeks at the socket): \
-                    use another --runtime behind a PROXY-protocol balancer"
-                .to_string(),
-        );
-    }
     if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
         return Err(
             "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \

@@ -92,6 +92,9 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
     if on == Surface::Admin {
         ctx.stats.admin_connection();
     }
+    // The PROXY protocol is the balancer's, on public listeners only (an
+    // operator reaches --admin directly).
+    let proxied = on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd());
     let mut conn = Conn {
         ctx,
         stream,
@@ -104,7 +107,30 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
     };
     async move {
         // The first poll ends the handoff's arrow on a timeline.
-        crate::driver::trace_arrival(conn.stream.as_raw_fd());
+        let fd = conn.stream.as_raw_fd();
+        crate::driver::trace_arrival(fd);
+        if proxied {
+            // Boxed: the header's reader must not enlarge every idle
+            // connection's future (this state is live only until then).
+            let header = Box::pin(super::proxied::read_header(
+                &conn.ctx,
+                &conn.stream,
+                conn.request_started,
+            ));
+            match header.await {
+                Ok(client) => {
+                    crate::proxy::trace_accepted(fd, client);
+                    if let Some(client) = client {
+                        conn.ctx.proxy_clients.borrow_mut().insert(fd, client);
+                    }
+                }
+                Err(refused) => {
+                    refused.trace(fd);
+                    refused.count(&conn.ctx.stats);
+                    return;
+                }
+            }
+        }
         let stop = conn.run().await;
         conn.finish(stop);
     }
@@ -114,6 +140,15 @@ impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
+        }
+        // Here rather than at the end of `serve`: a task cancelled at the
+        // shutdown deadline drops its connection too.
+        if !matches!(
+            self.ctx.config.proxy.listeners,
+            crate::proxy::Listeners::None
+        ) {
+            let fd = self.stream.as_raw_fd();
+            self.ctx.proxy_clients.borrow_mut().remove(&fd);
         }
     }
 }
@@ -448,9 +483,12 @@ pub(super) fn log(
 ) {
     driver::trace_outcome(fd, req, out, started);
     if let Some(log) = &ctx.access_log {
-        // No PROXY header on this runtime (refused at start), but
-        // `--trusted-proxy` still names who may set X-Forwarded-For.
-        let peer = (ctx.config.proxy).client_of(None, fd, req, || {
+        // The client a PROXY header named, if this connection sent one.
+        let client = match ctx.config.proxy.listeners {
+            crate::proxy::Listeners::None => None,
+            _ => ctx.proxy_clients.borrow().get(&fd).copied(),
+        };
+        let peer = (ctx.config.proxy).client_of(client, fd, req, || {
             // SAFETY: `fd` is this connection's socket, open until the
             // connection ends, after this call.
             reactor::sys::peer_addr(unsafe { BorrowedFd::borrow_raw(fd) }).ok()

@@ -3,6 +3,9 @@
 //! do not import each other.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -42,6 +45,11 @@ pub(super) struct WorkerCtx {
     pub open: Cell<usize>,
     /// The shutdown wait, woken when the last connection closes.
     pub all_closed: RefCell<Option<Waker>>,
+    /// The client a PROXY header named, by connection fd, for the
+    /// connections that sent one (kept beside the connections rather
+    /// than in each, so that an idle connection without the option stays
+    /// as small as it was; an entry goes when its connection ends).
+    pub proxy_clients: RefCell<HashMap<RawFd, SocketAddr>>,
 }
 
 impl WorkerCtx {

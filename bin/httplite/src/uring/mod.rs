@@ -28,6 +28,7 @@
 mod conn;
 mod ctx;
 mod io;
+mod proxied;
 pub mod setup;
 mod slow;
 pub mod trace;

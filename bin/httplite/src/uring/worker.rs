@@ -69,6 +69,7 @@ pub fn run(
         closer: port.closer(),
         open: Cell::new(0),
         all_closed: RefCell::new(None),
+        proxy_clients: RefCell::default(),
     });
     let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
     // Whatever is still open at the deadline is cancelled here: dropping the
