@@ -139,6 +139,9 @@ pub(super) fn run(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Resul
     home.epoll
         .add(home.wake.as_fd(), libc::EPOLLIN as u32, WAKE)?;
     pool.start();
+    // Set up: the front waits for the port's readiness before its first
+    // `poll_batch`, so it says so itself.
+    port.ready();
     let mut front = Front {
         home: home.clone(),
         pool,
