@@ -83,7 +83,6 @@ impl<I: BlockingIo> Parked<I> {
     /// A connection just accepted (or just past its PROXY header), before
     /// its first byte; the header timeout counts from now.
     pub fn new(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Surface) -> Parked<I> {
-        crate::driver::trace_arrival(io.fd());
         let now = io.now();
         Parked {
             io,
@@ -234,6 +233,11 @@ pub fn resume<I: BlockingIo>(
         on,
         idle,
     } = parked;
+    if served == 0 {
+        // On a timeline the handoff's arrow ends at the first request, on
+        // the pool thread that serves it (the front opens no slice).
+        crate::driver::trace_arrival(io.fd());
+    }
     let mut conn = Conn {
         ctx,
         request_started: head_started.unwrap_or_else(|| io.now()),
