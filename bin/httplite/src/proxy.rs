@@ -207,6 +207,44 @@ pub fn read_blocking<I: BlockingIo>(
     }
 }
 
+/// Reads the PROXY header of an event-loop connection (stackless, uring):
+/// peek at what has arrived, then take exactly the header's bytes with
+/// `read`, which reads at most its buffer's length and waits for the
+/// first byte as the driver waits. The client it names, if any.
+pub async fn read_header(
+    fd: RawFd,
+    mut read: impl AsyncFnMut(&mut [u8]) -> io::Result<usize>,
+) -> Result<Option<SocketAddr>, Refused> {
+    let mut reader = HeaderReader::default();
+    loop {
+        let peeked = peek(fd, reader.spare()).map_err(Refused::Io)?;
+        let (max, done) = match reader.step(peeked) {
+            Step::Invalid(why) => return Err(Refused::Header(why)),
+            Step::Read(max) => (max, None),
+            Step::Done { consume, source } => (consume, Some(source)),
+        };
+        // `Read`: at most `max` bytes, waiting for the first. `Done`:
+        // exactly `max` more, which have arrived (the peek saw them).
+        let mut left = max;
+        while left > 0 {
+            let n = read(&mut reader.spare()[..left])
+                .await
+                .map_err(Refused::Io)?;
+            if n == 0 {
+                return Err(Refused::Header("closed inside the PROXY header"));
+            }
+            reader.consumed(n);
+            left = match done {
+                Some(_) => left - n,
+                None => 0,
+            };
+        }
+        if let Some(source) = done {
+            return Ok(source);
+        }
+    }
+}
+
 /// The trace line of an accepted header: which client the fd stands for.
 pub fn trace_accepted(fd: RawFd, source: Option<SocketAddr>) {
     match source {

@@ -19,7 +19,6 @@ use super::conn;
 use super::ctx::WorkerCtx;
 use super::transport::TlsStream;
 use crate::proxy::{self, Refused};
-use crate::proxy_protocol::{HeaderReader, Step};
 use site::exposure::Surface;
 
 /// Serves `stream` once its PROXY header is read; closes it, counted, if
@@ -73,34 +72,8 @@ pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream, on: Surface) {
 
 /// The header's client (`None`: keep the peer), read off `stream`.
 async fn read_header(stream: &TcpStream) -> Result<Option<SocketAddr>, Refused> {
-    let fd = stream.as_raw_fd();
-    let mut reader = HeaderReader::default();
-    loop {
-        let peeked = proxy::peek(fd, reader.spare()).map_err(Refused::Io)?;
-        let (max, done) = match reader.step(peeked) {
-            Step::Invalid(why) => return Err(Refused::Header(why)),
-            Step::Read(max) => (max, None),
-            Step::Done { consume, source } => (consume, Some(source)),
-        };
-        // `Read`: at most `max` bytes, waiting for the first. `Done`:
-        // exactly `max` more, which have arrived (the peek saw them).
-        let mut left = max;
-        while left > 0 {
-            let n = stream
-                .read(&mut reader.spare()[..left])
-                .await
-                .map_err(Refused::Io)?;
-            if n == 0 {
-                return Err(Refused::Header("closed inside the PROXY header"));
-            }
-            reader.consumed(n);
-            left = match done {
-                Some(_) => left - n,
-                None => 0,
-            };
-        }
-        if let Some(source) = done {
-            return Ok(source);
-        }
-    }
+    proxy::read_header(stream.as_raw_fd(), async |buf: &mut [u8]| {
+        stream.read(buf).await
+    })
+    .await
 }

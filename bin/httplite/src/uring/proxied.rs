@@ -20,7 +20,6 @@ use proactor::{TcpStream, op};
 
 use super::ctx::WorkerCtx;
 use crate::proxy::{self, Refused};
-use crate::proxy_protocol::{HeaderReader, Step};
 
 /// The header's client (`None`: keep the socket's peer), or why the
 /// connection is refused (the caller traces, counts and closes it).
@@ -41,44 +40,25 @@ pub(super) async fn read_header(
     }
 }
 
+/// The header, each read taking at most its buffer's length off the
+/// non-blocking socket and waiting for the first byte with a one-shot
+/// poll on the ring.
 async fn read(ctx: &WorkerCtx, stream: &TcpStream) -> Result<Option<SocketAddr>, Refused> {
     let fd = stream.as_raw_fd();
-    let mut reader = HeaderReader::default();
-    loop {
-        let peeked = proxy::peek(fd, reader.spare()).map_err(Refused::Io)?;
-        let (max, done) = match reader.step(peeked) {
-            Step::Invalid(why) => return Err(Refused::Header(why)),
-            Step::Read(max) => (max, None),
-            Step::Done { consume, source } => (consume, Some(source)),
-        };
-        // `Read`: at most `max` bytes, waiting for the first. `Done`:
-        // exactly `max` more, which have arrived (the peek saw them).
-        let mut left = max;
-        while left > 0 {
-            match reactor::sys::read(stream.as_fd(), &mut reader.spare()[..left]) {
-                Ok(0) => return Err(Refused::Header("closed inside the PROXY header")),
-                Ok(n) => {
-                    reader.consumed(n);
-                    left = match done {
-                        Some(_) => left - n,
-                        None => 0,
-                    };
-                }
+    proxy::read_header(fd, async |buf: &mut [u8]| {
+        loop {
+            match reactor::sys::read(stream.as_fd(), buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // SAFETY: `stream` owns the socket and is borrowed while
-                    // this future lives; dropped (at the header timeout),
-                    // the poll's SQE is already queued, and the stream's
-                    // close goes through this ring behind it
-                    // (`proactor::TcpStream`'s Drop).
-                    let poll = unsafe { op::poll(&ctx.proactor, fd, libc::POLLIN) };
-                    poll.await.map_err(Refused::Io)?;
+                    // this future lives; dropped (at the header timeout), the
+                    // poll's SQE is already queued, and the stream's close goes
+                    // through this ring behind it (`proactor::TcpStream`'s Drop).
+                    unsafe { op::poll(&ctx.proactor, fd, libc::POLLIN) }.await?;
                 }
-                Err(e) => return Err(Refused::Io(e)),
+                read => return read,
             }
         }
-        if let Some(source) = done {
-            return Ok(source);
-        }
-    }
+    })
+    .await
 }
