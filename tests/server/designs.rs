@@ -58,17 +58,8 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         &["--dispatch", "reuseport"],
         &["--console"],
         &["--pool-threads", "2"],
-        &["--tls-cert", "a.pem", "--tls-key", "k.pem"],
         &["--drain-delay", "1s"],
         &["--socket-mode", "600"],
-        &[
-            "--admin",
-            "127.0.0.1:0",
-            "--admin-tls-cert",
-            "a.pem",
-            "--admin-tls-key",
-            "k.pem",
-        ],
     ];
     for extra in cases {
         let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];

@@ -358,7 +358,7 @@ fn an_admin_listener_on_the_public_port_is_refused() {
 fn the_admin_listener_takes_its_own_certificate() {
     let pki = Pki::new("admin-tls");
     let issued = pki.issue("localhost", super::pki::KeyKind::EcdsaP256, 7);
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let site = site();
         let root = site.path().display().to_string();
         let (cert, key) = (
@@ -423,7 +423,7 @@ fn the_servers_suite_order_wins() {
             rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
         ),
     ];
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let server = super::tls::start(rt, &issued, &[]);
         for (offered, chosen) in &cases {
             let provider = rustls::crypto::CryptoProvider {

@@ -29,19 +29,13 @@ pub const RUNTIMES: &[&str] = &[
     "uring",
 ];
 
-/// The runtimes that serve TLS (`fork` refuses `--tls-cert`: its
-/// certificate reload is a thread, and the parent may run none; `uring`
-/// refuses it too: the TLS layer reads from a socket, the ring hands over
-/// buffers).
-pub const TLS_RUNTIMES: &[&str] = &["stackless", "stackful", "threads", "threadpool"];
-
-/// The runtimes this run covers: [`RUNTIMES`], or [`TLS_RUNTIMES`] when
-/// the suite runs over TLS (`HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
+/// The runtimes this run covers: [`RUNTIMES`] (every one serves TLS too,
+/// for the pass over it, `HTTPLITE_TEST_TLS=1`). `HTTPLITE_TEST_RUNTIMES`
 /// (a comma-separated list) narrows it, e.g. to run one design's suite.
 pub fn runtimes() -> &'static [&'static str] {
     static CHOSEN: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     CHOSEN.get_or_init(|| {
-        let all = if tls_mode() { TLS_RUNTIMES } else { RUNTIMES };
+        let all = RUNTIMES;
         let chosen: Vec<&'static str> = match std::env::var("HTTPLITE_TEST_RUNTIMES") {
             Ok(list) => all
                 .iter()
@@ -88,31 +82,16 @@ pub fn runtimes_where(why_not: impl Fn(&str) -> Option<&'static str>) -> &'stati
 
 /// Why `rt` lacks the operator's features a fork parent refuses
 /// (`--drain-delay` and health, several listeners, the binary upgrade;
-/// `designs.rs` and `drain.rs` assert the refusals), or cannot serve the
-/// suite over TLS. (The access log is not one of them: a fork child writes
-/// its own lines.)
+/// `designs.rs` and `drain.rs` assert the refusals). (The access log is
+/// not one of them: a fork child writes its own lines.)
 pub fn ops_exclusion(rt: &str) -> Option<&'static str> {
-    match rt {
-        "fork" => Some("a fork parent refuses the operator's flags (designs.rs asserts it)"),
-        _ => tls_exclusion(rt).filter(|_| tls_mode()),
-    }
-}
-
-/// Why `rt` cannot serve TLS.
-pub fn tls_exclusion(rt: &str) -> Option<&'static str> {
-    (!TLS_RUNTIMES.contains(&rt)).then_some("this design does not serve TLS")
+    (rt == "fork").then_some("a fork parent refuses the operator's flags (designs.rs asserts it)")
 }
 
 /// The runtimes of this run with the operator's features (every one but
-/// fork: see [`ops_exclusion`]), less those that cannot serve TLS when the
-/// suite runs over it (`uring`); each left out is reported.
+/// fork: see [`ops_exclusion`]); each left out is reported.
 pub fn ops_runtimes() -> &'static [&'static str] {
     runtimes_where(ops_exclusion)
-}
-
-/// The runtimes of this run that serve TLS; each left out is reported.
-pub fn tls_runtimes() -> &'static [&'static str] {
-    runtimes_where(tls_exclusion)
 }
 
 /// Whether the kernel has `openat2(2)` (Linux 5.6 and later), which the

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::harness::{Client, Server, TempDir, get_req, tls_runtimes, wait_until};
+use crate::harness::{Client, Server, TempDir, get_req, runtimes, wait_until};
 use crate::pki::{Issued, KeyKind, Pki};
 
 /// `--tls-cert C --tls-key K` for `issued`.
@@ -82,7 +82,7 @@ fn real_clients_over_tls_on_every_runtime() {
     root.write("big.bin", &big);
     root.write("small.txt", b"small file\n");
     let root_arg = root.path().display().to_string();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let server = start(rt, issued, &["--root", &root_arg, "--expose", "plaintext"]);
         let url = |p: &str| server.url(p);
 
@@ -241,7 +241,7 @@ fn h2load(rt: &str, server: &Server, n: usize, args: &[&str]) {
 #[test]
 fn h2load_keep_alive_pipelined_and_one_connection_per_request() {
     let (_, issued) = Pki::shared();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let server = start(rt, issued, &[]);
         h2load(rt, &server, 400, &["-c", "4"]);
         h2load(rt, &server, 400, &["-c", "2", "-m", "16"]);
@@ -263,7 +263,7 @@ fn rsa_key_with_a_chain() {
     let pki = Pki::new("rsa");
     let issued = pki.issue("rsa", KeyKind::Rsa2048, 7);
     let ca = pki.ca().display().to_string();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let server = start(rt, &issued, &[]);
         let (ok, out, err) = run(
             "curl",
@@ -292,7 +292,7 @@ fn rsa_key_with_a_chain() {
 #[test]
 fn plain_http_on_the_tls_port_is_answered_and_closed() {
     let (_, issued) = Pki::shared();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         for redirect in [false, true] {
             let extra: &[&str] = if redirect { &["--redirect-http"] } else { &[] };
             let server = start(rt, issued, extra);
@@ -324,7 +324,7 @@ fn plain_http_on_the_tls_port_is_answered_and_closed() {
 #[test]
 fn bad_and_stalled_handshakes_are_closed_and_counted() {
     let (pki, issued) = Pki::shared();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let server = start(rt, issued, &["--header-timeout", "1s"]);
         // A handshake record holding garbage.
         let mut c = Client::try_connect_plain(server.addr()).unwrap();
@@ -375,7 +375,7 @@ fn bad_and_stalled_handshakes_are_closed_and_counted() {
 #[test]
 fn shutdown_ends_connections_idle_after_their_handshake() {
     let (pki, issued) = Pki::shared();
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         // Timeouts far beyond the bound below: only shutdown can end them.
         let mut server = start(
             rt,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::harness::{Client, Server, get_req, tls_runtimes, wait_until};
+use crate::harness::{Client, Server, get_req, runtimes, wait_until};
 use crate::pki::{Issued, KeyKind, Pki};
 use crate::tls::{start, tls_args};
 
@@ -32,7 +32,7 @@ fn replace(from: &Issued, to: &Issued) {
 #[test]
 fn reload_under_load_switches_new_handshakes_only() {
     let pki = Pki::new("reload");
-    for rt in tls_runtimes() {
+    for rt in runtimes() {
         let live = pki.issue(&format!("live-{rt}"), KeyKind::EcdsaP256, 100);
         let old = leaf(&live);
         let next = pki.issue(&format!("next-{rt}"), KeyKind::EcdsaP256, 101);

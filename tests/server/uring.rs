@@ -1,5 +1,5 @@
-//! What only `--runtime uring` has: its refusals (TLS, an io_uring the
-//! kernel will not give us) and its trace lines. Everything else it shares
+//! What only `--runtime uring` has: its refusal of an io_uring the kernel
+//! will not give us, and its trace lines. Everything else it shares
 //! with the other runtimes runs in the rest of the suite (`uring` is in
 //! [`crate::harness::RUNTIMES`]).
 
@@ -8,28 +8,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::harness::run_binary;
-
-#[test]
-fn uring_refuses_tls_in_one_line() {
-    let out = run_binary(
-        &[
-            "--runtime",
-            "uring",
-            "--bind",
-            "127.0.0.1:0",
-            "--tls-cert",
-            "cert.pem",
-            "--tls-key",
-            "key.pem",
-        ],
-        Duration::from_secs(10),
-    );
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--runtime uring does not serve TLS"), "{err}");
-    assert!(err.contains("--runtime stackless"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-}
 
 /// Starts the server with a seccomp filter that fails `io_uring_setup`
 /// with `errno` (as a container's default profile does with EPERM, or an

@@ -111,15 +111,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Err("--trace-format chrome needs --trace-file FILE".to_string());
     }
     check_admin_binds(cli)?;
-    if cli.runtime == RuntimeKind::Uring && (cli.tls_cert.is_some() || cli.admin_tls_cert.is_some())
-    {
-        return Err(
-            "--runtime uring does not serve TLS yet: its connections are \
-                    handed bytes in ring buffers, and the TLS layer reads from a socket \
-                    (use --runtime stackless for HTTPS; see docs/io-uring.md)"
-                .to_string(),
-        );
-    }
     if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
         return Err(
             "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
@@ -321,7 +312,7 @@ fn run(cli: Cli) -> Result<()> {
         &public.iter().map(|l| l.addr().clone()).collect::<Vec<_>>(),
     );
     let config = Arc::new(config);
-    let tls = tls_by_listener(&cli, &stats)?;
+    let tls = tls_by_listener(&cli, &stats, None)?;
 
     let dconfig = dispatch::Config {
         workers,
@@ -407,7 +398,14 @@ fn run(cli: Cli) -> Result<()> {
                     httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
                 }
                 RuntimeKind::Uring => {
-                    httplite::uring::run(port, app.clone(), config.clone(), stats.worker(id), log)
+                    httplite::uring::run(
+                        port,
+                        app.clone(),
+                        config.clone(),
+                        stats.worker(id),
+                        log,
+                        tls.clone(),
+                    )
                 }
                 RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };
@@ -696,20 +694,22 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     if let Some(log) = log {
         parent.log_to(log);
     }
+    let tls = tls_by_listener(cli, &stats, Some(&page.tls))?;
+    parent.tls(tls.clone());
     let ctx = httplite::blocking::conn::Ctx {
         app: app.clone(),
         config: Arc::new(config),
         stats: stats.worker(0),
         access_log,
         idle: httplite::blocking::IdleSet::default(),
-        tls: Default::default(),
+        tls: tls.clone(),
     };
     warn_exposure(cli, &app, &public);
     if !cli.quiet {
         println!(
-            "httplite listening on http://{}{} (processes: one per connection, runtime: fork{})",
-            parent.local_addr(),
-            admin_urls(&admin_addrs, false),
+            "httplite listening on {}{} (processes: one per connection, runtime: fork{})",
+            httplite::listen::url(&public[0], tls.public.is_some()),
+            admin_urls(&admin_addrs, tls.admin.is_some()),
             app.root
                 .as_ref()
                 .map(|r| format!(", root: {}", r.path().display()))
@@ -733,8 +733,13 @@ fn exposure(cli: &Cli) -> Exposure {
 }
 
 /// `--tls-cert` and `--admin-tls-cert`, each with its own certificate and
-/// one set of counters (the stats document's `tls`) for both.
-fn tls_by_listener(cli: &Cli, stats: &Stats) -> Result<TlsByListener> {
+/// one set of counters (the stats document's `tls`) for both: in `shared`
+/// when given (fork's page, which every child adds to).
+fn tls_by_listener(
+    cli: &Cli,
+    stats: &Stats,
+    shared: Option<&'static httplite::tls::stats::TlsCounts>,
+) -> Result<TlsByListener> {
     let load =
         |cert: &Option<std::path::PathBuf>, key: &Option<std::path::PathBuf>, redirect| match (
             cert, key,
@@ -744,11 +749,16 @@ fn tls_by_listener(cli: &Cli, stats: &Stats) -> Result<TlsByListener> {
                 .map_err(anyhow::Error::msg),
             _ => Ok(None),
         };
-    let public = load(&cli.tls_cert, &cli.tls_key, cli.redirect_http)?;
+    let in_shared = |tls: Option<Tls>| match shared {
+        Some(counts) => tls.map(|t| t.counting_in_shared(counts)),
+        None => tls,
+    };
+    let public = in_shared(load(&cli.tls_cert, &cli.tls_key, cli.redirect_http)?);
     let admin = load(&cli.admin_tls_cert, &cli.admin_tls_key, false)?;
     let admin = match (&public, admin) {
+        (None, admin) => in_shared(admin),
         (Some(public), Some(admin)) => Some(admin.counting_into(public.stats.clone())),
-        (_, admin) => admin,
+        (Some(_), None) => None,
     };
     if let Some(counters) = (public.as_ref().or(admin.as_ref())).map(|t| t.stats.clone()) {
         stats.add_extra(Box::new(move |s: &mut String| counters.write_json(s)));

@@ -72,12 +72,7 @@ impl Reloads {
 
     /// Reloads the certificate; one line saying how it went.
     pub fn reload_tls(&self) -> String {
-        match (&self.tls.public, &self.tls.admin) {
-            (None, None) => "reload: nothing to reload (no --tls-cert)".to_string(),
-            (Some(tls), None) => tls.reload(),
-            (None, Some(admin)) => format!("admin: {}", admin.reload()),
-            (Some(tls), Some(admin)) => format!("{}; admin: {}", tls.reload(), admin.reload()),
-        }
+        self.tls.reload()
     }
 }
 
@@ -103,7 +98,7 @@ pub fn start(
                         if reloads.log.is_some() {
                             eprintln!("httplite: {}", reloads.reopen_log());
                         }
-                        if reloads.tls.public.is_some() || reloads.tls.admin.is_some() {
+                        if reloads.tls.any() {
                             eprintln!("{}", reloads.reload_tls());
                         }
                     }

@@ -8,7 +8,8 @@
 //!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
 //!                                           └─ parent: close its copy of the connection
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
-//!     SIGHUP            ─▶ reopen the access log's file (for the children forked from then on)
+//!     SIGHUP            ─▶ reopen the access log's file, read the TLS certificate again
+//!                          (both for the children forked from then on)
 //!     SIGINT / SIGTERM  ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
 //! ```
 //!
@@ -16,8 +17,14 @@
 //!   lock (the allocator's included) in the state the other threads left
 //!   it. So the parent runs no other thread: no dispatch workers, no
 //!   blocking-pool threads (the pool is closed before the first fork), no
-//!   console, no access-log writer thread, no TLS reload thread; the flags
-//!   that would start one are refused ([`incompatible_flag`]).
+//!   console, no access-log writer thread; the flags that would start one
+//!   are refused ([`incompatible_flag`]). What a thread does under the
+//!   other designs, the parent's loop does here: it reopens the access log
+//!   and reloads the TLS certificate on SIGHUP ([`Parent::tls`]).
+//! - **HTTPS**: each child runs the TLS session on its own socket with the
+//!   blocking connection loop, as `threads` does; the rustls configuration
+//!   (certificate, ticket keys) is the parent's, copied at the fork, and
+//!   the handshake counters are in the shared page.
 //! - **The access log: each child writes its own lines** ([`log`]), as no
 //!   writer thread may run. The parent opens the destination before any
 //!   fork (`O_APPEND`, as the writer thread does), so every child inherits
@@ -103,8 +110,6 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
     ),
     ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
     ("console", "the console is a thread"),
-    ("tls_cert", "TLS's certificate reload is a thread"),
-    ("admin_tls_cert", "TLS's certificate reload is a thread"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("threadpool_mode", "that is --runtime threadpool's"),
@@ -151,7 +156,22 @@ pub struct Parent {
     failing_until: Option<Instant>,
     /// The access log, reopened on SIGHUP (see [`Parent::log_to`]).
     log: Option<Arc<log::ForkLog>>,
+    /// The certificates, read again on SIGHUP, and the ticket keys, rolled
+    /// here (see [`Parent::tls`]).
+    tls: crate::tls::TlsByListener,
+    /// When the parent last let the ticket keys roll.
+    tickets_rolled: Option<Instant>,
 }
+
+/// How often, at most, the parent asks its ticketers to roll their keys
+/// (they roll when their period, hours long, is over).
+const TICKET_CHECK: Duration = Duration::from_secs(60);
+
+/// Bytes the parent encrypts so that its ticketer (and every child's copy)
+/// accepts tickets up to that length: more than a session's ticket holds
+/// without client certificates (a 48-byte secret, the SNI name and ALPN
+/// protocol of at most 255 bytes each, and a few small fields).
+const TICKET_PRIMER: [u8; 1024] = [0; 1024];
 
 /// How long the parent stops accepting after a failed `fork()` (`EAGAIN`
 /// at the process limit, `ENOMEM`): the connection it was for is closed
@@ -232,6 +252,8 @@ impl Parent {
             page: shared::page()?,
             failing_until: None,
             log: None,
+            tls: Default::default(),
+            tickets_rolled: None,
         })
     }
 
@@ -253,6 +275,41 @@ impl Parent {
     /// [`run`]: Parent::run
     pub fn log_to(&mut self, log: Arc<log::ForkLog>) {
         self.log = Some(log);
+    }
+
+    /// Serves HTTPS with `tls` (the children's `ctx.tls`): SIGHUP reads the
+    /// certificate files again here, so every child forked from then on
+    /// handshakes with the new pair (children already running keep theirs,
+    /// as open connections do under the other designs).
+    ///
+    /// The session-ticket keys live in each process's copy of the ticketer,
+    /// and two things in it change only when that process encrypts a
+    /// ticket: the keys roll when their period is over (rustls's
+    /// `TicketRotator`), and the ticketer refuses to decrypt a ticket longer
+    /// than the longest it has encrypted itself (aws-lc-rs's RFC 5077
+    /// ticketer). A child lives for one connection, so left alone every
+    /// child would refuse every ticket it had not issued, and would start
+    /// from the start-up keys forever. So the parent encrypts a ticket's
+    /// worth of bytes ([`TICKET_PRIMER`]) before it forks, at most once a
+    /// minute: each child inherits keys that have rolled on time and that
+    /// take any ticket another child issued (the session-ID cache, by
+    /// contrast, is each child's own and dies with it: see docs/tls.md).
+    pub fn tls(&mut self, tls: crate::tls::TlsByListener) {
+        self.tls = tls;
+    }
+
+    /// Lets the ticketers roll their keys if they are due (see
+    /// [`Parent::tls`]).
+    fn roll_ticket_keys(&mut self) {
+        if !self.tls.any() || self.tickets_rolled.is_some_and(|t| t.elapsed() < TICKET_CHECK) {
+            return;
+        }
+        self.tickets_rolled = Some(Instant::now());
+        for tls in [&self.tls.public, &self.tls.admin].into_iter().flatten() {
+            // Encrypting takes the rotator's path that rolls, and sets the
+            // current key's longest ticket.
+            let _ = tls.config.ticketer.encrypt(&TICKET_PRIMER);
+        }
     }
 
     /// Serves until SIGINT/SIGTERM and the children's end: every accepted
@@ -345,7 +402,12 @@ impl Parent {
             }
             match info.ssi_signo as libc::c_int {
                 libc::SIGCHLD => {}
-                libc::SIGHUP => self.reopen_log(),
+                libc::SIGHUP => {
+                    self.reopen_log();
+                    if self.tls.any() {
+                        eprintln!("{}", self.tls.reload());
+                    }
+                }
                 _ => stop = true,
             }
         }
@@ -440,6 +502,7 @@ impl Parent {
     fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) -> Result<(), Instant> {
         let page = self.page;
         page.counters.connections.fetch_add(1, Ordering::Relaxed);
+        self.roll_ticket_keys();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         match self.fork() {

@@ -31,6 +31,8 @@ pub struct Page {
     pub paused_at_max: AtomicU64,
     /// The access log's lines, written and dropped by the children.
     pub log: super::log::Counts,
+    /// TLS handshakes and their failures, counted by the children.
+    pub tls: crate::tls::stats::TlsCounts,
 }
 
 static PAGE: OnceLock<&'static Page> = OnceLock::new();

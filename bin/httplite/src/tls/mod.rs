@@ -102,6 +102,15 @@ impl Tls {
         self
     }
 
+    /// The same, counting into `counts` in memory several processes share
+    /// (`--runtime fork`'s page): a handshake a child makes is counted where
+    /// the child that answers `/_httplite/stats` reads it.
+    pub fn counting_in_shared(self, counts: &'static stats::TlsCounts) -> Tls {
+        let suites = &self.config.crypto_provider().cipher_suites;
+        let stats = Arc::new(TlsStats::in_shared(suites, counts));
+        self.counting_into(stats)
+    }
+
     /// Reads the certificate and key files again: on success new
     /// handshakes use the new pair (open connections keep theirs); on
     /// failure the old pair stays. Returns the one line to log.
@@ -121,6 +130,21 @@ pub struct TlsByListener {
 }
 
 impl TlsByListener {
+    /// Reloads each listener's certificate; one line saying how it went.
+    pub fn reload(&self) -> String {
+        match (&self.public, &self.admin) {
+            (None, None) => "reload: nothing to reload (no --tls-cert)".to_string(),
+            (Some(tls), None) => tls.reload(),
+            (None, Some(admin)) => format!("admin: {}", admin.reload()),
+            (Some(tls), Some(admin)) => format!("{}; admin: {}", tls.reload(), admin.reload()),
+        }
+    }
+
+    /// Whether any listener serves TLS.
+    pub fn any(&self) -> bool {
+        self.public.is_some() || self.admin.is_some()
+    }
+
     /// The TLS of the listener a connection came in on.
     #[inline]
     pub fn on(&self, on: site::exposure::Surface) -> Option<&Arc<Tls>> {

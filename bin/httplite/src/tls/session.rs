@@ -15,11 +15,17 @@
 //!   file:  pread(2) a chunk ─→ rustls ─send→ socket (no sendfile(2):
 //!          the kernel cannot encrypt here, see docs/tls.md)
 //! ```
+//!
+//! A driver that is *handed* the socket's bytes instead of reading them
+//! (io_uring's completions, in ring buffers) uses the same session through
+//! [`Session::feed`] and [`Session::seal`]: bytes in from a buffer,
+//! plaintext and records out into buffers it owns and sends itself.
 
 use std::io::{self, Read, Write};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use rustls::{HandshakeKind, ServerConnection};
 
 use super::Tls;
@@ -37,6 +43,42 @@ pub trait RawIo {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     /// Sends some of `buf`; `WouldBlock` if the socket takes none now.
     fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
+}
+
+/// A [`RawIo`] over memory: receives from the bytes a completion delivered
+/// (`WouldBlock` once they are used up), sends by appending to a buffer
+/// the driver sends later (it never refuses: the driver bounds what it
+/// seals between two sends).
+struct MemIo<'a> {
+    input: &'a [u8],
+    out: &'a mut BytesMut,
+}
+
+impl RawIo for MemIo<'_> {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.input.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(self.input.len());
+        buf[..n].copy_from_slice(&self.input[..n]);
+        self.input = &self.input[n..];
+        Ok(n)
+    }
+
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+}
+
+/// What [`Session::feed`] found the connection to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fed {
+    /// Still open: wait for more bytes (after sending what was queued).
+    Open,
+    /// The client sent `close_notify` (or closed before a byte): the
+    /// plaintext appended is the last.
+    Closed,
 }
 
 /// [`RawIo`] as the `io::Read` and `io::Write` rustls moves records with.
@@ -252,6 +294,91 @@ impl Session {
         *offset += taken as u64;
         self.send_some(sock)?;
         Ok(taken)
+    }
+
+    /// Takes `input` (bytes the driver received for this connection):
+    /// tells TLS from plain HTTP on the first bytes, advances the handshake,
+    /// decrypts records, appending their plaintext to `plain`; what the
+    /// session must send (handshake flights, tickets, alerts, or the
+    /// answer to plain HTTP on this port) is appended to `out`, which the
+    /// driver sends before it waits again. An error ends the connection
+    /// (after `out` is sent: it may hold the alert).
+    pub fn feed(&mut self, input: &[u8], plain: &mut BytesMut, out: &mut BytesMut) -> io::Result<Fed> {
+        let mut io = MemIo { input, out };
+        let result = self.feed_io(&mut io, plain);
+        // Whatever rustls queued on the way: the handshake's next flight,
+        // the alert of a failure.
+        self.flush(&mut io)?;
+        result
+    }
+
+    fn feed_io(&mut self, io: &mut MemIo<'_>, plain: &mut BytesMut) -> io::Result<Fed> {
+        loop {
+            match self.phase {
+                Phase::Tls => {}
+                Phase::Sniff => {
+                    self.sniff(io)?;
+                    self.take_plaintext(plain)?;
+                    continue;
+                }
+                Phase::Plain => {
+                    return match self.plain(io) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Fed::Open),
+                        Err(e) => Err(e),
+                        Ok(_) => Err(invalid("plain HTTP request on a TLS port")),
+                    };
+                }
+                Phase::Closed => return Ok(Fed::Closed),
+                Phase::Failed => return Err(invalid("TLS connection failed")),
+            }
+            if self.peer_closed {
+                return Ok(Fed::Closed);
+            }
+            if io.input.is_empty() {
+                return Ok(Fed::Open);
+            }
+            // Record by record, taking the plaintext out between them:
+            // rustls refuses more input while its plaintext buffer is full.
+            self.conn.read_tls(&mut io.input)?;
+            self.process(io)?;
+            self.take_plaintext(plain)?;
+        }
+    }
+
+    /// Moves the plaintext rustls holds to the end of `plain`.
+    fn take_plaintext(&mut self, plain: &mut BytesMut) -> io::Result<()> {
+        if self.buffered == 0 {
+            return Ok(());
+        }
+        let at = plain.len();
+        plain.resize(at + self.buffered, 0);
+        self.conn.reader().read_exact(&mut plain[at..])?;
+        self.buffered = 0;
+        Ok(())
+    }
+
+    /// Encrypts all of `data` into records appended to `out` (with any
+    /// records already queued before them), for the driver to send.
+    pub fn seal(&mut self, data: &[u8], out: &mut BytesMut) -> io::Result<()> {
+        let mut io = MemIo { input: &[], out };
+        self.flush(&mut io)?;
+        let mut rest = data;
+        while !rest.is_empty() {
+            // rustls takes up to its buffer limit at a time; the records
+            // go to `out` at once, so the next call takes more.
+            let n = self.conn.writer().write(rest)?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            rest = &rest[n..];
+            self.flush(&mut io)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `close_notify` to `out`, if the connection speaks TLS.
+    pub fn close_into(&mut self, out: &mut BytesMut) {
+        self.close(&mut MemIo { input: &[], out });
     }
 
     /// Queues `close_notify` and sends what the socket takes at once (the

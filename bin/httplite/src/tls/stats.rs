@@ -3,6 +3,9 @@
 //!
 //! Shared by all workers (atomics, touched once per handshake, not per
 //! request), and written into the stats document as one `"tls"` member.
+//! The counts themselves are one plain block of atomics ([`TlsCounts`]), so
+//! that `--runtime fork` can place them in the page its processes share
+//! ([`TlsStats::in_shared`]).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,28 +66,63 @@ impl Failure {
     }
 }
 
-/// The counters.
-#[derive(Debug)]
-pub struct TlsStats {
+/// The most cipher suites counted one by one (aws-lc-rs's default
+/// provider offers 9); a suite past it is counted in the versions only.
+pub const MAX_SUITES: usize = 16;
+
+/// The counts, as plain atomics with a fixed layout: in the process's heap,
+/// or in memory several processes share.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct TlsCounts {
     full: AtomicU64,
     resumed: AtomicU64,
     tls12: AtomicU64,
     tls13: AtomicU64,
-    /// One counter per suite the provider offers, in its order.
-    suites: Vec<(SupportedCipherSuite, AtomicU64)>,
+    /// One counter per suite, in the provider's order.
+    suites: [AtomicU64; MAX_SUITES],
     failures: [AtomicU64; FAILURES.len()],
+}
+
+/// Where the counts live.
+#[derive(Debug)]
+enum Counts {
+    Own(Box<TlsCounts>),
+    Shared(&'static TlsCounts),
+}
+
+/// The counters.
+#[derive(Debug)]
+pub struct TlsStats {
+    /// The suites the provider offers, in its order (the names of the
+    /// first [`MAX_SUITES`] counts).
+    suites: Vec<SupportedCipherSuite>,
+    counts: Counts,
 }
 
 impl TlsStats {
     /// Counters for these suites.
     pub fn new(suites: &[SupportedCipherSuite]) -> TlsStats {
         TlsStats {
-            full: AtomicU64::new(0),
-            resumed: AtomicU64::new(0),
-            tls12: AtomicU64::new(0),
-            tls13: AtomicU64::new(0),
-            suites: suites.iter().map(|s| (*s, AtomicU64::new(0))).collect(),
-            failures: Default::default(),
+            suites: suites.to_vec(),
+            counts: Counts::Own(Box::default()),
+        }
+    }
+
+    /// Counters for these suites kept in `counts` (a `MAP_SHARED` page:
+    /// every process that inherits it adds to the same numbers).
+    pub fn in_shared(suites: &[SupportedCipherSuite], counts: &'static TlsCounts) -> TlsStats {
+        TlsStats {
+            suites: suites.to_vec(),
+            counts: Counts::Shared(counts),
+        }
+    }
+
+    #[inline]
+    fn counts(&self) -> &TlsCounts {
+        match &self.counts {
+            Counts::Own(c) => c,
+            Counts::Shared(c) => c,
         }
     }
 
@@ -95,15 +133,17 @@ impl TlsStats {
         suite: Option<SupportedCipherSuite>,
         resumed: bool,
     ) {
-        let kind = if resumed { &self.resumed } else { &self.full };
+        let c = self.counts();
+        let kind = if resumed { &c.resumed } else { &c.full };
         kind.fetch_add(1, Ordering::Relaxed);
         match version {
-            Some(ProtocolVersion::TLSv1_3) => self.tls13.fetch_add(1, Ordering::Relaxed),
-            Some(_) => self.tls12.fetch_add(1, Ordering::Relaxed),
+            Some(ProtocolVersion::TLSv1_3) => c.tls13.fetch_add(1, Ordering::Relaxed),
+            Some(_) => c.tls12.fetch_add(1, Ordering::Relaxed),
             None => 0,
         };
         if let Some(suite) = suite
-            && let Some((_, n)) = self.suites.iter().find(|(s, _)| s.suite() == suite.suite())
+            && let Some(i) = self.suites.iter().position(|s| s.suite() == suite.suite())
+            && let Some(n) = c.suites.get(i)
         {
             n.fetch_add(1, Ordering::Relaxed);
         }
@@ -111,26 +151,27 @@ impl TlsStats {
 
     /// Counts a failed handshake.
     pub fn failure(&self, why: Failure) {
-        self.failures[why as usize].fetch_add(1, Ordering::Relaxed);
+        self.counts().failures[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Failed handshakes so far for one reason.
     pub fn failures(&self, why: Failure) -> u64 {
-        self.failures[why as usize].load(Ordering::Relaxed)
+        self.counts().failures[why as usize].load(Ordering::Relaxed)
     }
 
     /// Appends `,"tls":{...}` to the stats document.
     pub fn write_json(&self, s: &mut String) {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = self.counts();
         let _ = write!(
             s,
             ",\"tls\":{{\"handshakes\":{{\"full\":{},\"resumed\":{}}},\"versions\":{{\"tls1_2\":{},\"tls1_3\":{}}},\"suites\":{{",
-            n(&self.full),
-            n(&self.resumed),
-            n(&self.tls12),
-            n(&self.tls13),
+            n(&c.full),
+            n(&c.resumed),
+            n(&c.tls12),
+            n(&c.tls13),
         );
-        for (i, (suite, count)) in self.suites.iter().enumerate() {
+        for (i, (suite, count)) in self.suites.iter().zip(&c.suites).enumerate() {
             let name = suite.suite().as_str().unwrap_or("unknown");
             let sep = if i > 0 { "," } else { "" };
             let _ = write!(s, "{sep}\"{name}\":{}", n(count));
@@ -138,7 +179,7 @@ impl TlsStats {
         s.push_str("},\"handshake_failures\":{");
         for (i, (why, name)) in FAILURES.iter().enumerate() {
             let sep = if i > 0 { "," } else { "" };
-            let _ = write!(s, "{sep}\"{name}\":{}", n(&self.failures[*why as usize]));
+            let _ = write!(s, "{sep}\"{name}\":{}", n(&c.failures[*why as usize]));
         }
         s.push_str("}}");
     }

@@ -30,6 +30,7 @@ use site::stats::{ErrorKind, TimeoutKind};
 
 use super::ctx::{ConnGuard, WorkerCtx};
 use super::io as uio;
+use super::tls::TlsConn;
 use crate::driver::{self, is_disconnect};
 use crate::stackless::ctx::Active;
 
@@ -75,17 +76,22 @@ pub(super) struct Conn {
     served: u32,
     /// The listener it came in on.
     pub(super) on: Surface,
+    /// An HTTPS connection: its TLS session is in the worker's
+    /// [`WorkerCtx::tls_conns`] (a flag here costs a plain connection
+    /// nothing: it fits beside `on`).
+    pub(super) tls: bool,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
-/// errors are answered and the connection closed.
+/// errors are answered and the connection closed. `None`: the connection's
+/// TLS session could not start, and it is closed.
 ///
 /// The connection is built before the async block, so the task's future
 /// holds it once instead of also keeping `serve`'s two arguments.
-pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output = ()> {
+pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future<Output = ()>> {
     let guard = ctx.open_connection();
     let now = Instant::now();
     let on = (ctx.config.admin).surface_of(stream.as_fd());
@@ -103,9 +109,17 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
         request_started: now,
         served: 0,
         on,
+        tls: false,
         _guard: guard,
     };
-    async move {
+    if let Some(tls) = conn.ctx.tls.on(on) {
+        // Dropped on failure: its guard counts the connection closed.
+        let session = TlsConn::new(tls).ok()?;
+        let fd = conn.stream.as_raw_fd();
+        conn.ctx.tls_conns.borrow_mut().insert(fd, session);
+        conn.tls = true;
+    }
+    Some(async move {
         // The first poll ends the handoff's arrow on a timeline.
         let fd = conn.stream.as_raw_fd();
         crate::driver::trace_arrival(fd);
@@ -133,7 +147,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> impl Future<Output
         }
         let stop = conn.run().await;
         conn.finish(stop);
-    }
+    })
 }
 
 impl Drop for Conn {
@@ -143,6 +157,10 @@ impl Drop for Conn {
         }
         // Here rather than at the end of `serve`: a task cancelled at the
         // shutdown deadline drops its connection too.
+        if self.tls {
+            let fd = self.stream.as_raw_fd();
+            self.ctx.tls_conns.borrow_mut().remove(&fd);
+        }
         if !matches!(
             self.ctx.config.proxy.listeners,
             crate::proxy::Listeners::None
@@ -177,6 +195,9 @@ impl Conn {
 
     async fn run(&mut self) -> Stop {
         loop {
+            if self.tls && self.tls_peer_closed() {
+                return Stop::Done;
+            }
             // Idle: no buffer, no decoder, only the recv in the kernel.
             let (at, kind) = if self.served == 0 {
                 (
@@ -189,29 +210,38 @@ impl Conn {
                     TimeoutKind::Idle,
                 )
             };
-            match self.recv(at, kind, Waiting::Idle).await {
+            let taken = match self.recv(at, kind, Waiting::Idle).await {
                 Ok(Some(buf)) => {
                     self.head_started = Some(Instant::now());
-                    self.take_bytes(&buf);
+                    let taken = self.take_bytes(&buf);
+                    drop(buf);
+                    taken
                 }
                 Ok(None) => return Stop::Done,
                 Err(stop) => return stop,
-            }
+            };
             // Boxed: the answering states (sends, their timeouts, the
             // decoder loop) live only while a request is in hand, and must
             // not make every idle connection's future larger.
-            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = Box::pin(self.answer());
+            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = Box::pin(self.answer(taken));
             if let Some(stop) = answer.await {
                 return stop;
             }
             self.release_active();
+            // Only a TLS handshake's records leave it set: they were no
+            // request's head.
+            self.head_started = None;
         }
     }
 
     /// Answers every complete request buffered, sends the answers, and reads
     /// on while a request is incomplete; `None` once the connection is idle
-    /// between requests again.
-    async fn answer(&mut self) -> Option<Stop> {
+    /// between requests again. `taken`: how taking the bytes that woke the
+    /// connection went (a TLS session may have failed on them).
+    async fn answer(&mut self, taken: Res) -> Option<Stop> {
+        if let Err(stop) = taken {
+            return Some(self.failed(stop).await);
+        }
         loop {
             loop {
                 let handled = {
@@ -274,10 +304,16 @@ impl Conn {
         }
     }
 
-    /// Copies a ring buffer's bytes into the read buffer; the caller drops
-    /// the buffer, which returns it to the ring at once.
-    fn take_bytes(&mut self, buf: &RecvBuf) {
+    /// Copies a ring buffer's bytes into the read buffer (over TLS, their
+    /// plaintext); the caller drops the buffer, which returns it to the
+    /// ring at once.
+    #[inline]
+    fn take_bytes(&mut self, buf: &RecvBuf) -> Res {
+        if self.tls {
+            return self.feed_tls(buf);
+        }
         self.io().rbuf.extend_from_slice(buf);
+        Ok(())
     }
 
     /// The next bytes of the connection (`None`: the client closed), or a
@@ -302,11 +338,18 @@ impl Conn {
             Some(t) => (t + config.header_timeout, TimeoutKind::Header),
             None => (Instant::now() + config.idle_timeout, TimeoutKind::Idle),
         };
-        match self.recv(at, kind, Waiting::InRequest).await? {
-            Some(buf) => {
-                self.take_bytes(&buf);
-                Ok(())
-            }
+        // After a TLS `close_notify` nothing more will come: the end of
+        // the stream, whatever the socket still does.
+        let closed = self.tls && self.tls_peer_closed();
+        let got = match closed {
+            false => self.recv(at, kind, Waiting::InRequest).await?,
+            true => None,
+        };
+        match got {
+            Some(buf) => match self.take_bytes(&buf) {
+                Ok(()) => Ok(()),
+                Err(stop) => Err(self.failed(stop).await),
+            },
             None => Err(if self.io().is_between_requests() {
                 Stop::Done
             } else {
@@ -331,6 +374,9 @@ impl Conn {
     /// [`Conn::flush`] with more `send(2)` flags: `MSG_MORE` when a file
     /// body follows at once.
     pub(super) async fn write_out(&mut self, flags: libc::c_int) -> Res {
+        if self.tls {
+            return self.write_out_tls(flags).await;
+        }
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
@@ -354,6 +400,11 @@ impl Conn {
     /// turn into a reset that could destroy the answer before it is read.
     async fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        if self.tls
+            && let Err(stop) = self.close_tls().await
+        {
             return stop;
         }
         if self
@@ -508,8 +559,9 @@ pub(super) fn log(
 mod tests {
     use super::*;
 
-    /// The size of the future a function of two arguments returns.
-    fn future_size<A, B, F>(_: fn(A, B) -> F) -> usize {
+    /// The size of the future a function of two arguments returns (if it
+    /// returns one).
+    fn future_size<A, B, F>(_: fn(A, B) -> Option<F>) -> usize {
         size_of::<F>()
     }
 

@@ -50,6 +50,12 @@ pub(super) struct WorkerCtx {
     /// than in each, so that an idle connection without the option stays
     /// as small as it was; an entry goes when its connection ends).
     pub proxy_clients: RefCell<HashMap<RawFd, SocketAddr>>,
+    /// `--tls-cert`, `--admin-tls-cert`: which connections are HTTPS.
+    pub tls: crate::tls::TlsByListener,
+    /// The TLS sessions of the HTTPS connections, by connection fd (beside
+    /// the connections, as `proxy_clients`, so that a plain idle connection
+    /// is not made larger by them; an entry goes when its connection ends).
+    pub tls_conns: RefCell<HashMap<RawFd, Box<super::tls::TlsConn>>>,
 }
 
 impl WorkerCtx {

@@ -22,6 +22,7 @@
 //! | `conn.rs` | one connection's loop: recv, decode, answer, send |
 //! | `slow.rs` | the answers that wait: bodies, sleeps, jobs, files, echo |
 //! | `io.rs` | sends with an owned buffer, `sendfile(2)`, waits under a deadline |
+//! | `tls.rs` | HTTPS: the TLS session fed from completions, records sent from owned buffers |
 //! | `setup.rs` | whether io_uring is available, and the line that says why not |
 //! | `trace.rs` | the ring's work and the tasks' polls on a timeline |
 
@@ -31,6 +32,7 @@ mod io;
 mod proxied;
 pub mod setup;
 mod slow;
+mod tls;
 pub mod trace;
 mod worker;
 

@@ -193,14 +193,14 @@ impl Conn {
 
     /// Sends `len` bytes of `file` from `offset`: `sendfile(2)` on the
     /// socket up to `--sendfile-max` (a full socket is waited for with a
-    /// ring poll), and beyond it `pread` into an owned buffer sent with
-    /// `IORING_OP_SEND`.
+    /// ring poll), and beyond it, or over TLS, `pread` into an owned buffer
+    /// sent with `IORING_OP_SEND` (sealed first over TLS).
     async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
         let end = offset + len;
         let mut off = offset;
         let fd = file.as_fd();
         let write_timeout = self.ctx.config.write_timeout;
-        if len > self.ctx.config.sendfile_max {
+        if len > self.ctx.config.sendfile_max || self.tls {
             let mut buf = bytes::BytesMut::new();
             while off < end {
                 let chunk = (end - off).min(COPY_CHUNK as u64) as usize;
@@ -212,11 +212,15 @@ impl Conn {
                     return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
                 }
                 buf.truncate(n);
+                off += n as u64;
+                if self.tls {
+                    self.send_sealed_chunk(&buf).await?;
+                    continue;
+                }
                 let at = Instant::now() + write_timeout;
                 let (r, back) = uio::send_all(&self.stream, buf, at, 0).await;
                 r?;
                 buf = back;
-                off += n as u64;
             }
             return Ok(());
         }

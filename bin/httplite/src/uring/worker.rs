@@ -51,6 +51,7 @@ pub fn run(
     config: Arc<Config>,
     stats: Arc<WorkerStats>,
     access_log: Option<AccessLog>,
+    tls: crate::tls::TlsByListener,
 ) -> io::Result<()> {
     let rt = Runtime::with_driver(builder().build()?)?;
     stats.set_runtime(Box::new(crate::probes::Uring {
@@ -70,6 +71,8 @@ pub fn run(
         open: Cell::new(0),
         all_closed: RefCell::new(None),
         proxy_clients: RefCell::default(),
+        tls,
+        tls_conns: RefCell::default(),
     });
     let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
     // Whatever is still open at the deadline is cancelled here: dropping the
@@ -138,7 +141,9 @@ fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
     for fd in fds.drain(..) {
         set_nodelay(fd.as_raw_fd());
         let stream = TcpStream::from_fd(fd);
-        executor::spawn(conn::serve(ctx.clone(), stream));
+        if let Some(task) = conn::serve(ctx.clone(), stream) {
+            executor::spawn(task);
+        }
     }
 }
 
