@@ -112,8 +112,7 @@ step "cargo test -p coroutine --features fp-state" 15 \
     cargo test -p coroutine --features fp-state
 
 # The protocol and static-file tests again, every server HTTPS and every
-# client over TLS (tests/server/pki.rs), on every runtime but fork (which
-# refuses --tls-cert; harness::runtimes leaves it out over TLS). Skipped by name, because they work
+# client over TLS (tests/server/pki.rs), on every runtime. Skipped by name, because they work
 # the raw socket under the client (a write from a second thread on a clone,
 # a peek at the socket), which a TLS session cannot share: the sleeper
 # peek in basics, three pipelining tests and one limits test.

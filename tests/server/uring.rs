@@ -7,8 +7,6 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::harness::run_binary;
-
 /// Starts the server with a seccomp filter that fails `io_uring_setup`
 /// with `errno` (as a container's default profile does with EPERM, or an
 /// old kernel with ENOSYS): one line naming the cause and the alternative,

@@ -397,16 +397,14 @@ fn run(cli: Cli) -> Result<()> {
                 RuntimeKind::Threadpool => {
                     httplite::blocking::threadpool::run(port, blocking_ctx(log), threadpool.clone())
                 }
-                RuntimeKind::Uring => {
-                    httplite::uring::run(
-                        port,
-                        app.clone(),
-                        config.clone(),
-                        stats.worker(id),
-                        log,
-                        tls.clone(),
-                    )
-                }
+                RuntimeKind::Uring => httplite::uring::run(
+                    port,
+                    app.clone(),
+                    config.clone(),
+                    stats.worker(id),
+                    log,
+                    tls.clone(),
+                ),
                 RuntimeKind::Fork => unreachable!("--runtime fork runs without dispatch"),
             };
             if let Err(e) = result {

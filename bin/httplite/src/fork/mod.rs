@@ -290,7 +290,7 @@ impl Parent {
     /// ticketer). A child lives for one connection, so left alone every
     /// child would refuse every ticket it had not issued, and would start
     /// from the start-up keys forever. So the parent encrypts a ticket's
-    /// worth of bytes ([`TICKET_PRIMER`]) before it forks, at most once a
+    /// worth of bytes (1 KiB) before it forks, at most once a
     /// minute: each child inherits keys that have rolled on time and that
     /// take any ticket another child issued (the session-ID cache, by
     /// contrast, is each child's own and dies with it: see docs/tls.md).
@@ -301,7 +301,11 @@ impl Parent {
     /// Lets the ticketers roll their keys if they are due (see
     /// [`Parent::tls`]).
     fn roll_ticket_keys(&mut self) {
-        if !self.tls.any() || self.tickets_rolled.is_some_and(|t| t.elapsed() < TICKET_CHECK) {
+        if !self.tls.any()
+            || self
+                .tickets_rolled
+                .is_some_and(|t| t.elapsed() < TICKET_CHECK)
+        {
             return;
         }
         self.tickets_rolled = Some(Instant::now());

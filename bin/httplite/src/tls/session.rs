@@ -303,7 +303,12 @@ impl Session {
     /// answer to plain HTTP on this port) is appended to `out`, which the
     /// driver sends before it waits again. An error ends the connection
     /// (after `out` is sent: it may hold the alert).
-    pub fn feed(&mut self, input: &[u8], plain: &mut BytesMut, out: &mut BytesMut) -> io::Result<Fed> {
+    pub fn feed(
+        &mut self,
+        input: &[u8],
+        plain: &mut BytesMut,
+        out: &mut BytesMut,
+    ) -> io::Result<Fed> {
         let mut io = MemIo { input, out };
         let result = self.feed_io(&mut io, plain);
         // Whatever rustls queued on the way: the handshake's next flight,

@@ -223,7 +223,8 @@ impl Conn {
             // Boxed: the answering states (sends, their timeouts, the
             // decoder loop) live only while a request is in hand, and must
             // not make every idle connection's future larger.
-            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = Box::pin(self.answer(taken));
+            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> =
+                Box::pin(self.answer(taken));
             if let Some(stop) = answer.await {
                 return stop;
             }
