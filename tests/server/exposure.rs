@@ -327,6 +327,11 @@ fn the_access_log_names_the_listener() {
 #[test]
 fn demo_mode_warns_on_an_address_other_hosts_reach() {
     let server = Server::start("stackless", &["--bind", "0.0.0.0:0"]);
+    // Read from the pipe by a thread of the harness's: the line printed
+    // before the listening line may still be on its way.
+    wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        server.stderr().contains("warning")
+    });
     let stderr = server.stderr();
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
