@@ -20,6 +20,7 @@ install_if_missing curl curl "the server tests"
 install_if_missing openssl openssl "the TLS tests (s_client, RSA test keys)"
 install_if_missing node nodejs "the TLS tests (Node's https client)"
 install_if_missing h2load nghttp2-client "the TLS tests (h2load --h1)"
+install_if_missing ab apache2-utils "the server tests (ab -k, slow_clients.rs)"
 install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
 
 # Every step has a time limit, so that a hang fails CI at once with the

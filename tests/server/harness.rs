@@ -988,6 +988,15 @@ impl Client {
             .unwrap_or_else(|e| panic!("reading a HEAD response: {e}"))
     }
 
+    /// The next response, if it comes within `d` (instead of the usual
+    /// [`IO_TIMEOUT`]).
+    pub fn answer_within(&mut self, d: Duration) -> io::Result<Response> {
+        self.stream().set_read_timeout(Some(d))?;
+        let r = self.try_read_response(false);
+        self.stream().set_read_timeout(Some(IO_TIMEOUT))?;
+        r
+    }
+
     /// Reads the next response; `head_only` for the answer to a `HEAD`.
     pub fn try_read_response(&mut self, head_only: bool) -> io::Result<Response> {
         let head_end = loop {

@@ -35,6 +35,7 @@ mod precompressed;
 mod proxy_protocol;
 mod shutdown;
 mod sigterm_load;
+mod slow_clients;
 mod startup;
 mod static_files;
 mod timeouts;

@@ -9,12 +9,9 @@
 //! clients having taken every thread (each wait is bounded, so the
 //! failure comes in seconds).
 
-use std::io;
 use std::time::{Duration, Instant};
 
-use crate::harness::{
-    Client, IO_TIMEOUT, Response, Server, get_close, get_req, heavy_lock, wait_until,
-};
+use crate::harness::{Client, Server, get_close, get_req, heavy_lock, wait_until};
 use crate::pki::Pki;
 
 /// Event mode, named although it is the default, so that each test says
@@ -23,10 +20,7 @@ const EVENT: &[&str] = &["--threadpool-mode", "event"];
 /// Longest a client waits for an answer here.
 const ANSWER_WAIT: Duration = Duration::from_secs(3);
 
-/// The server's default `--threadpool-size` on this machine (4 per CPU).
-fn pool_size() -> usize {
-    4 * std::thread::available_parallelism().map_or(2, |n| n.get())
-}
+use crate::slow_clients::pool_size;
 
 fn start(extra: &[&str]) -> Server {
     let mut args = EVENT.to_vec();
@@ -34,19 +28,12 @@ fn start(extra: &[&str]) -> Server {
     Server::start("threadpool", &args)
 }
 
-/// The next response on `c`, if it comes within `d`.
-fn answer_within(c: &mut Client, d: Duration) -> io::Result<Response> {
-    c.stream().set_read_timeout(Some(d))?;
-    let r = c.try_read_response(false);
-    c.stream().set_read_timeout(Some(IO_TIMEOUT))?;
-    r
-}
-
 /// A keep-alive connection that has had one answer and now waits, idle.
 fn served(server: &Server) -> Client {
     let mut c = server.connect();
     c.send(&get_req("/_httplite/plaintext"));
-    let r = answer_within(&mut c, ANSWER_WAIT)
+    let r = c
+        .answer_within(ANSWER_WAIT)
         .unwrap_or_else(|e| panic!("a new keep-alive client got no answer: {e}"));
     assert_eq!(r.status, 200);
     c
@@ -73,59 +60,14 @@ fn threadpool_event_two_thousand_keepalive_clients_on_the_default_size() {
 fn threadpool_event_slowloris_clients_hold_no_thread() {
     let _heavy = heavy_lock();
     let server = start(&[]);
-    let addr = server.addr();
-    // At least as many as the pool has threads: each would hold one.
     let slow_count = pool_size().max(8);
-    let mut slow: Vec<Client> = (0..slow_count)
-        .map(|_| {
-            let mut c = Client::connect(addr);
-            c.send(b"GET /_httplite/plaintext HTTP/1.1\r\n");
-            c
-        })
-        .collect();
-    let trickle = b"X-Slow: abcdefghijklmnopqrstuvwxyz";
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // One header byte per 100 ms on each, never finishing the head
-        // (bounded: at most 30 s).
-        let slow = &mut slow;
-        let stop = &stop;
-        scope.spawn(move || {
-            let end = Instant::now() + Duration::from_secs(30);
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
-                for c in slow.iter_mut() {
-                    let _ = c.try_send(&trickle[i % trickle.len()..][..1]);
-                }
-                i += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        // Let them trickle a while, then 20 fresh clients, one at a time.
-        std::thread::sleep(Duration::from_millis(300));
-        for i in 0..20 {
-            let t = Instant::now();
-            let mut c = Client::connect(addr);
-            c.send(&get_close("/_httplite/plaintext"));
-            let r = answer_within(&mut c, ANSWER_WAIT).unwrap_or_else(|e| {
-                panic!("fresh client {i}: no answer within {ANSWER_WAIT:?} beside {slow_count} slow ones ({e})")
-            });
-            let took = t.elapsed();
-            assert_eq!(r.status, 200, "fresh client {i}");
-            assert!(
-                took < Duration::from_secs(2),
-                "fresh client {i} took {took:?}"
-            );
-        }
-        let stats = server.stats();
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(stats.get("timeouts.header"), 0, "{}", stats.0);
-        assert!(
-            stats.sum("parked") >= slow_count as u64,
-            "the slow clients wait in the fronts: {}",
-            stats.0
-        );
-    });
+    let stats = crate::slow_clients::fresh_clients_beside_slowloris(&server, slow_count);
+    assert_eq!(stats.get("timeouts.header"), 0, "{}", stats.0);
+    assert!(
+        stats.sum("parked") >= slow_count as u64,
+        "the slow clients wait in the fronts: {}",
+        stats.0
+    );
 }
 
 #[test]
@@ -135,7 +77,8 @@ fn threadpool_event_idle_keepalive_connections_leave_two_threads_free() {
     let t = Instant::now();
     let mut c = server.connect();
     c.send(&get_close("/_httplite/plaintext"));
-    let r = answer_within(&mut c, ANSWER_WAIT)
+    let r = c
+        .answer_within(ANSWER_WAIT)
         .unwrap_or_else(|e| panic!("a new client waited behind 100 idle ones: {e}"));
     assert_eq!(r.status, 200);
     let took = t.elapsed();
@@ -147,7 +90,9 @@ fn threadpool_event_idle_keepalive_connections_leave_two_threads_free() {
     // They were kept, not dropped: each is served again.
     for (i, c) in idle.iter_mut().enumerate() {
         c.send(&get_req("/_httplite/json"));
-        let r = answer_within(c, ANSWER_WAIT).unwrap_or_else(|e| panic!("idle client {i}: {e}"));
+        let r = c
+            .answer_within(ANSWER_WAIT)
+            .unwrap_or_else(|e| panic!("idle client {i}: {e}"));
         assert_eq!(r.status, 200, "idle client {i}");
     }
 }
@@ -157,25 +102,7 @@ fn threadpool_event_fragmented_head_is_answered() {
     let server = start(&[]);
     // Every thread would be theirs in connection mode.
     let _idle = idle_clients(&server, pool_size());
-    let body = b"the body of a request whose head came in three pieces";
-    let head = format!(
-        "POST /_httplite/echo HTTP/1.1\r\nHost: t\r\nX-Pieces: three, 500 ms apart\r\n\
-         Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let (a, b) = (head.len() / 3, 2 * head.len() / 3);
-    let mut c = server.connect();
-    c.send(&head.as_bytes()[..a]);
-    std::thread::sleep(Duration::from_millis(500));
-    c.send(&head.as_bytes()[a..b]);
-    std::thread::sleep(Duration::from_millis(500));
-    c.send(&[&head.as_bytes()[b..], &body[..]].concat());
-    let r = answer_within(&mut c, ANSWER_WAIT)
-        .unwrap_or_else(|e| panic!("the fragmented request got no answer: {e}"));
-    assert_eq!(r.status, 200);
-    assert_eq!(r.body, body);
-    // And the connection goes on.
-    assert_eq!(c.get("/_httplite/plaintext").status, 200);
+    crate::slow_clients::heads_in_pieces(&server, 1);
 }
 
 #[test]
@@ -199,11 +126,13 @@ fn threadpool_event_shutdown_closes_idle_connections_and_finishes_the_others() {
     }
     // The half-sent head is still awaited, and answered with a close.
     partial.send(b"Host: t\r\n\r\n");
-    let r = answer_within(&mut partial, ANSWER_WAIT).expect("the completed head's answer");
+    let r = partial
+        .answer_within(ANSWER_WAIT)
+        .expect("the completed head's answer");
     assert_eq!(r.status, 200);
     assert!(r.says_close(), "{r:?}");
     // The request in flight completes, with a close.
-    let r = answer_within(&mut busy, ANSWER_WAIT).expect("the sleep's answer");
+    let r = busy.answer_within(ANSWER_WAIT).expect("the sleep's answer");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"slept 1500 ms\n");
     assert!(r.says_close(), "{r:?}");
@@ -260,13 +189,13 @@ fn threadpool_event_full_queue_refuses_new_connections_only() {
     let queued = std::thread::spawn(move || {
         let mut c = Client::connect(addr);
         c.send(&get_req("/_httplite/plaintext"));
-        answer_within(&mut c, Duration::from_secs(5)).map(|r| r.status)
+        c.answer_within(Duration::from_secs(5)).map(|r| r.status)
     });
     std::thread::sleep(Duration::from_millis(300));
     // A new connection is refused at once (in the clear, even on an HTTPS
     // listener: the 503 is written before any of the connection is read).
     let mut refused = Client::try_connect_plain(addr).expect("connect");
-    let r = answer_within(&mut refused, ANSWER_WAIT).expect("the 503");
+    let r = refused.answer_within(ANSWER_WAIT).expect("the 503");
     assert_eq!(r.status, 503);
     assert!(r.says_close());
     refused.expect_closed(Duration::from_secs(5));
@@ -274,7 +203,9 @@ fn threadpool_event_full_queue_refuses_new_connections_only() {
     // turn, beyond the bound.
     keep.send(&get_req("/_httplite/json"));
     for (what, c) in [("sleeper", &mut sleeper), ("keep-alive", &mut keep)] {
-        let r = answer_within(c, Duration::from_secs(5)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let r = c
+            .answer_within(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(r.status, 200, "{what}");
     }
     let status = queued.join().expect("the queued client");
@@ -308,15 +239,21 @@ fn threadpool_event_tls_connections_park_between_requests_and_mid_head() {
     }
     let mut fresh = server.connect();
     fresh.send(&get_close("/_httplite/plaintext"));
-    let r = answer_within(&mut fresh, ANSWER_WAIT).expect("a fresh TLS client's answer");
+    let r = fresh
+        .answer_within(ANSWER_WAIT)
+        .expect("a fresh TLS client's answer");
     assert_eq!(r.status, 200);
     assert!(parked(&server) >= 9);
     slow.send(&head[head.len() - 1..]);
-    let r = answer_within(&mut slow, ANSWER_WAIT).expect("the slow head's answer");
+    let r = slow
+        .answer_within(ANSWER_WAIT)
+        .expect("the slow head's answer");
     assert_eq!(r.status, 200);
     for (i, c) in idle.iter_mut().enumerate() {
         c.send(&get_req("/_httplite/json"));
-        let r = answer_within(c, ANSWER_WAIT).unwrap_or_else(|e| panic!("idle client {i}: {e}"));
+        let r = c
+            .answer_within(ANSWER_WAIT)
+            .unwrap_or_else(|e| panic!("idle client {i}: {e}"));
         assert_eq!(r.status, 200, "idle client {i}");
     }
 }
