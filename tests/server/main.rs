@@ -28,6 +28,7 @@ mod large_files;
 mod limits;
 mod listen;
 mod load;
+mod matrix;
 mod observability;
 mod observability_timeline;
 mod pipelining;
