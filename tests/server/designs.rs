@@ -59,7 +59,6 @@ fn fork_refuses_incompatible_flags_in_one_line() {
         &["--console"],
         &["--pool-threads", "2"],
         &["--drain-delay", "1s"],
-        &["--socket-mode", "600"],
     ];
     for extra in cases {
         let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
@@ -113,25 +112,6 @@ fn fork_sighup_reopens_the_log_for_new_children_and_running_ones_keep_theirs() {
     assert!(old.contains("?old ") && !old.contains("?new "), "{old}");
     assert_eq!(new.lines().count(), 2, "{new}");
     assert!(new.contains("?new ") && !new.contains("?old "), "{new}");
-}
-
-#[test]
-fn fork_takes_one_tcp_listener() {
-    for binds in [
-        &["--bind", "127.0.0.1:0", "--bind", "[::1]:0"][..],
-        &["--bind", "unix:/tmp/httplite-fork-refused.sock"][..],
-    ] {
-        let mut args = vec!["--runtime", "fork"];
-        args.extend_from_slice(binds);
-        let out = run_binary(&args, Duration::from_secs(10));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(
-            stderr.contains("--runtime fork takes one TCP --bind"),
-            "{args:?}: {stderr}"
-        );
-    }
 }
 
 #[test]

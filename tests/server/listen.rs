@@ -1,5 +1,5 @@
 //! Listening: `--bind` repeated over IPv4, IPv6 and a Unix socket, in both
-//! dispatch modes, with the access log naming each peer; the stale socket
+//! dispatch modes (fork's parent accepts on them all itself), with the access log naming each peer; the stale socket
 //! file; socket activation (`LISTEN_FDS`), and its mismatch with `--bind`.
 
 use std::io::{Read, Write};
@@ -13,6 +13,22 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::harness::*;
+
+/// The dispatch modes `rt` has (`none` for fork, whose parent accepts).
+fn dispatch_modes(rt: &str) -> &'static [&'static str] {
+    match rt {
+        "fork" => &["none"],
+        _ => &["acceptor", "reuseport"],
+    }
+}
+
+/// `--dispatch MODE`, or nothing for `none`.
+fn dispatch_args(mode: &str) -> Vec<&str> {
+    match mode {
+        "none" => Vec::new(),
+        _ => vec!["--dispatch", mode],
+    }
+}
 
 /// The addresses of the start-up line: `http://A, http://[B]:P, unix:/p`.
 pub fn listen_urls(server: &Server) -> Vec<String> {
@@ -61,27 +77,24 @@ fn wait_for_lines(log: &Path, n: usize) -> String {
 
 #[test]
 fn ipv4_ipv6_and_unix_in_both_dispatch_modes() {
-    for rt in ops_runtimes() {
-        for mode in ["acceptor", "reuseport"] {
+    for rt in runtimes() {
+        for mode in dispatch_modes(rt) {
             let dir = TempDir::new("listen");
             let sock = dir.path().join("s.sock");
             let log = dir.path().join("access.log");
             let sock_arg = format!("unix:{}", sock.display());
-            let mut server = Server::start(
-                rt,
-                &[
-                    "--dispatch",
-                    mode,
-                    "--bind",
-                    "[::1]:0",
-                    "--bind",
-                    &sock_arg,
-                    "--socket-mode",
-                    "600",
-                    "--access-log",
-                    log.to_str().unwrap(),
-                ],
-            );
+            let mut args = dispatch_args(mode);
+            args.extend([
+                "--bind",
+                "[::1]:0",
+                "--bind",
+                &sock_arg,
+                "--socket-mode",
+                "600",
+                "--access-log",
+                log.to_str().unwrap(),
+            ]);
+            let mut server = Server::start(rt, &args);
             let urls = listen_urls(&server);
             assert_eq!(urls.len(), 3, "[{rt} {mode}] {urls:?}");
             assert_eq!(urls[2], sock_arg, "[{rt} {mode}]");
@@ -191,10 +204,9 @@ fn socket_activation_serves_on_the_inherited_sockets() {
         ("threadpool", "reuseport"),
         ("uring", "acceptor"),
         ("uring", "reuseport"),
+        ("fork", "none"),
     ];
-    // fork binds its one listener itself (designs.rs asserts the refusal).
-    let run =
-        runtimes_where(|rt| (rt == "fork").then_some("a fork parent takes no inherited sockets"));
+    let run = runtimes();
     for (rt, mode) in cases.into_iter().filter(|(rt, _)| run.contains(rt)) {
         let dir = TempDir::new("activation");
         let sock = dir.path().join("a.sock");
@@ -203,10 +215,9 @@ fn socket_activation_serves_on_the_inherited_sockets() {
         let unix = UnixListener::bind(&sock).unwrap();
         let fds = vec![tcp.as_raw_fd(), unix.as_raw_fd()];
         let sock_arg = format!("unix:{}", sock.display());
-        let mut server =
-            Server::start_with(rt, &["--dispatch", mode, "--bind", &sock_arg], |cmd| {
-                activated(cmd, fds, "web:local")
-            });
+        let mut args = dispatch_args(mode);
+        args.extend(["--bind", &sock_arg]);
+        let mut server = Server::start_with(rt, &args, |cmd| activated(cmd, fds, "web:local"));
         // Ours are copies: close them, so that only the server holds the
         // sockets.
         drop((tcp, unix));

@@ -115,19 +115,11 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Several listeners: IPv4, IPv6, Unix",
-        cells: all_but_fork(
-            "listen::ipv4_ipv6_and_unix_in_both_dispatch_modes",
-            "one TCP `--bind` (plus `--admin`)",
-            "designs::fork_takes_one_tcp_listener",
-        ),
+        cells: all("listen::ipv4_ipv6_and_unix_in_both_dispatch_modes"),
     },
     Row {
         feature: "Socket activation (systemd)",
-        cells: all_but_fork(
-            "listen::socket_activation_serves_on_the_inherited_sockets",
-            "binds its one listener itself",
-            "designs::fork_takes_one_tcp_listener",
-        ),
+        cells: all("listen::socket_activation_serves_on_the_inherited_sockets"),
     },
     Row {
         feature: "Binary upgrade (SIGUSR2)",
@@ -195,8 +187,8 @@ fn render() -> String {
          with the test (numbered below) that runs that feature on that design in\n\
          the server suite, or that asserts its refusal. A test that loops over\n\
          every runtime of the run (`harness::runtimes()`) covers its whole row.\n\
-         The refusals are `--runtime fork`'s: its parent is one thread and binds\n\
-         one listener (see [threadpool-and-fork.md](threadpool-and-fork.md)).\n\n",
+         The refusals are `--runtime fork`'s: its parent is one thread (see\n\
+         [threadpool-and-fork.md](threadpool-and-fork.md)).\n\n",
     );
     page.push_str(&table);
     page.push_str("\nThe tests (in `tests/server/`):\n\n");

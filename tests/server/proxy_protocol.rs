@@ -20,12 +20,6 @@ fn proxy_runtimes() -> impl Iterator<Item = &'static &'static str> {
     runtimes().iter()
 }
 
-/// The runtimes of this run that listen on several sockets (fork takes
-/// one `--bind`; each left out is reported).
-fn proxy_listeners_runtimes() -> impl Iterator<Item = &'static &'static str> {
-    runtimes_where(ops_exclusion).iter()
-}
-
 const V2_SIG: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 
 /// A v1 header for a TCP client `src` (to `dst`).
@@ -319,7 +313,7 @@ fn missing_malformed_late_and_untrusted_headers_are_closed_and_counted() {
 
 #[test]
 fn the_option_is_per_listener_and_a_header_elsewhere_is_a_bad_request() {
-    for rt in proxy_listeners_runtimes() {
+    for rt in runtimes() {
         let dir = TempDir::new("proxy-listeners");
         let sock = dir.path().join("p.sock");
         let sock_arg = format!("unix:{}", sock.display());

@@ -139,35 +139,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         );
     }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    // Sockets handed over by systemd or by an upgrade: the fork parent
-    // binds its own one and would leave them queueing connections forever.
-    let activated = std::env::var("LISTEN_PID")
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-        == Some(std::process::id());
-    if activated || std::env::var_os("HTTPLITE_LISTEN_FDS").is_some() {
-        return Err(
-            "--runtime fork does not take inherited sockets (socket activation, \
-                    an upgrade): it binds its one --bind itself (see docs/threadpool-and-fork.md)"
-                .to_string(),
-        );
-    }
-    if let [_, _, ..] | [BindAddr::Unix(_)] = cli.bind.as_slice() {
-        // (--admin listeners come on top of it: see `run_fork`.)
-        return Err(
-            "--runtime fork takes one TCP --bind: its parent accepts on one \
-                    socket (see docs/threadpool-and-fork.md)"
-                .to_string(),
-        );
-    }
-    let unix_admin = cli.admin.iter().any(|a| matches!(a, BindAddr::Unix(_)));
-    if given("socket_mode") && !unix_admin {
-        return Err(
-            "--runtime fork does not take --socket-mode without a Unix --admin: it \
-             listens on one TCP socket (see docs/threadpool-and-fork.md)"
-                .to_string(),
-        );
-    }
     match httplite::fork::incompatible_flag(given) {
         Some((id, why)) => Err(format!(
             "--runtime fork does not take --{}: {why} (see docs/threadpool-and-fork.md)",
@@ -305,12 +276,10 @@ fn run(cli: Cli) -> Result<()> {
         max_sleeping: cli.pool_queue as u64,
     });
     let mut config = Config::from_cli(&cli);
-    let (public, admin) = opened.listeners.split_at(public_count);
+    let addrs: Vec<_> = opened.listeners.iter().map(|l| l.addr().clone()).collect();
+    let (public, admin) = addrs.split_at(public_count);
     config.proxy.listeners = proxy_listeners(&cli, public);
-    config.admin = AdminListeners::new(
-        admin.iter().map(|l| l.addr().clone()).collect(),
-        &public.iter().map(|l| l.addr().clone()).collect::<Vec<_>>(),
-    );
+    config.admin = AdminListeners::new(admin.to_vec(), public);
     let config = Arc::new(config);
     let tls = tls_by_listener(&cli, &stats, None)?;
 
@@ -546,7 +515,7 @@ fn trace_file(asked: &std::path::Path, upgraded: bool) -> std::path::PathBuf {
 /// The listeners `--proxy-protocol` names. With `--bind` given, the
 /// listeners are in its order (`listen::open`), so the n-th is the n-th
 /// `--bind`'s.
-fn proxy_listeners(cli: &Cli, listeners: &[dispatch::Listener]) -> Listeners {
+fn proxy_listeners(cli: &Cli, listeners: &[dispatch::ListenAddr]) -> Listeners {
     if cli.proxy_protocol.is_empty() {
         return Listeners::None;
     }
@@ -556,7 +525,7 @@ fn proxy_listeners(cli: &Cli, listeners: &[dispatch::Listener]) -> Listeners {
     let on = |b: &BindAddr| cli.proxy_protocol.contains(&ProxyOn::Bind(b.clone()));
     let addrs: Vec<_> = (cli.bind.iter().zip(listeners))
         .filter(|(b, _)| on(b))
-        .map(|(_, l)| l.addr().clone())
+        .map(|(_, l)| l.clone())
         .collect();
     match addrs.len() == listeners.len() {
         true => Listeners::All,
@@ -608,19 +577,9 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
-    let admin = (cli.admin.iter())
-        .map(|a| {
-            let endpoint = match a {
-                BindAddr::Tcp(a) => dispatch::Endpoint::Tcp(*a),
-                BindAddr::Unix(p) => dispatch::Endpoint::Unix {
-                    path: p.clone(),
-                    mode: cli.socket_mode,
-                },
-            };
-            dispatch::Listener::bind(&endpoint, 1, BACKLOG)
-                .with_context(|| format!("--admin {a}: cannot listen"))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    // `--bind` (several, TCP and Unix) and `--admin`, or the sockets of
+    // socket activation: one socket each (the parent accepts on all).
+    let opened = httplite::listen::open(&cli.bind, &cli.admin, cli.socket_mode, 1, BACKLOG)?;
     let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
     let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
     // Opened before any fork: every child writes to the one description.
@@ -656,37 +615,25 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         // connection bound (--max-connections) holds the children.
         max_sleeping: u64::MAX,
     });
-    // One TCP address at most (check_runtime_flags).
-    let bind = match cli.bind.first() {
-        Some(BindAddr::Tcp(addr)) => *addr,
-        _ => ([127, 0, 0, 1], 8080).into(),
-    };
-    let mut parent = httplite::fork::Parent::bind(httplite::fork::Settings {
-        bind,
-        max_connections: cli.max_connections,
-        grace: cli.shutdown_timeout,
-        test_fork_failure: test_endpoints
-            .then(|| std::env::var("HTTPLITE_TEST_FORK_FAIL_MS").ok())
-            .flatten()
-            .and_then(|ms| ms.parse().ok())
-            .map(std::time::Duration::from_millis),
-    })
-    .with_context(|| format!("--bind {bind}: cannot listen"))?;
-    let public = [dispatch::ListenAddr::Tcp(parent.local_addr())];
-    let admin_addrs: Vec<_> = admin.iter().map(|l| l.addr().clone()).collect();
+    let public_count = opened.listeners.len() - opened.admin;
+    let addrs: Vec<_> = opened.listeners.iter().map(|l| l.addr().clone()).collect();
+    let (public, admin_addrs) = addrs.split_at(public_count);
+    let mut parent = httplite::fork::Parent::new(
+        opened.listeners,
+        httplite::fork::Settings {
+            max_connections: cli.max_connections,
+            grace: cli.shutdown_timeout,
+            test_fork_failure: test_endpoints
+                .then(|| std::env::var("HTTPLITE_TEST_FORK_FAIL_MS").ok())
+                .flatten()
+                .and_then(|ms| ms.parse().ok())
+                .map(std::time::Duration::from_millis),
+        },
+    )
+    .context("cannot set up the fork parent")?;
     let mut config = Config::from_cli(cli);
-    // Fork's one public listener: a --proxy-protocol, bare or naming it,
-    // is on it (and not on --admin's).
-    if !cli.proxy_protocol.is_empty() {
-        config.proxy.listeners = match admin.is_empty() {
-            true => Listeners::All,
-            false => Listeners::Some(public.to_vec()),
-        };
-    }
-    config.admin = AdminListeners::new(admin_addrs.clone(), &public);
-    for l in admin {
-        parent.add_listener(l);
-    }
+    config.proxy.listeners = proxy_listeners(cli, public);
+    config.admin = AdminListeners::new(admin_addrs.to_vec(), public);
     let format = cli.access_log_format.format();
     let access_log = (log.clone()).map(|l| AccessLog::direct(l, format, 0));
     if let Some(log) = log {
@@ -702,12 +649,19 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         idle: httplite::blocking::IdleSet::default(),
         tls: tls.clone(),
     };
-    warn_exposure(cli, &app, &public);
+    warn_exposure(cli, &app, public);
     if !cli.quiet {
+        let urls: Vec<String> = (public.iter())
+            .map(|a| httplite::listen::url(a, tls.public.is_some()))
+            .collect();
         println!(
-            "httplite listening on {}{} (processes: one per connection, runtime: fork{})",
-            httplite::listen::url(&public[0], tls.public.is_some()),
-            admin_urls(&admin_addrs, tls.admin.is_some()),
+            "httplite listening on {}{}{} (processes: one per connection, runtime: fork{})",
+            urls.join(", "),
+            admin_urls(admin_addrs, tls.admin.is_some()),
+            opened
+                .inherited
+                .map(|how| format!(" [inherited: {how}]"))
+                .unwrap_or_default(),
             app.root
                 .as_ref()
                 .map(|r| format!(", root: {}", r.path().display()))

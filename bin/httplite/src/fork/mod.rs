@@ -75,8 +75,7 @@ pub mod shared;
 
 use std::collections::HashSet;
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -129,8 +128,6 @@ pub fn incompatible_flag<'a>(mut given: impl FnMut(&str) -> bool) -> Option<(&'a
 /// What the parent needs to know.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
-    /// Where to listen.
-    pub bind: SocketAddr,
     /// Most children alive at once (accepting pauses at the bound).
     pub max_connections: Option<usize>,
     /// How long children get to finish after SIGINT/SIGTERM.
@@ -141,14 +138,14 @@ pub struct Settings {
     pub test_fork_failure: Option<Duration>,
 }
 
-/// The parent: a bound listener and the signalfd, not yet serving.
+/// The parent: its listeners and the signalfd, not yet serving.
 #[derive(Debug)]
 pub struct Parent {
-    /// `--bind`'s listener, then the `--admin` ones (see
-    /// [`Parent::add_listener`]); empty once shutdown began.
+    /// `--bind`'s listeners, then the `--admin` ones; their connections
+    /// get children alike, which tell them apart by their socket's address
+    /// (see [`crate::surface`]). Empty once shutdown began.
     listeners: Vec<dispatch::Listener>,
     signals: OwnedFd,
-    addr: SocketAddr,
     settings: Settings,
     children: HashSet<libc::pid_t>,
     page: &'static shared::Page,
@@ -204,15 +201,11 @@ impl RuntimeProbe for Probe {
 }
 
 impl Parent {
-    /// Binds, and blocks SIGCHLD/SIGINT/SIGTERM into a signalfd. Call on
-    /// the process's only thread.
-    pub fn bind(settings: Settings) -> io::Result<Parent> {
-        let opts = reactor::sys::ListenOptions {
-            backlog: 4096,
-            reuse_port: false,
-        };
-        let listener = reactor::sys::tcp_listener(settings.bind, opts)?;
-        let addr = reactor::sys::local_addr(listener.as_fd())?;
+    /// The parent of `listeners` (bound, or inherited by socket
+    /// activation: `--bind`'s, then `--admin`'s, one socket each); blocks
+    /// SIGCHLD/SIGINT/SIGTERM/SIGHUP into a signalfd. Call on the
+    /// process's only thread.
+    pub fn new(listeners: Vec<dispatch::Listener>, settings: Settings) -> io::Result<Parent> {
         // An ignored SIGCHLD survives exec (a supervisor, or a shell's
         // `trap '' CHLD`, can leave it so) and makes the kernel reap the
         // children itself: the parent would never learn that one ended.
@@ -242,11 +235,9 @@ impl Parent {
         })?;
         // SAFETY: signalfd succeeded, so the fd is new and ours alone.
         let signals = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
-        let listener = dispatch::Listener::from_fds(vec![listener])?;
         Ok(Parent {
-            listeners: vec![listener],
+            listeners,
             signals,
-            addr,
             settings,
             children: HashSet::new(),
             page: shared::page()?,
@@ -255,18 +246,6 @@ impl Parent {
             tls: Default::default(),
             tickets_rolled: None,
         })
-    }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Accepts on `listener` too (an `--admin` one): its connections get
-    /// children as `--bind`'s do, which tell them apart by their socket's
-    /// address (see [`crate::surface`]).
-    pub fn add_listener(&mut self, listener: dispatch::Listener) {
-        self.listeners.push(listener);
     }
 
     /// Reopens `log` on SIGHUP and reports its dropped lines as it stops;
