@@ -1,4 +1,4 @@
-//! # learn: async from zero, in eight steps
+//! # learn: async from zero, in nine steps
 //!
 //! A path for readers who use `async`/`.await` and want to know what is
 //! underneath: each step is a short program that builds on the one before,
@@ -19,7 +19,12 @@
 //!  6     step06_reactor              fd → Waker; async accept/read/write 3 + 5
 //!  7     step07_timers               sleep; nearest deadline = timeout   6
 //!  8     step08_http                 HTTP/1.1: GET, keep-alive, bodies   5 + 6 + 7
+//!  9     step09_coroutine            8's server on stackful coroutines   8 + coroutine
 //! ```
+//!
+//! Steps 1 to 8 depend on nothing but `libc`; step 9 borrows the
+//! workspace's `coroutine` crate, whose insides the book's chapter on
+//! stackless and stackful designs describes.
 //!
 //! The steps stay small by leaving things out, and each chapter ends with
 //! where httplite's real crates (`crates/reactor`, `crates/executor`, ...)
@@ -38,6 +43,7 @@ pub mod step05_executor;
 pub mod step06_reactor;
 pub mod step07_timers;
 pub mod step08_http;
+pub mod step09_coroutine;
 
 pub mod solutions;
 

@@ -13,3 +13,4 @@ pub mod step05;
 pub mod step06;
 pub mod step07;
 pub mod step08;
+pub mod step09;
