@@ -131,13 +131,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
     }
-    if chrome {
-        return Err(
-            "--runtime fork does not take --trace-format chrome: each connection is \
-             its own process, and the timeline's writer is a thread (use text)"
-                .to_string(),
-        );
-    }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     // Sockets handed over by systemd or by an upgrade: the fork parent
     // binds its own one and would leave them queueing connections forever.
@@ -497,8 +490,15 @@ fn start_trace(cli: &Cli, upgraded: bool) -> Result<()> {
     let file = cli.trace_file.as_deref().map(|f| trace_file(f, upgraded));
     let compiled = match (cli.trace_format, &file) {
         (Some(TraceFormat::Chrome), Some(path)) if reactor::trace::COMPILED => {
-            reactor::trace::enable_chrome(path, rate)
-                .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
+            // Fork's parent may start no thread: every process appends its
+            // own events to the file (see reactor::trace::enable_chrome_direct).
+            let started = match cli.runtime {
+                RuntimeKind::Fork => {
+                    reactor::trace::enable_chrome_direct(path, rate, "httplite fork parent")
+                }
+                _ => reactor::trace::enable_chrome(path, rate),
+            };
+            started.with_context(|| format!("--trace-file {}: cannot create", path.display()))?
         }
         (_, Some(path)) if reactor::trace::COMPILED => reactor::trace::enable_text_file(path, rate)
             .with_context(|| format!("--trace-file {}: cannot create", path.display()))?,
@@ -608,6 +608,11 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
+    // Before any fork: the children inherit the trace's open file (or
+    // stderr), and each labels its own lines (`fork::child`). No upgrade
+    // starts a fork server (inherited sockets are refused).
+    reactor::trace::set_thread_label("parent");
+    start_trace(cli, false)?;
     let admin = (cli.admin.iter())
         .map(|a| {
             let endpoint = match a {
