@@ -260,11 +260,7 @@ fn trace_rate_limit_drops_and_reports_the_excess() {
 #[test]
 fn trace_ties_a_proxy_headers_client_to_its_fd() {
     use std::io::Write;
-    // A fork child's request lines do not reach the text trace.
-    let left_out = |rt: &str| {
-        (rt == "fork").then_some("a fork child's request lines do not reach the text trace")
-    };
-    for rt in super::harness::runtimes_where(left_out) {
+    for rt in runtimes() {
         let args = [
             "--trace",
             "--proxy-protocol",
@@ -291,6 +287,62 @@ fn trace_ties_a_proxy_headers_client_to_its_fd() {
             fd_of("PROXY client=192.0.2.1:5000"),
             fd_of("GET /_httplite/plaintext HTTP/1.1 -> 200"),
             "[{rt}] the client's line and the request's name the same fd"
+        );
+    }
+}
+
+/// `--runtime fork`: the parent opens the trace file before any fork and
+/// every child appends its own lines to it, labelled with its pid.
+#[cfg(feature = "trace")]
+#[test]
+fn text_trace_on_fork_has_each_childs_lines_under_its_label() {
+    let dir = crate::harness::TempDir::new("trace-fork");
+    let file = dir.path().join("trace.txt");
+    let args = ["--trace-file", file.to_str().unwrap(), "--trace-rate", "0"];
+    let mut server = Server::start("fork", &args);
+    for _ in 0..3 {
+        let mut c = server.connect();
+        assert_eq!(c.get("/_httplite/plaintext").status, 200);
+    }
+    let status = server.terminate();
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    let text = std::fs::read_to_string(&file).expect("the trace file");
+    // Whole lines only, from every process: seconds, label, kind.
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for cols in &lines {
+        assert!(
+            cols.len() >= 3 && cols[0].parse::<f64>().is_ok(),
+            "odd line {cols:?} in:\n{text}"
+        );
+    }
+    let labelled = |label: &str, what: &str| -> Vec<String> {
+        (lines.iter())
+            .filter(|c| c[1] == label && c[2] == what)
+            .map(|c| c[3..].join(" "))
+            .collect()
+    };
+    let forks = labelled("parent", "fork");
+    assert_eq!(forks.len(), 3, "{forks:?}\n{text}");
+    for fork in &forks {
+        let pid = (fork.strip_prefix("pid="))
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or_else(|| panic!("odd fork line {fork:?}"));
+        let label = format!("c{pid}");
+        let http = labelled(&label, "http");
+        assert_eq!(http.len(), 1, "{label}: {http:?}\n{text}");
+        assert!(
+            http[0].contains("GET /_httplite/plaintext HTTP/1.1 -> 200"),
+            "{http:?}"
+        );
+        let child = labelled(&label, "child");
+        assert!(child.len() == 2 && child[1] == "exit=0", "{child:?}");
+        let reap = format!("pid={pid} status=exit:0");
+        assert!(
+            labelled("parent", "reap").contains(&reap),
+            "no {reap:?} in:\n{text}"
         );
     }
 }

@@ -131,13 +131,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
     if cli.runtime != RuntimeKind::Fork {
         return Ok(());
     }
-    if chrome {
-        return Err(
-            "--runtime fork does not take --trace-format chrome: each connection is \
-             its own process, and the timeline's writer is a thread (use text)"
-                .to_string(),
-        );
-    }
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     match httplite::fork::incompatible_flag(given) {
         Some((id, why)) => Err(format!(
@@ -466,8 +459,15 @@ fn start_trace(cli: &Cli, upgraded: bool) -> Result<()> {
     let file = cli.trace_file.as_deref().map(|f| trace_file(f, upgraded));
     let compiled = match (cli.trace_format, &file) {
         (Some(TraceFormat::Chrome), Some(path)) if reactor::trace::COMPILED => {
-            reactor::trace::enable_chrome(path, rate)
-                .with_context(|| format!("--trace-file {}: cannot create", path.display()))?
+            // Fork's parent may start no thread: every process appends its
+            // own events to the file (see reactor::trace::enable_chrome_direct).
+            let started = match cli.runtime {
+                RuntimeKind::Fork => {
+                    reactor::trace::enable_chrome_direct(path, rate, "httplite fork parent")
+                }
+                _ => reactor::trace::enable_chrome(path, rate),
+            };
+            started.with_context(|| format!("--trace-file {}: cannot create", path.display()))?
         }
         (_, Some(path)) if reactor::trace::COMPILED => reactor::trace::enable_text_file(path, rate)
             .with_context(|| format!("--trace-file {}: cannot create", path.display()))?,
@@ -577,6 +577,10 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
+    // Before any fork: the children inherit the trace's open file (or
+    // stderr), and each labels its own lines (`fork::child`).
+    reactor::trace::set_thread_label("parent");
+    start_trace(cli, false)?;
     // `--bind` (several, TCP and Unix) and `--admin`, or the sockets of
     // socket activation: one socket each (the parent accepts on all).
     let opened = httplite::listen::open(&cli.bind, &cli.admin, cli.socket_mode, 1, BACKLOG)?;

@@ -27,11 +27,17 @@
 //! and flow arrows (see [`chrome`]). A site with more to show than a line
 //! (a poll's start and end, a wake's arrow) asks [`chrome::on`] and records
 //! structured events; every other line becomes an instant event.
+//!
+//! A server that forks a process per connection traces too: the text
+//! file and the timeline ([`enable_chrome_direct`], no writer thread) are
+//! opened before the first fork and appended to by every process, each
+//! child labelled by [`after_fork`] and flushed by [`before_exit`].
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -74,11 +80,23 @@ pub fn enable(lines_per_second: u32) -> bool {
 /// Like [`enable`], with the lines appended to the file at `path`
 /// (created or truncated) instead of stderr. `Ok(false)` if tracing was
 /// not compiled in.
+///
+/// The file is opened `O_APPEND`, so that a process forked after this call
+/// (`--runtime fork`'s children) appends to it as well: each line is one
+/// `write(2)` placed at the file's end, whole, whichever process writes
+/// it (see [`emit`]).
 pub fn enable_text_file(path: &Path, lines_per_second: u32) -> io::Result<bool> {
     if !COMPILED {
         return Ok(false);
     }
-    let file = File::create(path)?;
+    // O_APPEND through the custom flags: std refuses `append` together
+    // with `truncate`.
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_APPEND)
+        .open(path)?;
     let _ = TEXT_FILE.set(file);
     Ok(enable(lines_per_second))
 }
@@ -98,10 +116,64 @@ pub fn enable_chrome(path: &Path, events_per_second: u32) -> io::Result<bool> {
     Ok(enable(events_per_second))
 }
 
+/// Like [`enable_chrome`], for a process that forks a child per
+/// connection and may run no thread: no writer thread is started; the
+/// file is created `O_APPEND` with its opening `[` and a `process_name`
+/// event naming this process `process`, and every process (this one and
+/// each child forked later) writes its own events to it, a chunk of whole
+/// lines per `write(2)`. Each child calls [`after_fork`] first and
+/// [`before_exit`] last; this process calls [`finish`] once every child
+/// has ended. `Ok(false)`, and nothing done, if tracing was not compiled
+/// in.
+pub fn enable_chrome_direct(
+    path: &Path,
+    events_per_second: u32,
+    process: &str,
+) -> io::Result<bool> {
+    if !COMPILED {
+        return Ok(false);
+    }
+    EPOCH.get_or_init(Instant::now);
+    sink::start_direct(path, process)?;
+    chrome::set_on(true);
+    Ok(enable(events_per_second))
+}
+
+/// In a process just forked from a traced one, before anything else is
+/// traced: labels its lines `label` ([`set_thread_label`]) with a fresh
+/// rate-limit budget, and, on a timeline written in place
+/// ([`enable_chrome_direct`]), drops the events copied from the parent's
+/// unwritten buffer (the parent writes them) and names this process
+/// `process` for its track.
+pub fn after_fork(label: &str, process: &str) {
+    if !active() {
+        return;
+    }
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.label = Some(label.to_owned());
+        l.limiter = Limiter::new();
+    });
+    if chrome::on() && sink::is_direct() {
+        chrome::after_fork(process);
+    }
+}
+
+/// In a forked process about to `_exit`, on a timeline written in place:
+/// closes this thread's open slices and writes its events, and adds the
+/// events its rate limit dropped to the count in the file's closing
+/// event. Does nothing otherwise (text lines are never buffered).
+pub fn before_exit() {
+    if chrome::on() && sink::is_direct() {
+        sink::add_dropped_by_rate(chrome::before_exit());
+    }
+}
+
 /// Stops tracing; for a timeline, closes every thread's open slices, writes
 /// the closing metadata event (with the count of dropped events) and `]`,
-/// and waits a bounded time for the writer. `None` unless a timeline was
-/// being written.
+/// and waits a bounded time for the writer (or, with
+/// [`enable_chrome_direct`], writes them itself). `None` unless a timeline
+/// was being written.
 pub fn finish() -> Option<Summary> {
     disable();
     let epoch = EPOCH.get()?;
@@ -175,9 +247,11 @@ pub fn emit(what: &str, details: fmt::Arguments<'_>) {
             "{} {label:<6} {what:<8} {details}",
             Seconds(elapsed)
         );
-        // One write per line (stderr and the file are unbuffered, and the
-        // kernel moves a file's offset atomically per write): lines from
-        // different threads interleave whole, never mid-line.
+        // One write per line (stderr and the file are unbuffered): lines
+        // from different threads, and from forked processes sharing the
+        // open file description, interleave whole, never mid-line. The
+        // file is `O_APPEND`, so each write lands at its end in one piece;
+        // to a pipe, a line of at most `PIPE_BUF` bytes is written whole.
         match TEXT_FILE.get() {
             Some(mut file) => {
                 let _ = file.write_all(l.line.as_bytes());

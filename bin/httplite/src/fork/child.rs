@@ -17,7 +17,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ extern "C" fn on_stop(_signal: libc::c_int) {
 /// listening socket, the signalfd); `parent` is the parent's pid, taken
 /// before the fork.
 pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx) -> ! {
+    // First of all: nothing may be traced under the parent's label, nor
+    // with the parent's unwritten timeline events copied into this process.
+    let fd = conn.as_raw_fd();
+    trace_start(fd, parent);
     for &fd in close {
         // SAFETY: these fds were the parent's and are this process's copies;
         // the parent's `OwnedFd`s for them are never dropped in the child
@@ -62,11 +66,43 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx
         }
         Err(_) => 1,
     };
+    trace_end(code);
     // SAFETY: `_exit` ends the process without running the parent's exit
     // handlers or flushing its copies of stdio buffers (which would write
     // the parent's pending output twice). Nothing is left to clean up:
     // the kernel closes the socket.
     unsafe { libc::_exit(code) }
+}
+
+/// Labels this child's trace (`c<pid>` for its lines and its track;
+/// `fork child <pid>` for its process on a timeline) and opens its
+/// `connection` slice, or prints its first line.
+fn trace_start(fd: RawFd, parent: libc::pid_t) {
+    if !reactor::trace::active() {
+        return;
+    }
+    let pid = std::process::id();
+    reactor::trace::after_fork(&format!("c{pid}"), &format!("fork child {pid}"));
+    if reactor::trace::chrome::on() {
+        reactor::trace::chrome::begin("connection", format_args!("\"fd\":{fd}"));
+    } else {
+        reactor::trace!("child", "fd={fd} parent={parent}");
+    }
+}
+
+/// Closes the `connection` slice and writes this child's timeline events
+/// (each process writes its own: see `reactor::trace::before_exit`), or
+/// prints its last line.
+fn trace_end(code: i32) {
+    if !reactor::trace::active() {
+        return;
+    }
+    if reactor::trace::chrome::on() {
+        reactor::trace::chrome::end(format_args!("\"exit\":{code}"));
+        reactor::trace::before_exit();
+    } else {
+        reactor::trace!("child", "exit={code}");
+    }
 }
 
 /// Handlers for SIGINT and SIGTERM (kept blocked: see the module doc),

@@ -51,6 +51,16 @@
 //!   lost at exit, as nothing is buffered: each line is written before the
 //!   next request is read (but a child still waiting in a `block`ed write
 //!   when the shutdown's grace ends is killed, and that line with it).
+//! - **Tracing** (`--trace`, `--trace-file`, `--trace-format chrome`) is
+//!   started by the parent before any fork, so every child writes to the
+//!   same stderr or the same file (opened `O_APPEND`), one `write(2)` per
+//!   text line: lines from many processes interleave whole. A child labels
+//!   its lines `c<pid>`, the parent `parent` (its `fork`, `reap` and
+//!   `signal` lines). The timeline has no writer thread here: each process
+//!   appends whole chunks of events itself, a child drops the parent's
+//!   unwritten events copied into it by the fork and writes its own before
+//!   `_exit`, and the parent closes the array once every child has ended
+//!   (`reactor::trace::enable_chrome_direct`; docs/timeline.md).
 //! - **Reaping: `SIGCHLD` through a signalfd, then `waitpid(WNOHANG)` in a
 //!   loop.** Not `SA_NOCLDWAIT`: with it the kernel reaps the children
 //!   itself and the parent never learns that one ended, yet it must, to
@@ -383,6 +393,7 @@ impl Parent {
                     _ => return Err(e),
                 }
             }
+            reactor::trace!("signal", "signo={}", info.ssi_signo);
             match info.ssi_signo as libc::c_int {
                 libc::SIGCHLD => {}
                 libc::SIGHUP => {
@@ -422,6 +433,7 @@ impl Parent {
                 return reaped; // 0: none ended yet; -1: ECHILD (none left) or EINTR
             }
             reaped += 1;
+            reactor::trace!("reap", "pid={pid} status={}", ExitStatus(status));
             if !self.children.remove(&pid) {
                 continue;
             }
@@ -488,8 +500,10 @@ impl Parent {
         self.roll_ticket_keys();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
+        let fd = conn.as_raw_fd();
         match self.fork() {
             -1 => {
+                reactor::trace!("fork", "failed fd={fd}");
                 page.fork_failed.fetch_add(1, Ordering::Relaxed);
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
                 Err(Instant::now() + FORK_BACKOFF)
@@ -504,6 +518,7 @@ impl Parent {
                 child::run(conn, &close, parent, ctx)
             }
             pid => {
+                reactor::trace!("fork", "pid={pid} fd={fd}");
                 self.children.insert(pid);
                 let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
                 page.high_water.fetch_max(alive, Ordering::Relaxed);
@@ -527,6 +542,20 @@ impl Parent {
         // SAFETY: this process has one thread (see the module doc), so the
         // child is a complete copy with no lock held by a vanished thread.
         unsafe { libc::fork() }
+    }
+}
+
+/// A `waitpid` status in a trace line: `exit:N` or `signal:N`.
+struct ExitStatus(libc::c_int);
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0;
+        if libc::WIFSIGNALED(s) {
+            write!(f, "signal:{}", libc::WTERMSIG(s))
+        } else {
+            write!(f, "exit:{}", libc::WEXITSTATUS(s))
+        }
     }
 }
 

@@ -15,6 +15,9 @@
 //! also collects every buffer a few times a second. The file is the JSON
 //! Array Format, one event per line, each line ending in `,`: the writer
 //! never writes half an event, and [`super::finish`] closes the array.
+//! A process that may run no thread writes its full buffers itself
+//! instead, one `write(2)` each, to a file every forked process appends to
+//! ([`super::enable_chrome_direct`]).
 //!
 //! The rate limit is the text trace's, per thread, but by slice: a slice
 //! that is not admitted takes everything inside it along (its `E`, nested
@@ -180,12 +183,7 @@ fn with_track(f: impl FnOnce(&mut Track, u64)) {
     let ns = u64::try_from(Instant::now().duration_since(epoch).as_nanos()).unwrap_or(u64::MAX);
     let _ = TRACK.try_with(|cell| {
         let mut cell = cell.borrow_mut();
-        let track = cell.get_or_insert_with(|| {
-            let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-            let track = Arc::new(Mutex::new(Track::new(tid, &super::thread_label())));
-            sink::register(track.clone());
-            track
-        });
+        let track = cell.get_or_insert_with(new_track);
         let mut t = lock(track);
         if t.closed {
             return;
@@ -198,6 +196,62 @@ fn with_track(f: impl FnOnce(&mut Track, u64)) {
             sink::push(bytes, events);
         }
     });
+}
+
+/// This thread's track, registered with the sink. Its `tid` is the next
+/// number, or, when every process writes the file itself, the OS thread id:
+/// a fork child's counter is a copy of its parent's, and every child would
+/// reuse the same numbers.
+fn new_track() -> Arc<Mutex<Track>> {
+    let tid = if sink::is_direct() {
+        // SAFETY: gettid has no preconditions.
+        u32::try_from(unsafe { libc::gettid() }).unwrap_or(0)
+    } else {
+        NEXT_TID.fetch_add(1, Ordering::Relaxed)
+    };
+    let track = Arc::new(Mutex::new(Track::new(tid, &super::thread_label())));
+    sink::register(track.clone());
+    track
+}
+
+/// In a fork child, right after the fork: drops the track copied from the
+/// parent (its unwritten events are the parent's to write) and starts this
+/// process's own, named `process` (a `process_name` event for this pid).
+pub(super) fn after_fork(process: &str) {
+    sink::forget_tracks();
+    let _ = TRACK.try_with(|cell| {
+        let track = new_track();
+        let name = sink::process_name(process);
+        {
+            let mut t = lock(&track);
+            t.bytes.extend_from_slice(name.as_bytes());
+            t.events += 1;
+        }
+        *cell.borrow_mut() = Some(track);
+    });
+}
+
+/// In a fork child about to exit: closes this thread's open slices and
+/// writes its events; returns the events its rate limit dropped.
+pub(super) fn before_exit() -> u64 {
+    let Some(epoch) = super::epoch() else {
+        return 0;
+    };
+    let ns = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    TRACK
+        .try_with(|cell| {
+            let Some(track) = cell.borrow_mut().take() else {
+                return 0;
+            };
+            let mut t = lock(&track);
+            t.close_open(ns);
+            t.closed = true;
+            let bytes = std::mem::take(&mut t.bytes);
+            let events = std::mem::take(&mut t.events);
+            sink::push(bytes, events);
+            t.dropped
+        })
+        .unwrap_or(0)
 }
 
 /// Locks a track; a panic while one was held leaves it usable.

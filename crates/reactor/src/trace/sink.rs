@@ -1,5 +1,7 @@
 //! The chrome trace's file and its writer thread: the event loops never
 //! write to the file themselves (a slow disk must not stall them).
+//! A process that may run no thread (`--runtime fork`) writes it directly
+//! instead ([`start_direct`], `sink/direct.rs`).
 //!
 //! Threads hand over whole chunks of events ([`push`], one lock per chunk),
 //! and the writer collects every track's buffer each [`SWEEP`], so that an
@@ -16,6 +18,12 @@ use std::time::{Duration, Instant};
 
 use super::chrome::{self, Track};
 
+mod direct;
+
+pub(super) use direct::{
+    add_dropped_by_rate, forget_tracks, is_direct, process_name, start_direct,
+};
+
 /// A thread hands its buffer over once it holds this many bytes.
 pub(super) const CHUNK: usize = 32 * 1024;
 /// The most bytes waiting for the writer; beyond it chunks are dropped.
@@ -30,6 +38,9 @@ struct Sink {
     /// Signalled when the queue gets work, and when the writer is done.
     cv: Condvar,
     tracks: Mutex<Vec<Arc<Mutex<Track>>>>,
+    /// Set in direct mode: each process writes its chunks itself, and no
+    /// writer thread runs.
+    direct: Option<direct::Direct>,
 }
 
 #[derive(Default)]
@@ -62,6 +73,7 @@ pub(super) fn start(path: &Path) -> io::Result<()> {
         queue: Mutex::new(Queue::default()),
         cv: Condvar::new(),
         tracks: Mutex::new(Vec::new()),
+        direct: None,
     };
     if SINK.set(sink).is_err() {
         return Err(io::Error::other("the chrome trace was started already"));
@@ -83,6 +95,10 @@ pub(super) fn register(track: Arc<Mutex<Track>>) {
 /// track locked, which keeps each thread's chunks in order.
 pub(super) fn push(bytes: Vec<u8>, events: u64) {
     let Some(sink) = SINK.get() else { return };
+    if let Some(direct) = &sink.direct {
+        direct.write(&bytes, events);
+        return;
+    }
     let mut q = lock(&sink.queue);
     if q.closed {
         return;
@@ -174,14 +190,11 @@ pub(super) fn finish(rate: u32, now_ns: u64) -> Option<Summary> {
         return None; // finished already
     }
     q.closed = true;
+    if let Some(direct) = &sink.direct {
+        return Some(direct.finish(by_rate, rate));
+    }
     let dropped_events = by_rate + q.dropped_events;
-    let tail = format!(
-        "{{\"name\":\"httplite_trace\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\
-         \"dropped_events\":{dropped_events},\"dropped_by_rate_limit\":{by_rate},\
-         \"dropped_by_writer\":{},\"rate_per_thread\":{rate}}}}}\n]\n",
-        std::process::id(),
-        q.dropped_events,
-    );
+    let tail = tail(by_rate, q.dropped_events, rate);
     q.tail = Some(tail.into_bytes());
     sink.cv.notify_all();
     let deadline = Instant::now() + FINISH_WAIT;
@@ -199,4 +212,16 @@ pub(super) fn finish(rate: u32, now_ns: u64) -> Option<Summary> {
         dropped_events,
         complete: q.done && !q.failed,
     })
+}
+
+/// The closing metadata event (`httplite_trace`, with the drop counts)
+/// and the array's `]`.
+fn tail(by_rate: u64, by_writer: u64, rate: u32) -> String {
+    format!(
+        "{{\"name\":\"httplite_trace\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\
+         \"dropped_events\":{},\"dropped_by_rate_limit\":{by_rate},\
+         \"dropped_by_writer\":{by_writer},\"rate_per_thread\":{rate}}}}}\n]\n",
+        std::process::id(),
+        by_rate + by_writer,
+    )
 }
