@@ -51,6 +51,10 @@ const fn all_but_fork(test: &'static str, why: &'static str, refusal: &'static s
 }
 
 const FORK_FLAGS: &str = "designs::fork_refuses_incompatible_flags_in_one_line";
+const TIMELINE_EPOLL: &str =
+    "observability_timeline::timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint";
+const TIMELINE_THREADS: &str =
+    "observability_timeline::timeline_on_threads_and_threadpool_has_request_slices";
 
 const ROWS: &[Row] = &[
     Row {
@@ -88,6 +92,25 @@ const ROWS: &[Row] = &[
     Row {
         feature: "Access log",
         cells: all("access_log::lines_logged_at_once_by_many_connections_are_never_cut"),
+    },
+    Row {
+        feature: "Text trace (`--trace`)",
+        cells: all("observability::trace_ties_a_proxy_headers_client_to_its_fd"),
+    },
+    Row {
+        feature: "Timeline (`--trace-format chrome`)",
+        cells: [
+            Yes(TIMELINE_EPOLL),
+            Yes(TIMELINE_EPOLL),
+            Yes(TIMELINE_THREADS),
+            Yes(TIMELINE_THREADS),
+            Yes(
+                "observability_timeline::fork::timeline_on_fork_has_each_childs_requests_under_its_own_pid",
+            ),
+            Yes(
+                "observability_timeline::cross_thread::timeline_on_uring_shows_the_ring_and_one_request",
+            ),
+        ],
     },
     Row {
         feature: "Event stream (the dashboard's SSE)",
@@ -217,10 +240,11 @@ fn designs_md_is_generated_from_the_table() {
     );
 }
 
-/// The body of test `module::name` in `tests/server/`, as far as the next
-/// test (enough to see which designs it runs).
+/// The body of test `module::[submodule::]name` in `tests/server/`, as
+/// far as the next test (enough to see which designs it runs).
 fn test_body(test: &str) -> Option<String> {
-    let (module, name) = test.split_once("::")?;
+    let module = test.split("::").next()?;
+    let name = test.rsplit("::").next()?;
     let dir = repo().join("tests/server");
     let source = [dir.join(format!("{module}.rs")), dir.join(module)]
         .iter()

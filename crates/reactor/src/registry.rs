@@ -44,6 +44,10 @@ struct Slot {
     /// The registered fd, for trace lines.
     fd: RawFd,
     in_use: bool,
+    /// The owner closes the fd right after freeing the slot, and nothing
+    /// else holds its file: the close takes it out of epoll (see
+    /// `Registration::deregister_by_close`).
+    closed_by_owner: bool,
     readiness: Readiness,
     reader: Option<Waker>,
     writer: Option<Waker>,
@@ -84,6 +88,7 @@ impl Registry {
         let slot = &mut self.slots[index as usize];
         debug_assert!(!slot.in_use);
         slot.in_use = true;
+        slot.closed_by_owner = false;
         slot.fd = fd;
         slot.readiness = Readiness::EMPTY;
         self.live += 1;
@@ -107,6 +112,20 @@ impl Registry {
         self.free.push(key.index);
         self.live -= 1;
         released
+    }
+
+    /// Notes that `key`'s fd will be closed as its registration goes (see
+    /// `Registration::deregister_by_close`).
+    pub(crate) fn set_closed_by_owner(&mut self, key: SlotKey) {
+        if let Some(slot) = self.slot_mut(key) {
+            slot.closed_by_owner = true;
+        }
+    }
+
+    /// Whether [`Registry::set_closed_by_owner`] was called for `key`.
+    pub(crate) fn closed_by_owner(&self, key: SlotKey) -> bool {
+        let slot = self.slots.get(key.index as usize);
+        slot.is_some_and(|s| s.is_live(key) && s.closed_by_owner)
     }
 
     /// The fd registered under `token`, if the token is live.

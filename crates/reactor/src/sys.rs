@@ -246,6 +246,13 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> 
     Ok(())
 }
 
+/// Whether `fd` has `O_NONBLOCK` set.
+pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: F_GETFL takes no pointer; a bad fd only yields EBADF.
+    let flags = syscall!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    Ok(flags & libc::O_NONBLOCK != 0)
+}
+
 /// Creates a non-blocking, close-on-exec eventfd with a zero counter.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; the kernel returns a new fd or -1.

@@ -64,6 +64,22 @@ const FLUSH_AT: usize = 64 * 1024;
 /// How long a closing connection waits for the client's FIN.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
+/// Nagle's algorithm on this connection. It holds a small segment back
+/// while earlier data is unacknowledged, so a connection's first write
+/// always leaves at once, and only a later one can wait (for the client's
+/// delayed ACK, up to 40 ms). So `TCP_NODELAY` is set just before a
+/// connection's second write: a `Connection: close` client answered in one
+/// write never pays the `setsockopt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nagle {
+    /// Nothing written yet.
+    Unwritten,
+    /// One write out: set `TCP_NODELAY` before the next.
+    Written,
+    /// `TCP_NODELAY` is set.
+    Off,
+}
+
 /// Why a connection stopped.
 #[derive(Debug)]
 enum Stop {
@@ -133,6 +149,8 @@ struct Conn<S> {
     /// The listener it came in on. A field of its own (not beside
     /// `client` in a struct): it then shares `drained`'s word.
     on: Surface,
+    /// Whether the next write needs `TCP_NODELAY` first (shares the word).
+    nagle: Nagle,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -174,6 +192,13 @@ pub fn serve_with<S: Transport>(
             drained: false,
             client: client.map(Box::new),
             on,
+            nagle: match S::WRITES_ITSELF {
+                true => {
+                    stream.set_nodelay();
+                    Nagle::Off
+                }
+                false => Nagle::Unwritten,
+            },
             ctx,
             stream,
             _guard: guard,
@@ -272,8 +297,10 @@ impl<S> Drop for Conn<S> {
 }
 
 impl<S: Transport> Conn<S> {
-    /// Counts why the connection stopped; dropping it closes the socket.
+    /// Counts why the connection stopped; dropping it closes the socket
+    /// (and that close takes it out of epoll).
     fn finish(self, stop: Stop) {
+        self.stream.will_close();
         let stats = &self.ctx.stats;
         match stop {
             Stop::Done | Stop::Shutdown => {}
@@ -319,6 +346,23 @@ impl<S: Transport> Conn<S> {
     #[inline]
     fn io(&mut self) -> &mut Active {
         self.ctx.pool.ensure(&mut self.active)
+    }
+
+    /// Before any write: a write after the first turns Nagle off (see
+    /// [`Nagle`]).
+    #[inline(always)]
+    fn before_write(&mut self) {
+        match self.nagle {
+            Nagle::Off => {}
+            Nagle::Unwritten => self.nagle = Nagle::Written,
+            Nagle::Written => self.nodelay(),
+        }
+    }
+
+    #[cold]
+    fn nodelay(&mut self) {
+        self.stream.set_nodelay();
+        self.nagle = Nagle::Off;
     }
 
     /// Gives the request-time state back to the pool (going idle, or done).

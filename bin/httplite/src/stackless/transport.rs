@@ -25,6 +25,11 @@ use crate::tls::{Session, Tls};
 /// calls never wait: `WouldBlock` (or `Pending`, with the task's waker
 /// registered) says when to.
 pub trait Transport: AsRawFd + Unpin + 'static {
+    /// Whether the transport writes on its own (a TLS handshake's flights
+    /// and tickets) before and between the connection's writes: if so,
+    /// Nagle's algorithm could hold a small answer behind them, and
+    /// `TCP_NODELAY` is set at once (see the connection's `Nagle`).
+    const WRITES_ITSELF: bool;
     /// One read attempt into uninitialised memory (see
     /// `TcpStream::try_read_uninit`); returns how many bytes at the start
     /// of `buf` are now initialised, at most `buf.len()`.
@@ -73,9 +78,15 @@ pub trait Transport: AsRawFd + Unpin + 'static {
     fn shutdown(&mut self, how: Shutdown) -> io::Result<()>;
     /// The client's address.
     fn peer_addr(&self) -> io::Result<SocketAddr>;
+    /// Turns Nagle's algorithm off (`TCP_NODELAY`).
+    fn set_nodelay(&self);
+    /// The connection is about to be dropped, the socket's only holder:
+    /// its close takes it out of epoll (no `EPOLL_CTL_DEL`).
+    fn will_close(&self);
 }
 
 impl Transport for TcpStream {
+    const WRITES_ITSELF: bool = false;
     #[inline(always)]
     fn try_read_uninit(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         TcpStream::try_read_uninit(self, buf)
@@ -131,6 +142,13 @@ impl Transport for TcpStream {
     #[inline(always)]
     fn peer_addr(&self) -> io::Result<SocketAddr> {
         TcpStream::peer_addr(self)
+    }
+    fn set_nodelay(&self) {
+        let _ = TcpStream::set_nodelay(self, true);
+    }
+    #[inline(always)]
+    fn will_close(&self) {
+        TcpStream::will_close(self);
     }
 }
 
@@ -196,6 +214,8 @@ impl AsRawFd for TlsStream {
 }
 
 impl Transport for TlsStream {
+    const WRITES_ITSELF: bool = true;
+
     fn try_read_uninit(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let len = buf.len().min(READ_CHUNK);
         let buf = &mut buf[..len];
@@ -275,5 +295,13 @@ impl Transport for TlsStream {
 
     fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.stream.peer_addr()
+    }
+
+    fn set_nodelay(&self) {
+        let _ = self.stream.set_nodelay(true);
+    }
+
+    fn will_close(&self) {
+        self.stream.will_close();
     }
 }

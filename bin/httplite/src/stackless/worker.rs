@@ -112,9 +112,10 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
             })
             .await?;
         for fd in fds.drain(..) {
-            match TcpStream::from_fd(fd) {
+            // Accepted with SOCK_NONBLOCK by the dispatcher. (No
+            // TCP_NODELAY yet: see the connection's `Nagle`.)
+            match TcpStream::from_nonblocking_fd(fd) {
                 Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
                     // SAFETY: `stream` owns the socket, open for this call.
                     let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
                     let on = ctx.config.admin.surface_of(fd);

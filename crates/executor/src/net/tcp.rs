@@ -114,6 +114,29 @@ impl TcpStream {
         Ok(TcpStream { reg, fd })
     }
 
+    /// Adopts a socket accepted non-blocking (`accept4` with
+    /// `SOCK_NONBLOCK`, as the dispatcher accepts): [`TcpStream::from_fd`]
+    /// without the `fcntl` that makes sure of it, one system call fewer
+    /// per connection. A blocking fd here would make reads wait inside the
+    /// event loop: debug builds check the flag.
+    pub fn from_nonblocking_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+        debug_assert!(
+            sys::is_nonblocking(fd.as_fd()).unwrap_or(true),
+            "from_nonblocking_fd: a blocking socket"
+        );
+        // SAFETY: as in `from_fd`: the registration is dropped before `fd`.
+        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
+        Ok(TcpStream { reg, fd })
+    }
+
+    /// Declares that this stream is the only holder of its socket and is
+    /// about to be dropped: the close takes it out of epoll, so the
+    /// registration skips `EPOLL_CTL_DEL` (see
+    /// [`Registration::deregister_by_close`](reactor::Registration::deregister_by_close)).
+    pub fn will_close(&self) {
+        self.reg.deregister_by_close();
+    }
+
     /// Reads into `buf`; `Ok(0)` is end of stream.
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_read(cx, buf)).await

@@ -298,6 +298,7 @@ impl<S: Transport> Conn<S> {
     /// take stays in the buffer for the general path's flush.
     #[inline(always)]
     fn try_flush(&mut self) -> Result<Flushed, Stop> {
+        self.before_write();
         let Conn { active, stream, .. } = self;
         let Some(wbuf) = active.as_mut().map(|a| &mut a.wbuf) else {
             return Ok(Flushed::All);
