@@ -129,3 +129,45 @@ pub fn cap_event_stream_buffer(fd: RawFd) {
         )
     };
 }
+
+/// Nagle's algorithm on a connection. It holds a small segment back while
+/// earlier data is unacknowledged, so a connection's first write always
+/// leaves at once, and only a later one can wait (for the client's delayed
+/// ACK, up to 40 ms). So the drivers set `TCP_NODELAY` just before a
+/// connection's second write: a `Connection: close` client answered in one
+/// write never pays the `setsockopt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nagle {
+    /// Nothing written yet.
+    Unwritten,
+    /// One write out: set `TCP_NODELAY` before the next.
+    Written,
+    /// `TCP_NODELAY` is set.
+    Off,
+}
+
+impl Nagle {
+    /// Before a write: whether `TCP_NODELAY` must be set first.
+    #[inline(always)]
+    pub fn before_write(&mut self) -> bool {
+        match *self {
+            Nagle::Off => false,
+            Nagle::Unwritten => {
+                *self = Nagle::Written;
+                false
+            }
+            Nagle::Written => {
+                *self = Nagle::Off;
+                true
+            }
+        }
+    }
+
+    /// Before a write that another follows at once (a head, then its file
+    /// body): whether `TCP_NODELAY` must be set first. Set between the two,
+    /// it would push the first out in a segment of its own.
+    #[inline]
+    pub fn before_split_write(&mut self) -> bool {
+        std::mem::replace(self, Nagle::Off) != Nagle::Off
+    }
+}

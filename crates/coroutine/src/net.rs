@@ -145,6 +145,36 @@ impl TcpStream {
         })
     }
 
+    /// Adopts a socket accepted non-blocking (`accept4` with
+    /// `SOCK_NONBLOCK`, as the dispatcher accepts): [`TcpStream::from_fd`]
+    /// without the `fcntl` that makes sure of it. A blocking fd here would
+    /// stall every coroutine of the thread: debug builds check the flag.
+    ///
+    /// # Panics
+    /// Outside a thread with a current reactor (a runtime).
+    pub fn from_nonblocking_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+        debug_assert!(
+            sys::is_nonblocking(fd.as_fd()).unwrap_or(true),
+            "from_nonblocking_fd: a blocking socket"
+        );
+        // SAFETY: as in `from_fd`: the registration is dropped first.
+        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
+        Ok(TcpStream {
+            reg,
+            fd,
+            read_deadline: Cell::new(None),
+            write_deadline: Cell::new(None),
+        })
+    }
+
+    /// Declares that this stream is the only holder of its socket and is
+    /// about to be dropped: the close takes it out of epoll, so the
+    /// registration skips `EPOLL_CTL_DEL` (see
+    /// [`Registration::deregister_by_close`](reactor::Registration::deregister_by_close)).
+    pub fn will_close(&self) {
+        self.reg.deregister_by_close();
+    }
+
     /// The deadline every later read-side call without one of its own
     /// (`read`, `read_uninit`, `readable`, `std::io::Read`) gives up at.
     pub fn set_read_deadline(&self, deadline: Option<Instant>) {

@@ -109,6 +109,10 @@ struct Conn<'a, I: BlockingIo> {
     on: Surface,
     /// Where it waits for the next bytes of a head.
     waits: Waits,
+    /// The last read came back short: the socket held nothing more then.
+    drained: bool,
+    /// Whether the next write needs `TCP_NODELAY` first.
+    nagle: crate::driver::Nagle,
 }
 
 /// Where a connection waits for the next bytes of a request head.
@@ -143,10 +147,21 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Su
         client,
         on,
         waits: Waits::Here,
+        drained: false,
+        nagle: crate::driver::Nagle::Unwritten,
         ctx,
         io,
     };
+    if I::ENCRYPTED {
+        // The session writes on its own (the handshake, tickets): Nagle
+        // could hold an answer behind those.
+        conn.io.set_nodelay();
+        conn.nagle = crate::driver::Nagle::Off;
+    }
     let stop = conn.run();
+    if !matches!(stop, Stop::Park) {
+        conn.io.will_close();
+    }
     let Conn {
         idle,
         pool,
@@ -250,12 +265,22 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
     }
 
-    /// The last answer is in `wbuf`: writes it out and closes.
+    /// The last answer is in `wbuf`: writes it out and closes, lingering
+    /// only if the client may still be sending (the stackless driver's rule,
+    /// see its `close`): the last read came back long, something of a next
+    /// request is buffered, the server is shutting down, or the connection
+    /// is TLS (whose records a short read of plaintext says nothing of).
     fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush() {
             return stop;
         }
-        self.linger_close();
+        let unread_possible = I::ENCRYPTED
+            || !self.drained
+            || !(self.rbuf.is_empty() && self.decoder.is_idle())
+            || self.ctx.idle.is_shutting_down();
+        if unread_possible {
+            self.linger_close();
+        }
         Stop::Done
     }
 
@@ -340,10 +365,12 @@ impl<I: BlockingIo> Conn<'_, I> {
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
         }
+        let room = self.rbuf.capacity() - self.rbuf.len();
         let n = self
             .io
             .read_uninit(self.rbuf.spare_capacity_mut(), deadline)
             .map_err(timed(kind))?;
+        self.drained = n < room;
         if n == 0 {
             return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
                 Stop::Done
@@ -368,6 +395,15 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// [`Conn::flush`]; with `more`, by [`BlockingIo::write_more`], because
     /// a file body follows at once.
     fn write_out(&mut self, more: bool) -> Res {
+        if !self.wbuf.is_empty() {
+            let set = match more {
+                true => self.nagle.before_split_write(),
+                false => self.nagle.before_write(),
+            };
+            if set {
+                self.io.set_nodelay();
+            }
+        }
         let mut off = 0;
         while off < self.wbuf.len() {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
@@ -582,6 +618,9 @@ impl<I: BlockingIo> Conn<'_, I> {
         let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
+        if self.nagle.before_write() {
+            self.io.set_nodelay();
+        }
         while off < end {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
             let chunk = (end - off).min(1 << 20) as usize;

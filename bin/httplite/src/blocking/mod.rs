@@ -108,6 +108,18 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 /// }
 /// ```
 pub unsafe trait BlockingIo {
+    /// Whether the bytes are TLS records under the plaintext this reads
+    /// (a short read of plaintext then says nothing of what the socket
+    /// still holds; see the connection's `close`).
+    const ENCRYPTED: bool = false;
+    /// The connection ends and this is its socket's only holder: a
+    /// reactor-registered socket can let its close take it out of epoll
+    /// (no `EPOLL_CTL_DEL`). Nothing to do for a plain blocking socket.
+    fn will_close(&mut self) {}
+    /// Turns Nagle's algorithm off on the socket, for an I/O whose accept
+    /// left it on (see [`crate::driver::Nagle`]); others set it at accept
+    /// and keep this no-op.
+    fn set_nodelay(&mut self) {}
     /// Reads into uninitialised memory; returns how many bytes at the start
     /// of `buf` are now initialised (`0`: end of stream). See the trait's
     /// safety contract: the count must be at most `buf.len()` and cover only

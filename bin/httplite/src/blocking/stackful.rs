@@ -137,6 +137,14 @@ impl Drop for Stackful {
 // `poll_read_uninit` returned, which is what `read(2)` returned: at most
 // `buf.len()`, all written by the kernel.
 unsafe impl BlockingIo for Stackful {
+    fn will_close(&mut self) {
+        self.stream.will_close();
+    }
+
+    fn set_nodelay(&mut self) {
+        let _ = self.stream.set_nodelay(true);
+    }
+
     // The two calls of every request are inlined into the connection loop:
     // their fast paths are a few instructions around the syscall.
     #[inline(always)]
@@ -304,7 +312,8 @@ fn accept_loop(port: &mut WorkerPort, ctx: &Rc<Ctx>, live: &Rc<Cell<usize>>) -> 
         })
         .map_err(|_| cancelled())??;
         for fd in fds.drain(..) {
-            match TcpStream::from_fd(fd) {
+            // Accepted with SOCK_NONBLOCK by the dispatcher: no fcntl.
+            match TcpStream::from_nonblocking_fd(fd) {
                 Ok(stream) => spawn_connection(stream, ctx, live, port.closer(), &reactor),
                 Err(_) => port.connection_closed(),
             }
@@ -330,7 +339,8 @@ fn spawn_connection(
     closer: Closer,
     reactor: &Reactor,
 ) {
-    let _ = stream.set_nodelay(true);
+    // No TCP_NODELAY yet: the connection sets it before its second write
+    // (see `driver::Nagle`).
     ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
     live.set(live.get() + 1);
     let open = Open {

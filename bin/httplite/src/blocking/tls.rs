@@ -183,6 +183,16 @@ impl<I: BlockingIo> RawIo for OneRecv<'_, I> {
 // first `len` elements, all initialised just before (zeroed), and that
 // count is at most `len` (it reads into a slice of that length).
 unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
+    const ENCRYPTED: bool = true;
+
+    fn will_close(&mut self) {
+        self.inner.will_close();
+    }
+
+    fn set_nodelay(&mut self) {
+        self.inner.set_nodelay();
+    }
+
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],

@@ -64,22 +64,6 @@ const FLUSH_AT: usize = 64 * 1024;
 /// How long a closing connection waits for the client's FIN.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
-/// Nagle's algorithm on this connection. It holds a small segment back
-/// while earlier data is unacknowledged, so a connection's first write
-/// always leaves at once, and only a later one can wait (for the client's
-/// delayed ACK, up to 40 ms). So `TCP_NODELAY` is set just before a
-/// connection's second write: a `Connection: close` client answered in one
-/// write never pays the `setsockopt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Nagle {
-    /// Nothing written yet.
-    Unwritten,
-    /// One write out: set `TCP_NODELAY` before the next.
-    Written,
-    /// `TCP_NODELAY` is set.
-    Off,
-}
-
 /// Why a connection stopped.
 #[derive(Debug)]
 enum Stop {
@@ -150,7 +134,7 @@ struct Conn<S> {
     /// `client` in a struct): it then shares `drained`'s word.
     on: Surface,
     /// Whether the next write needs `TCP_NODELAY` first (shares the word).
-    nagle: Nagle,
+    nagle: driver::Nagle,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -195,9 +179,9 @@ pub fn serve_with<S: Transport>(
             nagle: match S::WRITES_ITSELF {
                 true => {
                     stream.set_nodelay();
-                    Nagle::Off
+                    driver::Nagle::Off
                 }
-                false => Nagle::Unwritten,
+                false => driver::Nagle::Unwritten,
             },
             ctx,
             stream,
@@ -349,20 +333,12 @@ impl<S: Transport> Conn<S> {
     }
 
     /// Before any write: a write after the first turns Nagle off (see
-    /// [`Nagle`]).
+    /// [`driver::Nagle`]).
     #[inline(always)]
     fn before_write(&mut self) {
-        match self.nagle {
-            Nagle::Off => {}
-            Nagle::Unwritten => self.nagle = Nagle::Written,
-            Nagle::Written => self.nodelay(),
+        if self.nagle.before_write() {
+            self.stream.set_nodelay();
         }
-    }
-
-    #[cold]
-    fn nodelay(&mut self) {
-        self.stream.set_nodelay();
-        self.nagle = Nagle::Off;
     }
 
     /// Gives the request-time state back to the pool (going idle, or done).

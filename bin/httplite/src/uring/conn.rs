@@ -80,6 +80,9 @@ pub(super) struct Conn {
     /// [`WorkerCtx::tls_conns`] (a flag here costs a plain connection
     /// nothing: it fits beside `on`).
     pub(super) tls: bool,
+    /// Whether the next send needs `TCP_NODELAY` first (shares the word
+    /// with the flags above).
+    pub(super) nagle: driver::Nagle,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -110,6 +113,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         served: 0,
         on,
         tls: false,
+        nagle: driver::Nagle::Unwritten,
         _guard: guard,
     };
     if let Some(tls) = conn.ctx.tls.on(on) {
@@ -118,6 +122,10 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         let fd = conn.stream.as_raw_fd();
         conn.ctx.tls_conns.borrow_mut().insert(fd, session);
         conn.tls = true;
+        // The session writes on its own (the handshake, tickets): Nagle
+        // could hold an answer behind those.
+        super::worker::set_nodelay(fd);
+        conn.nagle = driver::Nagle::Off;
     }
     Some(async move {
         // The first poll ends the handoff's arrow on a timeline.
@@ -384,6 +392,13 @@ impl Conn {
         if active.wbuf.is_empty() {
             return Ok(());
         }
+        let set = match flags & libc::MSG_MORE != 0 {
+            true => self.nagle.before_split_write(),
+            false => self.nagle.before_write(),
+        };
+        if set {
+            super::worker::set_nodelay(self.stream.as_raw_fd());
+        }
         let at = Instant::now() + self.ctx.config.write_timeout;
         if active.is_between_requests() {
             let answer = active.wbuf.split();
@@ -399,6 +414,12 @@ impl Conn {
     /// Writes what is buffered, then half-closes and drains what the client
     /// still sends (bounded), so that closing with unread input does not
     /// turn into a reset that could destroy the answer before it is read.
+    ///
+    /// The half-close and the drain are skipped when nothing more can come
+    /// (the stackless driver's rule): everything received was a whole
+    /// request now answered, and the server is not shutting down. (The
+    /// multishot recv has already taken whatever arrived off the socket,
+    /// so the close never finds unread bytes there to turn into a reset.)
     async fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush().await {
             return stop;
@@ -407,6 +428,9 @@ impl Conn {
             && let Err(stop) = self.close_tls().await
         {
             return stop;
+        }
+        if !self.tls && self.between_requests() && !self.ctx.shutdown.get() {
+            return Stop::Done;
         }
         if self
             .stream

@@ -11,7 +11,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -139,7 +139,8 @@ async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()
 /// (The connection's guard reports its close to the port.)
 fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
     for fd in fds.drain(..) {
-        set_nodelay(fd.as_raw_fd());
+        // No TCP_NODELAY yet: the connection sets it before its second
+        // send (see `driver::Nagle`).
         let stream = TcpStream::from_fd(fd);
         if let Some(task) = conn::serve(ctx.clone(), stream) {
             executor::spawn(task);
@@ -148,7 +149,7 @@ fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
 }
 
 /// `TCP_NODELAY`: answers leave at once.
-fn set_nodelay(fd: std::os::fd::RawFd) {
+pub(super) fn set_nodelay(fd: std::os::fd::RawFd) {
     let one: libc::c_int = 1;
     // SAFETY: `one` is a valid c_int for the call's duration; a failure
     // (not a TCP socket) is harmless and ignored.

@@ -252,6 +252,11 @@ pub fn resume<I: BlockingIo>(
         client,
         on,
         waits: Waits::Front { readable },
+        // The front read what is buffered: whether the socket was left
+        // empty is not known here, so a close lingers.
+        drained: false,
+        // The thread pool sets TCP_NODELAY at accept.
+        nagle: crate::driver::Nagle::Off,
     };
     let stop = conn.turn(pending);
     let Conn {

@@ -17,7 +17,7 @@ use reactor::Interest;
 
 use super::super::transport::Transport;
 use super::timer::with_deadline;
-use super::{Conn, FLUSH_AT, LINGER, Nagle, Res, Resume, Stop, log};
+use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
 use site::plan::{Event, Plan, Step};
 use site::respond::{Handled, Slow};
 use site::stats::{ErrorKind, TimeoutKind};
@@ -205,11 +205,12 @@ impl<S: Transport> Conn<S> {
         if len == 0 {
             return self.flush_transport().await;
         }
-        match more {
-            // A file body follows: Nagle goes now, before the head, or
-            // setting it between the two would push the head out alone.
-            true if self.nagle != Nagle::Off => self.nodelay(),
-            _ => self.before_write(),
+        let set = match more {
+            true => self.nagle.before_split_write(),
+            false => self.nagle.before_write(),
+        };
+        if set {
+            self.stream.set_nodelay();
         }
         // Optimistic: a socket's send buffer nearly always has room, so try
         // before asking about readiness. A short write or `WouldBlock`
