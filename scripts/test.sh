@@ -84,6 +84,10 @@ step "cargo fmt --check (fuzz)" 2 cargo fmt --check --manifest-path fuzz/Cargo.t
 # stand on its own), and every relative link in the Markdown resolves.
 step "scripts/check-self-contained.sh" 2 scripts/check-self-contained.sh
 
+# The prose (Markdown, code comments) names no issue and no commit: it
+# describes the software as it is, and history is `git log`.
+step "scripts/check-history.sh" 2 scripts/check-history.sh
+
 # The tour as a book: every page listed in docs/SUMMARY.md, every
 # {{#include}} and its anchor present, every link and image resolving, in
 # the sources and in the built book. On a fresh machine the step installs
