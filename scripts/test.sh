@@ -26,7 +26,7 @@ install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
 # Every step has a time limit, so that a hang fails CI at once with the
 # step's name instead of stalling until the CI job's own limit. The limits
 # are several times the steps' usual times on the project's 2-core machine
-# (see README). --foreground: the step keeps the terminal (cargo's output)
+# (see README.md for the whole run). --foreground: the step keeps the terminal (cargo's output)
 # and is still killed at the limit.
 step() { # NAME MINUTES COMMAND...
     local name=$1 minutes=$2 rc=0
