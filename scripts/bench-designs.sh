@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What each concurrency design costs a connection, outside the request
-# itself (issue #21, "Memory and start-up, per design"):
+# itself (memory and start-up, per design):
 #
 #   memory      bytes per idle keep-alive connection: N connections, one
 #               request each, held idle; (PSS after - PSS before) / N, the
@@ -156,7 +156,7 @@ hol() {
     echo
 }
 
-echo "## scripts/bench-designs.sh at $(git rev-parse --short HEAD) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs)"
+echo "## scripts/bench-designs.sh, $(date -u +%F) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs)"
 echo
 for part in "${PARTS[@]}"; do
     case "$part" in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static files: httplite against nginx (with and without open_file_cache),
-# H2O and lighttpd, in one run, with the goals of issue #17.
+# H2O and lighttpd, in one run, each row with its goal.
 #
 # Every server gets one worker (one thread), no access log, the same root (a
 # temp dir with a 1 KiB, a 64 KiB and a 16 MiB file of random bytes) and a
@@ -352,7 +352,7 @@ for s in "${UP[@]}"; do SPID=${SPIDS[$s]} CG=${CGS[$s]} stop_server; done
 
 # --- the table -------------------------------------------------------------------
 versions() {
-    echo "httplite $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "httplite as of $(date -u +%F)"
     command -v nginx >/dev/null && nginx -v 2>&1 | sed 's/^nginx version: //'
     command -v h2o >/dev/null && h2o --version 2>/dev/null | head -1
     command -v lighttpd >/dev/null && lighttpd -v 2>/dev/null | head -1 | sed 's/ - .*//'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # HTTPS: httplite against nginx, H2O and lighttpd (all three on OpenSSL 3),
-# with the goals of issue #18, cleartext figures beside the TLS ones.
+# each row with its goal, cleartext figures beside the TLS ones.
 #
 # Every server gets one worker (one thread), no access log, the same root (a
 # temp dir with a 1 KiB and a 16 MiB file of random bytes), the same ECDSA

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential conformance test of request heads (issue 15): generates seeded
+# Differential conformance test of request heads: generates seeded
 # heads (tests/conformance/gen.py), has our http1 decoder, Python's h11 and
 # Node's llhttp judge each one, and compares the verdicts
 # (tests/conformance/compare.py). Exits non-zero if both references agree on

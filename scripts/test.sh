@@ -26,7 +26,7 @@ install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
 # Every step has a time limit, so that a hang fails CI at once with the
 # step's name instead of stalling until the CI job's own limit. The limits
 # are several times the steps' usual times on the project's 2-core machine
-# (see README). --foreground: the step keeps the terminal (cargo's output)
+# (see README.md for the whole run). --foreground: the step keeps the terminal (cargo's output)
 # and is still killed at the limit.
 step() { # NAME MINUTES COMMAND...
     local name=$1 minutes=$2 rc=0
@@ -83,6 +83,10 @@ step "cargo fmt --check (fuzz)" 2 cargo fmt --check --manifest-path fuzz/Cargo.t
 # No file links to or names a path outside the repository (a clone must
 # stand on its own), and every relative link in the Markdown resolves.
 step "scripts/check-self-contained.sh" 2 scripts/check-self-contained.sh
+
+# The prose (Markdown, code comments) names no issue and no commit: it
+# describes the software as it is, and history is `git log`.
+step "scripts/check-history.sh" 2 scripts/check-history.sh
 
 # The tour as a book: every page listed in docs/SUMMARY.md, every
 # {{#include}} and its anchor present, every link and image resolving, in

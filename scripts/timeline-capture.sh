@@ -10,7 +10,7 @@
 # release server built with `--features trace`, two workers,
 # `--trace-format chrome`; one client connects, waits 200 ms (so that the
 # connection parks first and the request's arrival is a wake, as in the
-# README's text trace), sends the request, reads the answer and closes; then
+# text trace in docs/server.md), sends the request, reads the answer and closes; then
 # SIGTERM, which closes the trace file. The JSON files stay beside the SVGs
 # (open them in ui.perfetto.dev).
 set -euo pipefail

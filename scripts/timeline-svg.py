@@ -9,7 +9,7 @@ draws a still picture of one request for the docs, with no browser and no
 service: one lane per thread (the acceptor, the workers, and a pool thread if
 one ran a task in the picture's time), slices as boxes
 (nested ones below their parent), instants as ticks, flow arrows (handoff ->
-first poll, wake -> the poll it causes), and numbered notes like the README's
+first poll, wake -> the poll it causes), and numbered notes like docs/server.md's
 text trace: handoff, wake, first poll, the request's arrival, the poll that
 reads, answers and writes, the close.
 

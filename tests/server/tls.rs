@@ -1,4 +1,4 @@
-//! HTTPS (issue #18) on every runtime, with real clients: curl, Python's
+//! HTTPS on every runtime, with real clients: curl, Python's
 //! `ssl`, Node's `https`, `h2load --h1`, `openssl s_client` (TLS 1.2 and
 //! 1.3, resumption) and the harness's rustls client; plain HTTP on the TLS
 //! port; bad input and stalled handshakes; shutdown. Reload and the

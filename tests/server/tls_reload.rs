@@ -1,6 +1,6 @@
 //! Certificate reload (SIGHUP and the console's `reload`) under load, and
-//! the certificate files' errors and warnings, on every runtime (issue
-//! #18; the rest of the TLS tests are in `tls.rs`).
+//! the certificate files' errors and warnings, on every runtime (the
+//! rest of the TLS tests are in `tls.rs`).
 
 use std::io::Write as _;
 use std::sync::Arc;

@@ -37,9 +37,10 @@ pub mod uring;
 /// them).
 pub use site::{access_log, exposure, jobs, routes, static_files, stats};
 
-/// The README's Rust code blocks, compiled and run by `cargo test` as
-/// doctests of this crate (shell and text blocks are marked `sh`/`text` and
-/// skipped), so that the samples there cannot rot.
+/// The Rust code blocks of `docs/runtime.md` (the runtime in one page),
+/// compiled and run by `cargo test` as doctests of this crate (shell and
+/// text blocks are marked `sh`/`text` and skipped), so that the samples
+/// there cannot rot.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
+#[doc = include_str!("../../../docs/runtime.md")]
+pub struct RuntimeDoctests;

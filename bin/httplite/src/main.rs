@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         }
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
-            // One line, as the issue asks: clap's first line names the
+            // One line: clap's first line names the
             // problem; the usage block that follows is what --help is for.
             let msg = e.to_string();
             let first = msg.lines().next().unwrap_or("invalid arguments");

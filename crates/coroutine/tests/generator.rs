@@ -155,7 +155,7 @@ fn generators_nest() {
     assert_eq!(outer.resume(), CoroutineResult::Return(6));
 }
 
-/// The interleaving of issue #23: a generator's `Yielder` captured by the
+/// A generator's `Yielder` captured by the
 /// main coroutine of a runtime that the generator's body runs. Suspending
 /// the generator from that coroutine's stack would leave the generator
 /// "suspended" on a stack it does not own and the runtime's thread-locals

@@ -122,7 +122,7 @@ impl Ring {
         for (extra, task_run) in tries {
             let mut p = Params {
                 flags: base | extra,
-                // At least twice the SQ (the rule): multishot
+                // At least twice the SQ: multishot
                 // operations post many CQEs per SQE, and with NODROP an
                 // overflow costs a slow path, not a loss.
                 cq_entries: entries * 4,

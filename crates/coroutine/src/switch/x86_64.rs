@@ -54,105 +54,65 @@
 //! ## The floating-point control state (the `fp-state` feature)
 //!
 //! The ABI makes the MXCSR control bits and the x87 control word
-//! callee-saved, so a strict switch keeps them, as this one did until issue
-//! #21. By default it no longer does: Rust does not support changing the
-//! floating-point environment at all (LLVM assumes the default rounding
-//! mode, and `_mm_setcsr` is deprecated for that reason), so no Rust code
-//! can tell the difference, and corosensei and Go's runtime do not keep them
-//! either. Coroutines that call C code which changes the rounding mode
-//! (`fesetround`) can enable the crate's `fp-state` feature, which saves both
-//! words on the stack with `stmxcsr`/`fnstcw` and reloads them with
-//! `ldmxcsr`/`fldcw` on every switch.
+//! callee-saved, but by default the switch does not keep them: Rust does
+//! not support changing the floating-point environment at all (LLVM
+//! assumes the default rounding mode, and `_mm_setcsr` is deprecated for
+//! that reason), so no Rust code can tell the difference, and corosensei
+//! and Go's runtime do not keep them either. Coroutines that call C code
+//! which changes the rounding mode (`fesetround`) can enable the crate's
+//! `fp-state` feature, which saves both words on the stack with
+//! `stmxcsr`/`fnstcw` and reloads them with `ldmxcsr`/`fldcw` on every
+//! switch.
 //!
-//! ## What a round trip costs: the teaching point of this file
+//! The feature is off by default because of what it costs: `stmxcsr` is a
+//! serialising instruction, not a store. It must report the exception
+//! flags of every SSE instruction before it, so the CPU runs it only once
+//! the floating-point pipeline has drained, microcoded, one at a time. A
+//! round trip does two save-and-reload pairs, which take most of its time
+//! when they are there (docs/results.md has the measured round trips with
+//! and without the feature). A cost that blocks the whole pipeline weighs
+//! most where there is little else to overlap it with, which is what a
+//! bare switch is.
 //!
-//! **`stmxcsr` is a serialising instruction, not a store.** It must report
-//! the exception flags of every SSE instruction before it, so the CPU runs it
-//! only once the floating-point pipeline has drained, microcoded, one at a
-//! time. On the AMD EPYC machine this was measured on (a C loop, pinned): a
-//! loop of `stmxcsr` alone ran at 4.2 ns per instruction, `ldmxcsr` from
-//! unrelated memory at 0.5 ns, `fnstcw`/`fldcw` at 0.55 ns each, and
-//! `stmxcsr` followed by `ldmxcsr` of the same word at 7.1 ns per pair (the
-//! reload also waits for that unusual store). A round trip does two such
-//! pairs, so with the FP state kept the hand-resumed benchmark
-//! (`switch/coroutine`) spent most of its time in them: 11.8–15.2 ns (two
-//! runs) against corosensei's 2.19 ns, and 6.0 ns once they were gone; with
-//! the `fp-state` feature, which puts them back, it measures 11.4 ns. A cost
-//! that blocks the whole pipeline weighs most where there is little else to
-//! overlap it with, which is what a bare switch is.
+//! ## What else the switch leaves out
 //!
-//! **Bookkeeping around the switch** separated the next 6.0 ns from
-//! corosensei's 2.2 ns, found by taking out one piece at a time: clearing
-//! and restoring the scheduler's thread-locals around every generator
-//! resume (6.0 → 4.57 ns), a `Running`/`Suspended` state cell both sides
-//! wrote (4.57 → 3.94 ns; see `raw::State`), and the `Option` slot of a
-//! zero-sized yield value (3.94 → 3.39 ns). All three were written by one
-//! side of the switch and read back by the other a few instructions later.
+//! - **Bookkeeping written on one side and read on the other.** Nothing
+//!   that one side of the switch writes is read back by the other a few
+//!   instructions later: the scheduler's thread-locals are not cleared and
+//!   restored around a generator's resume, no `Running`/`Suspended` cell is
+//!   written by both sides (see `raw::State`), and a zero-sized yield value
+//!   has no `Option` slot. Each of those sat on the round trip's critical
+//!   path.
+//! - **The stack pointer never goes through memory.** `suspend` hands the
+//!   coroutine's stack pointer over in `rsi` and [`resume`] returns it; a
+//!   generator keeps it in its `RawCoroutine` (the scheduler, which resumes
+//!   by control-block pointer, keeps its coroutines' in the block). A store
+//!   of it followed by a load a dozen instructions later would feed the
+//!   landing's `lea rsp, [rdx + 8]` and every pop after it through a
+//!   store-to-load forward.
+//! - **The coroutine does not escape.** Once a function that is not
+//!   inlined receives `&mut` the coroutine, any later `asm!` (the switch
+//!   itself, criterion's `black_box`) may have changed it, and the loop
+//!   stores and reloads it every round trip; so the functions on the path
+//!   take values, and stay `#[inline]` or generic (without cross-crate
+//!   inlining the whole path is several times slower).
+//! - **Only the guards callers rely on.** Generators do not keep the
+//!   thread's `RUNNING` pointer (the SIGSEGV handler and `current_id` find
+//!   them by stack address); what remains is the test for a runtime whose
+//!   thread-locals must be hidden from the body (its clearing path out of
+//!   line), the check that `Yielder::suspend` runs on the coroutine's own
+//!   stack (one compare of the stack pointer with the stack's bounds), and
+//!   `thread::panicking()`. A cancelled body that suspends again bounces
+//!   back to the drop, which resumes it until it ends, so no cancel check
+//!   sits before the switch.
 //!
-//! **The stack pointer went through memory** (3.39 ns against 2.18 ns,
-//! 1.55×, when it did). `suspend` stored the coroutine's stack
-//! pointer into its control block and the resumer loaded it back for the
-//! next resume, a dozen instructions later; that load feeds the landing's
-//! `lea rsp, [rdx + 8]` and every pop after it, so the round trip's
-//! critical path ran through a store-to-load forward. Now `suspend` hands
-//! it over in `rsi` and [`resume`] returns it, and a generator keeps it in
-//! its `RawCoroutine` (the scheduler, which resumes by control-block
-//! pointer, still keeps its coroutines' in the block). With the guards
-//! below taken out, to see the switch alone: 2.88 → 2.19 ns in the bare
-//! loop (`benches/examples/switch_loop.rs`, medians of 7, pinned),
-//! corosensei 2.25 ns in the same run.
-//!
-//! Keeping it in a register needs the compiler's help: once a function
-//! that is not inlined receives `&mut` the coroutine, it has "escaped", any
-//! later `asm!` (the switch itself, criterion's `black_box`) may have
-//! changed it, and the loop stores and reloads it every round trip again.
-//! Two such calls did that here (the stack's release on the finished path,
-//! the resume inside a runtime on the cold path): 3.85 ns in criterion,
-//! against 2.78 ns once they took values instead.
-//!
-//! **The guards, priced one at a time** (bare loop, medians of 7). Keeping
-//! the thread's `RUNNING` pointer (saved, set and restored around every
-//! resume, the saved value held in `rbx` across the switch) cost 0.6 ns
-//! with the other guards in place (3.63 → 3.01 ns), so generators no
-//! longer set it: the SIGSEGV handler and `current_id` find them by stack
-//! address. Each of the rest, added alone to the floor: the test for a
-//! runtime whose thread-locals must be hidden from the body 0.25 ns (one
-//! thread-local now, two before; moving its clearing path out of line,
-//! where the registers it keeps across the switch cost the common path
-//! nothing, took 2.76 → 2.59 ns with every guard in); the check that
-//! `Yielder::suspend` runs on the coroutine's own stack 0.2 ns (one compare
-//! of the stack pointer with the stack's bounds); a cancel check before the
-//! switch 0.05 ns, now gone (a cancelled body that suspends again bounces
-//! back to the drop, which resumes it until it ends); `thread::panicking()`
-//! nothing measurable. Each remaining one is a guard a caller relies on.
-//!
-//! **Where it stands**, at the end of that pass (AMD EPYC, family 25 model
-//! 17): 43 instructions per round trip against corosensei's 32 (callgrind,
-//! `switch_loop` for 1 and 2 million round trips; 58 before); in the bare
-//! loop 2.62 ns against 2.28 ns, 1.13× (3.90 ns, 1.71×, before; medians of
-//! 9, interleaved); in criterion `switch/coroutine` 2.76–3.00 ns against
-//! `switch/corosensei` 2.21–2.80 ns over 7 runs, ratios 1.04–1.27, median
-//! 1.18. The goal, 1.2× in one criterion run, is met by the median and by
-//! 4 of those 7 runs: this VM's host has slow spells of seconds that hit
-//! whichever benchmark is running (corosensei alone ranged 2.18–2.80 ns
-//! that day), so one run's ratio moves by more than the distance to the
-//! goal. Without cross-crate inlining everything above is worse: the path
-//! must stay `#[inline]` or generic (a crate built without LTO measured
-//! 9.4 ns before `resume_ctl` and `is_running` were marked so).
-//!
-//! **Placement.** The same code can run at different speeds depending on
-//! where the resumer's stack lies relative to the coroutine's, modulo a
-//! page: `benches/examples/switch_offsets.rs` resumes from 256 depths 16
-//! bytes apart. In an intermediate build one depth was 40 % slower in 3 of
-//! 3 runs (3.52–3.59 ns against 2.56 ns), a pattern that fits *4K
-//! aliasing* (a load whose address matches a recent store's in its low 12
-//! bits is held back as if it depended on it); with no performance
-//! counters on this VM that stays a hypothesis. In the final build, taking
-//! each depth's best of 3 runs, no depth is over 1.2× the median (ours
-//! 2.66 ns median, 3.08 worst; corosensei 2.47 and 2.68), per-depth ratio
-//! 1.035–1.198. An Intel Xeon figure of 112 ns (the bare switch slower
-//! than the scheduled one) could not be re-measured: no Intel machine was
-//! available.
+//! The same code can run at different speeds depending on where the
+//! resumer's stack lies relative to the coroutine's, modulo a page (a
+//! pattern that fits *4K aliasing*: a load whose address matches a recent
+//! store's in its low 12 bits is held back as if it depended on it);
+//! `benches/examples/switch_offsets.rs` resumes from 256 depths 16 bytes
+//! apart to check it, and `benches/examples/switch_loop.rs` counts the
+//! round trip's instructions under callgrind.
 //!
 //! ## The frames
 //!
