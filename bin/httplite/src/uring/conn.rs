@@ -249,7 +249,9 @@ impl Conn {
     /// connection went (a TLS session may have failed on them).
     async fn answer(&mut self, taken: Res) -> Option<Stop> {
         if let Err(stop) = taken {
-            return Some(self.failed(stop).await);
+            // Boxed, as every TLS-only state here: a plain connection's
+            // per-request future must not grow by it.
+            return Some(Box::pin(self.failed(stop)).await);
         }
         loop {
             loop {
@@ -357,7 +359,7 @@ impl Conn {
         match got {
             Some(buf) => match self.take_bytes(&buf) {
                 Ok(()) => Ok(()),
-                Err(stop) => Err(self.failed(stop).await),
+                Err(stop) => Err(Box::pin(self.failed(stop)).await),
             },
             None => Err(if self.io().is_between_requests() {
                 Stop::Done
@@ -384,7 +386,7 @@ impl Conn {
     /// body follows at once.
     pub(super) async fn write_out(&mut self, flags: libc::c_int) -> Res {
         if self.tls {
-            return self.write_out_tls(flags).await;
+            return Box::pin(self.write_out_tls(flags)).await;
         }
         let Some(active) = self.active.as_mut() else {
             return Ok(());
@@ -425,7 +427,7 @@ impl Conn {
             return stop;
         }
         if self.tls
-            && let Err(stop) = self.close_tls().await
+            && let Err(stop) = Box::pin(self.close_tls()).await
         {
             return stop;
         }

@@ -214,7 +214,7 @@ impl Conn {
                 buf.truncate(n);
                 off += n as u64;
                 if self.tls {
-                    self.send_sealed_chunk(&buf).await?;
+                    Box::pin(self.send_sealed_chunk(&buf)).await?;
                     continue;
                 }
                 let at = Instant::now() + write_timeout;
