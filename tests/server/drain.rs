@@ -70,6 +70,25 @@ fn a_second_signal_ends_the_drain_delay() {
     }
 }
 
+#[test]
+fn the_consoles_quit_begins_the_drain_delay_as_sigterm_does() {
+    for rt in runtimes() {
+        let mut server = Server::start_with_stdin(rt, &["--console", "--drain-delay", "60s"]);
+        let mut stdin = server.take_stdin().unwrap();
+        writeln!(stdin, "quit").unwrap();
+        let draining = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+            health_on_a_new_connection(&server).status == 503
+        });
+        assert!(draining, "[{rt}] {}", server.stdout());
+        assert_eq!(server.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        server.signal(libc::SIGTERM);
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("[{rt}] a signal after quit did not end the delay"));
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+    }
+}
+
 /// Waits until `what` is in the log file. A worker hands its buffered
 /// lines to the writer when a line comes in a later second (and the
 /// stackless one once a second anyway), so a request every 300 ms pushes
