@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use crate::harness::{Server, assert_fork_refuses, is_fork, runtimes, wait_until};
+use crate::harness::{Server, is_fork, runtimes, wait_until};
 
 /// Waits (bounded) until the server's stdout contains `needle`.
 fn wait_for_output(server: &Server, needle: &str) -> String {
@@ -19,22 +19,46 @@ fn wait_for_output(server: &Server, needle: &str) -> String {
     out
 }
 
+/// `workers` and `jobs` on a design with workers and a blocking pool,
+/// once a wordcount job was submitted.
+fn console_workers_and_jobs(server: &Server, stdin: &mut impl std::io::Write, rt: &str) {
+    stdin.write_all(b"workers\n").unwrap();
+    wait_for_output(
+        server,
+        "worker       open  connections     requests    queue",
+    );
+    stdin.write_all(b"jobs\n").unwrap();
+    wait_for_output(server, "most recent");
+    // The table's row for the job submitted above, once it has run: each
+    // `jobs` prints a snapshot, so ask again until one shows it done
+    // (on a loaded machine the first may still say queued).
+    let done = wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        if server.stdout().contains("wordcount    done") {
+            return true;
+        }
+        stdin.write_all(b"jobs\n").unwrap();
+        false
+    });
+    assert!(
+        done,
+        "{rt}: the job never showed done:\n{}",
+        server.stdout()
+    );
+}
+
 #[test]
 fn commands_answer_and_quit_shuts_down_gracefully() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the console is a thread (refused).
-            assert_fork_refuses(&["--console"], "--console");
-            continue;
-        }
         let mut server = Server::start_with_stdin(rt, &["--console"]);
         let mut stdin = server.take_stdin().expect("piped stdin");
         wait_for_output(&server, "console: reading commands");
-        // Some traffic, so that the tables have numbers in them.
+        // Some traffic, so that the tables have numbers in them (a fork
+        // child answers jobs with 503: no blocking pool runs there).
         let mut client = server.connect();
         assert_eq!(client.get("/_httplite/plaintext").status, 200);
         client.send(b"POST /_httplite/jobs?type=wordcount HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\na b");
-        assert_eq!(client.read_response().status, 202);
+        let job = if is_fork(rt) { 503 } else { 202 };
+        assert_eq!(client.read_response().status, job, "{rt}");
 
         stdin.write_all(b"help\n").unwrap();
         wait_for_output(&server, "quit     graceful shutdown");
@@ -50,28 +74,15 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
             Some("2"),
             "{rt}: {requests:?}"
         );
-        stdin.write_all(b"workers\n").unwrap();
-        wait_for_output(
-            &server,
-            "worker       open  connections     requests    queue",
-        );
-        stdin.write_all(b"jobs\n").unwrap();
-        wait_for_output(&server, "most recent");
-        // The table's row for the job submitted above, once it has run: each
-        // `jobs` prints a snapshot, so ask again until one shows it done
-        // (on a loaded machine the first may still say queued).
-        let done = wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
-            if server.stdout().contains("wordcount    done") {
-                return true;
-            }
-            stdin.write_all(b"jobs\n").unwrap();
-            false
-        });
-        assert!(
-            done,
-            "{rt}: the job never showed done:\n{}",
-            server.stdout()
-        );
+        if is_fork(rt) {
+            // No workers, no jobs, no upgrade: one line each says why.
+            stdin.write_all(b"workers\njobs\nupgrade\n").unwrap();
+            wait_for_output(&server, "workers: none under --runtime fork");
+            wait_for_output(&server, "jobs: none under --runtime fork");
+            wait_for_output(&server, "upgrade: not under --runtime fork");
+        } else {
+            console_workers_and_jobs(&server, &mut stdin, rt);
+        }
         stdin.write_all(b"frobnicate\n").unwrap();
         wait_for_output(
             &server,
@@ -101,11 +112,6 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
 #[test]
 fn closed_stdin_does_not_stop_the_server() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the console is a thread (refused).
-            assert_fork_refuses(&["--console"], "--console");
-            continue;
-        }
         let mut server = Server::start_with_stdin(rt, &["--console"]);
         let stdin = server.take_stdin().expect("piped stdin");
         wait_for_output(&server, "console: reading commands");
@@ -128,11 +134,14 @@ fn closed_stdin_does_not_stop_the_server() {
 #[test]
 fn a_console_on_dev_null_reads_end_of_input_and_serves_on() {
     // stdin is /dev/null here, which epoll cannot watch: the console reads it
-    // the blocking way (it never waits) and gets end of input at once.
-    let mut server = Server::start("stackless", &["--console"]);
-    wait_for_output(&server, "console: end of input");
-    assert_eq!(server.get("/_httplite/plaintext").status, 200);
-    assert_eq!(server.terminate().code(), Some(0));
+    // the blocking way (it never waits) and gets end of input at once. The
+    // fork parent's `poll` sees it readable, and reads the end at once.
+    for rt in ["stackless", "fork"] {
+        let mut server = Server::start(rt, &["--console"]);
+        wait_for_output(&server, "console: end of input");
+        assert_eq!(server.get("/_httplite/plaintext").status, 200, "{rt}");
+        assert_eq!(server.terminate().code(), Some(0), "{rt}");
+    }
 }
 
 #[test]
@@ -145,36 +154,36 @@ fn stdin_is_back_in_blocking_mode_after_quit() {
         assert!(flags >= 0, "fcntl: {}", std::io::Error::last_os_error());
         flags & libc::O_NONBLOCK != 0
     };
-    let (reader, mut writer) = std::io::pipe().unwrap();
-    // A duplicate shares the open file description, flags included: what
-    // the server sets on its stdin, we see here (as a shell would).
-    let ours = reader.try_clone().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_httplite"))
-        .args([
-            "--bind",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--console",
-            "--quiet",
-        ])
-        .stdin(Stdio::from(reader))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let set = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
-        nonblocking(ours.as_raw_fd())
-    });
-    assert!(set, "the console reads stdin through epoll, non-blocking");
-    writer.write_all(b"quit\n").unwrap();
-    let exited = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
-        matches!(child.try_wait(), Ok(Some(_)))
-    });
-    if !exited {
-        let _ = child.kill();
-        panic!("no exit after quit");
+    // The console thread's stdin, and the fork parent's.
+    for design in [["--workers", "1"], ["--runtime", "fork"]] {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        // A duplicate shares the open file description, flags included: what
+        // the server sets on its stdin, we see here (as a shell would).
+        let ours = reader.try_clone().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_httplite"))
+            .args(["--bind", "127.0.0.1:0", "--console", "--quiet"])
+            .args(design)
+            .stdin(Stdio::from(reader))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let set = wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+            nonblocking(ours.as_raw_fd())
+        });
+        assert!(set, "{design:?}: the console reads stdin non-blocking");
+        writer.write_all(b"quit\n").unwrap();
+        let exited = wait_until(Duration::from_secs(15), Duration::from_millis(10), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !exited {
+            let _ = child.kill();
+            panic!("{design:?}: no exit after quit");
+        }
+        assert!(child.wait().unwrap().success(), "{design:?}");
+        assert!(
+            !nonblocking(ours.as_raw_fd()),
+            "{design:?}: stdin left non-blocking"
+        );
     }
-    assert!(child.wait().unwrap().success());
-    assert!(!nonblocking(ours.as_raw_fd()), "stdin left non-blocking");
 }

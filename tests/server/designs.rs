@@ -56,9 +56,7 @@ fn fork_refuses_incompatible_flags_in_one_line() {
     let cases: &[&[&str]] = &[
         &["--workers", "2"],
         &["--dispatch", "reuseport"],
-        &["--console"],
         &["--pool-threads", "2"],
-        &["--drain-delay", "1s"],
     ];
     for extra in cases {
         let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];

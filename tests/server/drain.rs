@@ -14,7 +14,7 @@ fn health_on_a_new_connection(server: &Server) -> Response {
 
 #[test]
 fn health_fails_during_the_drain_delay_then_the_server_stops() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &["--drain-delay", "1500ms"]);
         let ok = health_on_a_new_connection(&server);
         assert_eq!(ok.status, 200, "[{rt}]");
@@ -55,7 +55,7 @@ fn health_fails_during_the_drain_delay_then_the_server_stops() {
 
 #[test]
 fn a_second_signal_ends_the_drain_delay() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let mut server = Server::start(rt, &["--drain-delay", "60s"]);
         server.signal(libc::SIGTERM);
         let draining = wait_until(Duration::from_secs(3), Duration::from_millis(10), || {
@@ -66,6 +66,25 @@ fn a_second_signal_ends_the_drain_delay() {
         let status = server
             .wait_exit(Duration::from_secs(5))
             .unwrap_or_else(|| panic!("[{rt}] a second signal did not end the delay"));
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+    }
+}
+
+#[test]
+fn the_consoles_quit_begins_the_drain_delay_as_sigterm_does() {
+    for rt in runtimes() {
+        let mut server = Server::start_with_stdin(rt, &["--console", "--drain-delay", "60s"]);
+        let mut stdin = server.take_stdin().unwrap();
+        writeln!(stdin, "quit").unwrap();
+        let draining = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+            health_on_a_new_connection(&server).status == 503
+        });
+        assert!(draining, "[{rt}] {}", server.stdout());
+        assert_eq!(server.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        server.signal(libc::SIGTERM);
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("[{rt}] a signal after quit did not end the delay"));
         assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
     }
 }
@@ -114,20 +133,21 @@ fn sighup_reopens_the_access_log_after_logrotate_renamed_it() {
 
 #[test]
 fn console_reopen_and_reload() {
-    let dir = TempDir::new("console-reopen");
-    let log = dir.path().join("access.log");
-    let mut server = Server::start_with_stdin(
-        "stackless",
-        &["--console", "--access-log", log.to_str().unwrap()],
-    );
-    let mut stdin = server.take_stdin().unwrap();
-    writeln!(stdin, "reopen").unwrap();
-    writeln!(stdin, "reload").unwrap();
-    let answered = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
-        let out = server.stdout();
-        out.contains("access log: reopened") && out.contains("reload")
-    });
-    assert!(answered, "{}", server.stdout());
-    drop(stdin);
-    assert!(server.terminate().success());
+    // The console thread's, and the fork parent's own loop's.
+    for rt in ["stackless", "fork"] {
+        let dir = TempDir::new("console-reopen");
+        let log = dir.path().join("access.log");
+        let mut server =
+            Server::start_with_stdin(rt, &["--console", "--access-log", log.to_str().unwrap()]);
+        let mut stdin = server.take_stdin().unwrap();
+        writeln!(stdin, "reopen").unwrap();
+        writeln!(stdin, "reload").unwrap();
+        let answered = wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            let out = server.stdout();
+            out.contains("access log: reopened") && out.contains("reload")
+        });
+        assert!(answered, "[{rt}] {}", server.stdout());
+        drop(stdin);
+        assert!(server.terminate().success(), "[{rt}]");
+    }
 }

@@ -80,16 +80,14 @@ pub fn runtimes_where(why_not: impl Fn(&str) -> Option<&'static str>) -> &'stati
     kept.leak()
 }
 
-/// Why `rt` lacks the operator's features a fork parent refuses
-/// (`--drain-delay` and health, several listeners, the binary upgrade;
-/// `designs.rs` and `drain.rs` assert the refusals). (The access log is
-/// not one of them: a fork child writes its own lines.)
+/// Why `rt` lacks the binary upgrade, which a fork parent does not do
+/// (it ignores SIGUSR2; `designs.rs` asserts it).
 pub fn ops_exclusion(rt: &str) -> Option<&'static str> {
-    (rt == "fork").then_some("a fork parent refuses the operator's flags (designs.rs asserts it)")
+    (rt == "fork").then_some("a fork parent ignores SIGUSR2 (designs.rs asserts it)")
 }
 
-/// The runtimes of this run with the operator's features (every one but
-/// fork: see [`ops_exclusion`]); each left out is reported.
+/// The runtimes of this run with the binary upgrade (every one but fork:
+/// see [`ops_exclusion`]); each left out is reported.
 pub fn ops_runtimes() -> &'static [&'static str] {
     runtimes_where(ops_exclusion)
 }

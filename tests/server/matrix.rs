@@ -50,7 +50,6 @@ const fn all_but_fork(test: &'static str, why: &'static str, refusal: &'static s
     ]
 }
 
-const FORK_FLAGS: &str = "designs::fork_refuses_incompatible_flags_in_one_line";
 const TIMELINE_EPOLL: &str =
     "observability_timeline::timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint";
 const TIMELINE_THREADS: &str =
@@ -130,11 +129,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Drain delay and health (`--drain-delay`)",
-        cells: all_but_fork(
-            "drain::health_fails_during_the_drain_delay_then_the_server_stops",
-            "the parent stops at once",
-            FORK_FLAGS,
-        ),
+        cells: all("drain::health_fails_during_the_drain_delay_then_the_server_stops"),
     },
     Row {
         feature: "Several listeners: IPv4, IPv6, Unix",
@@ -154,11 +149,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Console (`--console`)",
-        cells: all_but_fork(
-            "console::commands_answer_and_quit_shuts_down_gracefully",
-            "the console is a thread",
-            FORK_FLAGS,
-        ),
+        cells: all("console::commands_answer_and_quit_shuts_down_gracefully"),
     },
     Row {
         feature: "2,000 keep-alive clients × 10 requests",

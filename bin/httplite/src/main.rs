@@ -585,7 +585,7 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     // socket activation: one socket each (the parent accepts on all).
     let opened = httplite::listen::open(&cli.bind, &cli.admin, cli.socket_mode, 1, BACKLOG)?;
     let page = httplite::fork::shared::page().context("cannot map the shared stats page")?;
-    let stats = Arc::new(Stats::with_counters(vec![&page.counters]));
+    let stats = Arc::new(Stats::with_counters(vec![&page.counters], &page.draining));
     // Opened before any fork: every child writes to the one description.
     let log = (cli.access_log.as_deref())
         .map(|path| {
@@ -627,6 +627,8 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         httplite::fork::Settings {
             max_connections: cli.max_connections,
             grace: cli.shutdown_timeout,
+            drain_delay: cli.drain_delay,
+            quiet: cli.quiet,
             test_fork_failure: test_endpoints
                 .then(|| std::env::var("HTTPLITE_TEST_FORK_FAIL_MS").ok())
                 .flatten()
@@ -671,6 +673,11 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
                 .map(|r| format!(", root: {}", r.path().display()))
                 .unwrap_or_default()
         );
+    }
+    if cli.console {
+        let stdin =
+            httplite::console::StdinLines::open().context("--console: cannot read stdin")?;
+        parent.console(stdin);
     }
     parent.run(&ctx).context("server stopped with an error")?;
     if !cli.quiet {

@@ -224,7 +224,25 @@ pub struct Stats {
     /// the access log's writer), at start-up; see [`Stats::add_extra`].
     extra: Mutex<Vec<ExtraStats>>,
     /// Draining: `/_httplite/health` answers 503 (see [`Stats::set_draining`]).
-    draining: std::sync::atomic::AtomicBool,
+    draining: Flag,
+}
+
+/// The draining flag: in this process's heap, or where the driver placed
+/// it (`fork`'s shared page, so that a child forked before the drain began
+/// sees it set by the parent).
+#[derive(Debug)]
+enum Flag {
+    Own(std::sync::atomic::AtomicBool),
+    Placed(&'static std::sync::atomic::AtomicBool),
+}
+
+impl Flag {
+    fn get(&self) -> &std::sync::atomic::AtomicBool {
+        match self {
+            Flag::Own(f) => f,
+            Flag::Placed(f) => f,
+        }
+    }
 }
 
 /// Appends server-wide members to the stats document (see
@@ -248,15 +266,20 @@ impl Stats {
             started: Instant::now(),
             workers: (0..n).map(|_| Arc::default()).collect(),
             extra: Mutex::new(Vec::new()),
-            draining: std::sync::atomic::AtomicBool::new(false),
+            draining: Flag::Own(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 
-    /// One worker per block of `counters`, which the caller placed where
-    /// it wants them (the `fork` design: a `MAP_SHARED` page that every
-    /// child process writes into, so that the document any child serves
-    /// counts them all). The site never knows where they are.
-    pub fn with_counters(counters: Vec<&'static Counters>) -> Stats {
+    /// One worker per block of `counters`, and the draining flag
+    /// `draining`, which the caller placed where it wants them (the `fork`
+    /// design: a `MAP_SHARED` page that every child process writes into,
+    /// so that the document any child serves counts them all, and the
+    /// parent's drain reaches every child's health answer). The site
+    /// never knows where they are.
+    pub fn with_counters(
+        counters: Vec<&'static Counters>,
+        draining: &'static std::sync::atomic::AtomicBool,
+    ) -> Stats {
         Stats {
             started: Instant::now(),
             workers: counters
@@ -269,7 +292,7 @@ impl Stats {
                 })
                 .collect(),
             extra: Mutex::new(Vec::new()),
-            draining: std::sync::atomic::AtomicBool::new(false),
+            draining: Flag::Placed(draining),
         }
     }
 
@@ -277,13 +300,14 @@ impl Stats {
     /// or an upgrade handing over): from now on `/_httplite/health`
     /// answers 503 and the stats say `"state":"draining"`.
     pub fn set_draining(&self) {
-        self.draining
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        (self.draining.get()).store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether [`set_draining`](Stats::set_draining) was called.
     pub fn is_draining(&self) -> bool {
-        self.draining.load(std::sync::atomic::Ordering::SeqCst)
+        self.draining
+            .get()
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Adds server-wide members to the document: `f` appends them, each
@@ -441,7 +465,8 @@ mod tests {
     #[test]
     fn placed_counters_are_the_ones_counted() {
         let block: &'static Counters = Box::leak(Box::default());
-        let st = Stats::with_counters(vec![block]);
+        let draining: &'static std::sync::atomic::AtomicBool = Box::leak(Box::default());
+        let st = Stats::with_counters(vec![block], draining);
         st.worker(0).response(200);
         block.requests.fetch_add(2, Ordering::Relaxed);
         assert_eq!(block.responses[2].load(Ordering::Relaxed), 1);
@@ -450,6 +475,10 @@ mod tests {
             j.contains("\"requests\":2,") && j.contains("\"2xx\":1"),
             "{j}"
         );
+        // The placed flag is the one read: set elsewhere, seen here.
+        draining.store(true, Ordering::SeqCst);
+        assert!(st.is_draining());
+        assert!(st.to_json(&|_, _| {}).contains("\"state\":\"draining\""));
     }
 
     #[test]

@@ -57,43 +57,91 @@ commands:
   help     this text
 ";
 
-/// Runs one command line.
-pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
-    match line.trim() {
-        "" => Reply::Text(String::new()),
-        "help" | "?" => Reply::Text(HELP.to_string()),
-        "stats" => Reply::Text(stats_table(ctx)),
-        "workers" => Reply::Text(workers_table(ctx)),
-        "jobs" => Reply::Text(jobs_table(ctx)),
-        "reload" => Reply::Text(format!("{}\n", ctx.reloads.reload_tls())),
-        "reopen" => Reply::Text(format!("{}\n", ctx.reloads.reopen_log())),
-        "upgrade" => Reply::Text(format!("{}\n", ctx.upgrader.run(&ctx.lifecycle))),
-        "quit" | "exit" => Reply::Quit(format!(
-            "shutting down: in-flight requests get up to {:?}\n",
-            ctx.grace
-        )),
-        other => {
-            let word: String = other.chars().take(40).collect();
-            Reply::Text(format!(
-                "unknown command {word:?}: try stats, workers, jobs, reload, reopen, \
-                 upgrade, quit or help\n"
-            ))
+/// A command line, parsed: what [`execute`] runs here, and what the fork
+/// parent runs in its own loop (`crate::fork`), where there is no
+/// [`ConsoleCtx`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    /// An empty line: no answer.
+    Empty,
+    /// `help` or `?`.
+    Help,
+    /// `stats`.
+    Stats,
+    /// `workers`.
+    Workers,
+    /// `jobs`.
+    Jobs,
+    /// `reload`.
+    Reload,
+    /// `reopen`.
+    Reopen,
+    /// `upgrade`.
+    Upgrade,
+    /// `quit` or `exit`.
+    Quit,
+    /// Anything else: the answer, naming the commands.
+    Unknown(String),
+}
+
+impl Command {
+    /// The command on `line`.
+    pub fn parse(line: &str) -> Command {
+        match line.trim() {
+            "" => Command::Empty,
+            "help" | "?" => Command::Help,
+            "stats" => Command::Stats,
+            "workers" => Command::Workers,
+            "jobs" => Command::Jobs,
+            "reload" => Command::Reload,
+            "reopen" => Command::Reopen,
+            "upgrade" => Command::Upgrade,
+            "quit" | "exit" => Command::Quit,
+            other => {
+                let word: String = other.chars().take(40).collect();
+                Command::Unknown(format!(
+                    "unknown command {word:?}: try stats, workers, jobs, reload, reopen, \
+                     upgrade, quit or help\n"
+                ))
+            }
         }
     }
+}
+
+/// `quit`'s answer, printed before the shutdown starts.
+pub fn quit_text(grace: Duration) -> String {
+    format!("shutting down: in-flight requests get up to {grace:?}\n")
+}
+
+/// Runs one command line.
+pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
+    Reply::Text(match Command::parse(line) {
+        Command::Empty => String::new(),
+        Command::Help => HELP.to_string(),
+        Command::Stats => stats_table(&ctx.stats, ctx.workers, &ctx.jobs, ctx.started),
+        Command::Workers => workers_table(ctx),
+        Command::Jobs => jobs_table(ctx),
+        Command::Reload => format!("{}\n", ctx.reloads.reload_tls()),
+        Command::Reopen => format!("{}\n", ctx.reloads.reopen_log()),
+        Command::Upgrade => format!("{}\n", ctx.upgrader.run(&ctx.lifecycle)),
+        Command::Quit => return Reply::Quit(quit_text(ctx.grace)),
+        Command::Unknown(answer) => answer,
+    })
 }
 
 fn row(out: &mut String, name: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "  {name:<24} {value:>12}");
 }
 
-fn stats_table(ctx: &ConsoleCtx) -> String {
-    let s = &ctx.stats;
-    let open: u64 = (0..ctx.workers).map(|i| s.worker(i).open()).sum();
+/// `stats`: the server's counters over its `workers` workers, and the
+/// blocking pool's.
+pub fn stats_table(s: &Stats, workers: usize, jobs: &Jobs, started: Instant) -> String {
+    let open: u64 = (0..workers).map(|i| s.worker(i).open()).sum();
     let mut out = String::from("server\n");
     row(
         &mut out,
         "uptime (s)",
-        format!("{:.1}", ctx.started.elapsed().as_secs_f64()),
+        format!("{:.1}", started.elapsed().as_secs_f64()),
     );
     row(&mut out, "connections open", open);
     row(&mut out, "connections total", s.total(|w| &w.connections));
@@ -111,7 +159,7 @@ fn stats_table(ctx: &ConsoleCtx) -> String {
         .sum();
     row(&mut out, "timeouts", timeouts);
     row(&mut out, "errors", errors);
-    let p = ctx.jobs.pool().stats();
+    let p = jobs.pool().stats();
     out.push_str("blocking pool\n");
     row(
         &mut out,

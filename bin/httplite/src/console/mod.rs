@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, RawFd};
 use executor::Runtime;
 use reactor::{Interest, Reactor, sys};
 
-pub use commands::{ConsoleCtx, HELP, Reply, execute};
+pub use commands::{Command, ConsoleCtx, HELP, Reply, execute, quit_text, stats_table};
 
 const STDIN: RawFd = 0;
 /// Longest command line kept; the rest of a longer one is dropped.
@@ -61,7 +61,71 @@ pub fn start(ctx: ConsoleCtx) -> io::Result<Console> {
     Ok(console)
 }
 
-fn say(text: &str) {
+/// Stdin read by a loop other than the console thread's (the fork parent's
+/// `poll`, which may start no thread): made non-blocking, split into
+/// lines, and put back in blocking mode when dropped. `poll` reports a
+/// regular file or `/dev/null` always readable, so such a stdin needs no
+/// fallback here: its reads never wait, and end of input comes at once.
+#[derive(Debug)]
+pub struct StdinLines {
+    _restore: Console,
+    lines: Lines,
+    open: bool,
+}
+
+impl StdinLines {
+    /// Makes stdin non-blocking and says so on stdout, as the console
+    /// thread does.
+    pub fn open() -> io::Result<StdinLines> {
+        // SAFETY: F_GETFL takes no pointer; a closed fd 0 only yields EBADF.
+        let flags = reactor::syscall!(unsafe { libc::fcntl(STDIN, libc::F_GETFL) })?;
+        let restore = Console {
+            saved_flags: (flags & libc::O_NONBLOCK == 0).then_some(flags),
+        };
+        sys::set_nonblocking(io::stdin().as_fd(), true)?;
+        say("console: reading commands (type help)\n");
+        Ok(StdinLines {
+            _restore: restore,
+            lines: Lines::default(),
+            open: true,
+        })
+    }
+
+    /// Stdin's fd, while commands may still come (not after end of input
+    /// or `quit`).
+    pub fn fd(&self) -> Option<RawFd> {
+        self.open.then_some(STDIN)
+    }
+
+    /// Reads what stdin holds now and calls `line` for each complete line,
+    /// until `line` returns true (`quit`: nothing more is read).
+    pub fn read(&mut self, mut line: impl FnMut(&str) -> bool) -> io::Result<()> {
+        let mut buf = [0u8; 1024];
+        while self.open {
+            match sys::read(io::stdin().as_fd(), &mut buf) {
+                Ok(0) => {
+                    eof();
+                    self.open = false;
+                }
+                Ok(n) => {
+                    if self.lines.feed(&buf[..n], &mut line) {
+                        self.open = false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.open = false;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints `text` on stdout at once (a console's answer).
+pub fn say(text: &str) {
     let mut out = io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();

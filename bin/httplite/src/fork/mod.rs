@@ -4,23 +4,27 @@
 //! loop, then exits. The parent never waits on a child's work.
 //!
 //! ```text
-//!   parent (one thread): poll(listener, signalfd)
+//!   parent (one thread): poll(listener, signalfd, stdin with --console)
 //!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
 //!                                           └─ parent: close its copy of the connection
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
 //!     SIGHUP            ─▶ reopen the access log's file, read the TLS certificate again
 //!                          (both for the children forked from then on)
-//!     SIGINT / SIGTERM  ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
+//!     SIGINT / SIGTERM  ─▶ with --drain-delay: set "draining" in the shared page (health 503),
+//!                          go on accepting until the delay ends or a second signal comes; then
+//!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
 //! ```
 //!
 //! - **One thread.** `fork()` copies only the calling thread, with every
 //!   lock (the allocator's included) in the state the other threads left
 //!   it. So the parent runs no other thread: no dispatch workers, no
 //!   blocking-pool threads (the pool is closed before the first fork), no
-//!   console, no access-log writer thread; the flags that would start one
-//!   are refused ([`incompatible_flag`]). What a thread does under the
-//!   other designs, the parent's loop does here: it reopens the access log
-//!   and reloads the TLS certificate on SIGHUP ([`Parent::tls`]).
+//!   console thread, no access-log writer thread; the flags that would
+//!   start one are refused ([`incompatible_flag`]). What a thread does
+//!   under the other designs, the parent's loop does here: it reopens the
+//!   access log and reloads the TLS certificate on SIGHUP
+//!   ([`Parent::tls`]), waits out the drain delay, and reads the
+//!   console's commands from stdin ([`Parent::console`]).
 //! - **HTTPS**: each child runs the TLS session on its own socket with the
 //!   blocking connection loop, as `threads` does; the rustls configuration
 //!   (certificate, ticket keys) is the parent's, copied at the fork, and
@@ -74,6 +78,14 @@
 //!   arrive, and the loop reads them like any other fd.
 //! - **Stats**: in a `MAP_SHARED` page ([`shared`]), so that the document a
 //!   child serves counts every process.
+//! - **The drain delay** (`--drain-delay`): the first SIGINT/SIGTERM sets
+//!   the draining flag, which is in the shared page too, so that every
+//!   child, forked before or after, answers health with 503 and
+//!   `Connection: close` and says `"state":"draining"` in its stats, as
+//!   under the other designs. The parent goes on accepting and forking
+//!   until the delay ends (its `poll` wakes then) or a second signal
+//!   comes, then stops as without a delay. No thread waits out the delay,
+//!   as `crate::lifecycle`'s does: the parent's `poll` timeout does.
 //! - **A crash** (a signal, or a panic outside a handler) ends one child:
 //!   its connection closes, the parent counts it and carries on.
 //! - **A failed `fork()`** closes its connection unanswered and pauses
@@ -118,15 +130,10 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
         "jobs are refused with 503 (no blocking pool)",
     ),
     ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
-    ("console", "the console is a thread"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("threadpool_mode", "that is --runtime threadpool's"),
     ("stack_size", "that is --runtime stackful's"),
-    (
-        "drain_delay",
-        "the parent has no health endpoint to drain (SIGTERM stops it at once)",
-    ),
 ];
 
 /// The first flag of `given` (clap ids of the flags on the command line)
@@ -140,8 +147,13 @@ pub fn incompatible_flag<'a>(mut given: impl FnMut(&str) -> bool) -> Option<(&'a
 pub struct Settings {
     /// Most children alive at once (accepting pauses at the bound).
     pub max_connections: Option<usize>,
-    /// How long children get to finish after SIGINT/SIGTERM.
+    /// How long children get to finish once stopping begins.
     pub grace: Duration,
+    /// The lame-duck period SIGINT/SIGTERM begins with (`--drain-delay`):
+    /// health answers 503 while the parent still accepts and forks.
+    pub drain_delay: Duration,
+    /// No "draining" line on stderr (`--quiet`).
+    pub quiet: bool,
     /// Tests only (`HTTPLITE_TEST_FORK_FAIL_MS`, honoured with the test
     /// endpoints): every `fork()` fails with `EAGAIN` for this long from
     /// the first one, as under a process limit.
@@ -168,6 +180,17 @@ pub struct Parent {
     tls: crate::tls::TlsByListener,
     /// When the parent last let the ticket keys roll.
     tickets_rolled: Option<Instant>,
+    /// When the drain delay ends, while draining.
+    drain_until: Option<Instant>,
+    /// When the children's grace ends, once stopping.
+    deadline: Option<Instant>,
+    /// `--console`'s stdin, read in the loop (see [`Parent::console`]).
+    /// Its drop puts stdin back in blocking mode; a child's copy is never
+    /// dropped (the child leaves through `_exit`), so only the parent's
+    /// end does it.
+    console: Option<crate::console::StdinLines>,
+    /// When serving began (the console's `stats`).
+    started: Instant,
 }
 
 /// How often, at most, the parent asks its ticketers to roll their keys
@@ -255,6 +278,10 @@ impl Parent {
             log: None,
             tls: Default::default(),
             tickets_rolled: None,
+            drain_until: None,
+            deadline: None,
+            console: None,
+            started: Instant::now(),
         })
     }
 
@@ -285,6 +312,70 @@ impl Parent {
     /// contrast, is each child's own and dies with it: see docs/tls.md).
     pub fn tls(&mut self, tls: crate::tls::TlsByListener) {
         self.tls = tls;
+    }
+
+    /// Reads operator commands from `stdin` (`--console`) in the loop,
+    /// between accepts: the console's commands, answered by the parent
+    /// itself, as no console thread may run beside a fork. `quit` is a
+    /// SIGTERM; `reload` and `reopen` do what SIGHUP does; `workers`,
+    /// `jobs` and `upgrade` answer one line saying why there is nothing
+    /// to show or do here.
+    pub fn console(&mut self, stdin: crate::console::StdinLines) {
+        self.console = Some(stdin);
+    }
+
+    /// Runs the commands stdin holds now.
+    fn read_console(&mut self, ctx: &Ctx) {
+        use crate::console::{Command, say};
+        let Some(mut stdin) = self.console.take() else {
+            return;
+        };
+        let mut commands = Vec::new();
+        let read = stdin.read(|line| {
+            let command = Command::parse(line);
+            let quit = command == Command::Quit;
+            commands.push(command);
+            quit
+        });
+        self.console = Some(stdin);
+        for command in commands {
+            let answer = match command {
+                Command::Empty => String::new(),
+                Command::Help => crate::console::HELP.to_string(),
+                Command::Stats => {
+                    let app = &ctx.app;
+                    crate::console::stats_table(&app.stats, 1, &app.jobs, self.started)
+                }
+                Command::Workers => format!(
+                    "workers: none under --runtime fork: one process per connection \
+                     ({} alive, {} at most at once)\n",
+                    self.page.alive.load(Ordering::Relaxed),
+                    self.page.high_water.load(Ordering::Relaxed),
+                ),
+                Command::Jobs => "jobs: none under --runtime fork: they are refused with 503 \
+                     (no blocking pool may run beside a fork)\n"
+                    .to_string(),
+                Command::Reload => format!("{}\n", self.tls.reload()),
+                Command::Reopen => match self.reopen_line() {
+                    Some(line) => format!("{line}\n"),
+                    None => "access log: none to reopen (no --access-log)\n".to_string(),
+                },
+                Command::Upgrade => "upgrade: not under --runtime fork \
+                     (there is no binary upgrade: SIGUSR2 is ignored)\n"
+                    .to_string(),
+                Command::Quit => {
+                    // Said first: once stopping, the process may end soon.
+                    say(&crate::console::quit_text(self.settings.grace));
+                    self.stop_asked();
+                    continue;
+                }
+                Command::Unknown(answer) => answer,
+            };
+            say(&answer);
+        }
+        if let Err(e) = read {
+            eprintln!("httplite: console: {e}");
+        }
     }
 
     /// Lets the ticketers roll their keys if they are due (see
@@ -319,13 +410,15 @@ impl Parent {
 
     fn serve(&mut self, ctx: &Ctx) -> io::Result<()> {
         ctx.stats.set_runtime(Box::new(Probe(self.page)));
-        let mut deadline: Option<Instant> = None;
         let mut backoff: Option<Instant> = None;
         loop {
-            if deadline.is_some() && self.children.is_empty() {
+            if self.drain_until.is_some_and(|d| Instant::now() >= d) {
+                self.stop();
+            }
+            if self.deadline.is_some() && self.children.is_empty() {
                 return Ok(());
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
                 self.kill_all(libc::SIGKILL);
                 while !self.children.is_empty() && self.reap(0) > 0 {}
                 return Ok(());
@@ -337,15 +430,22 @@ impl Parent {
             let backing_off = backoff.is_some_and(|b| Instant::now() < b);
             let accepting = !self.listeners.is_empty() && !at_max && !backing_off;
             let mut pfds = vec![pollfd(self.signals.as_raw_fd())];
+            let stdin = self.console.as_ref().and_then(|c| c.fd());
+            pfds.extend(stdin.map(pollfd));
+            let first_listener = pfds.len();
             if accepting {
                 let fds = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
                 pfds.extend(fds.map(pollfd));
             }
             let n = pfds.len();
-            let wake = [deadline, backoff.filter(|_| backing_off)]
-                .into_iter()
-                .flatten()
-                .min();
+            let wake = [
+                self.deadline,
+                self.drain_until,
+                backoff.filter(|_| backing_off),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let ms = wake.map_or(-1, |w| {
                 crate::blocking::poll_timeout_ms(w.saturating_duration_since(Instant::now()))
             });
@@ -356,18 +456,61 @@ impl Parent {
                 Err(e) => return Err(e),
                 Ok(_) => {}
             }
-            if pfds[0].revents != 0 && self.read_signals()? && deadline.is_none() {
-                // Stop accepting; the queued connections get a reset.
-                self.listeners.clear();
-                self.kill_all(libc::SIGTERM);
-                deadline = Some(Instant::now() + self.settings.grace);
+            if pfds[0].revents != 0 && self.read_signals()? {
+                self.stop_asked();
             }
-            for ready in (pfds[1..].iter()).filter(|p| accepting && p.revents != 0) {
-                if let Some(later) = self.accept_some(ready.fd, ctx) {
+            if stdin.is_some() && pfds[1].revents != 0 {
+                self.read_console(ctx);
+            }
+            for ready in &pfds[first_listener..] {
+                // Stopping (a signal or `quit` just now) closed them.
+                if self.listeners.is_empty() {
+                    break;
+                }
+                if ready.revents != 0
+                    && let Some(later) = self.accept_some(ready.fd, ctx)
+                {
                     backoff = Some(later);
                 }
             }
         }
+    }
+
+    /// SIGINT, SIGTERM or the console's `quit`: the first begins the
+    /// drain delay if there is one, and stopping otherwise; a second ends
+    /// the delay at once. Once stopping, nothing more is done.
+    fn stop_asked(&mut self) {
+        if self.deadline.is_some() {
+            return;
+        }
+        let delay = self.settings.drain_delay;
+        if self.drain_until.is_none() && !delay.is_zero() {
+            self.drain(delay);
+        } else {
+            self.stop();
+        }
+    }
+
+    /// The first SIGINT/SIGTERM with a drain delay: every child's health
+    /// answers 503 from now on (those already running too: the flag is in
+    /// the shared page), while the parent goes on accepting and forking
+    /// until the returned time.
+    fn drain(&mut self, delay: Duration) {
+        self.page.draining.store(true, Ordering::SeqCst);
+        if !self.settings.quiet {
+            eprintln!("httplite: draining: health checks now fail; stopping in {delay:?}");
+        }
+        self.drain_until = Some(Instant::now() + delay);
+    }
+
+    /// Stopping: closes the listeners (the queued connections get a
+    /// reset), asks every child to finish, and gives them the grace.
+    fn stop(&mut self) {
+        self.page.draining.store(true, Ordering::SeqCst);
+        self.listeners.clear();
+        self.kill_all(libc::SIGTERM);
+        self.drain_until = None;
+        self.deadline = Some(Instant::now() + self.settings.grace);
     }
 
     /// Drains the signalfd, reaping on SIGCHLD; whether a stop was asked.
@@ -413,12 +556,18 @@ impl Parent {
     /// SIGHUP: the access log's file opened again (logrotate moved it),
     /// said on stderr as the other designs say it.
     fn reopen_log(&self) {
-        let Some(log) = &self.log else { return };
-        let line = match log.reopen() {
+        if let Some(line) = self.reopen_line() {
+            eprintln!("httplite: {line}");
+        }
+    }
+
+    /// The access log's file opened again; how it went, if there is one.
+    fn reopen_line(&self) -> Option<String> {
+        let log = self.log.as_ref()?;
+        Some(match log.reopen() {
             Ok(line) => line,
             Err(e) => format!("access log: reopen failed ({e}); still writing to the old file"),
-        };
-        eprintln!("httplite: {line}");
+        })
     }
 
     /// `waitpid(-1, flags)` until no child is left to reap (with
@@ -471,8 +620,8 @@ impl Parent {
                 return None;
             }
             // SAFETY: `listener` is the number of one of `self.listeners`,
-            // which stay open while this runs (they are closed only by the
-            // signal branch of `run`).
+            // which stay open while this runs (they are closed only by
+            // `Parent::stop`).
             match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
                 Ok(conn) => {
                     if let Err(retry) = self.spawn(conn, ctx) {

@@ -2,17 +2,18 @@
 //! `MAP_SHARED` mapping made by the parent before the first `fork()`, so
 //! that it sits at the same address in every child and the children's
 //! atomic adds land in the same memory. Whichever child answers
-//! `/_httplite/stats` reads them all.
+//! `/_httplite/stats` reads them all, and the draining flag the parent
+//! sets reaches every child's `/_httplite/health`.
 
 use std::io;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use site::stats::Counters;
 
 /// What the mapping holds: the site's counters for the one "worker" (the
-/// parent and its children together), the parent's own and the access
-/// log's.
+/// parent and its children together), the parent's own, the access log's,
+/// and the draining flag.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct Page {
@@ -33,6 +34,10 @@ pub struct Page {
     pub log: super::log::Counts,
     /// TLS handshakes and their failures, counted by the children.
     pub tls: crate::tls::stats::TlsCounts,
+    /// Set by the parent when SIGTERM/SIGINT begins the drain: every
+    /// child's health answer turns to 503 and its stats to "draining",
+    /// the children already running included.
+    pub draining: AtomicBool,
 }
 
 static PAGE: OnceLock<&'static Page> = OnceLock::new();
