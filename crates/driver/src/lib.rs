@@ -3,8 +3,9 @@
 //! The executor (the `executor` crate) owns tasks and the run queue. When no
 //! task is ready it must sleep until something happens, and *something* is
 //! the driver's business: an I/O event, a due timer, or another thread
-//! asking it to wake. This crate is only the trait between the two, so that
-//! both drivers can implement it without knowing each other or the executor:
+//! asking it to wake. This crate is the trait between the two, so that
+//! both drivers can implement it without knowing each other or the executor,
+//! and the [`Counter`] every runtime layer counts its work with:
 //!
 //! - `reactor` (epoll, readiness): a turn is one `epoll_wait`; a woken task
 //!   then makes its own `read` and may meet `EAGAIN`.
@@ -19,7 +20,11 @@
 //! unchanged.
 #![deny(missing_docs)]
 
+mod counter;
+
 use std::io;
+
+pub use counter::Counter;
 
 /// Whether a [`Driver::turn`] may sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,34 +1,8 @@
 //! The driver's counters, written by its thread, readable from any.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A single-writer counter: a relaxed load and store, no locked
-/// read-modify-write (only the driver's thread writes).
-#[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline(always)]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-    #[inline(always)]
-    pub fn bump(&self) {
-        self.add(1);
-    }
-    #[inline(always)]
-    pub fn set(&self, v: u64) {
-        self.0.store(v, Ordering::Relaxed);
-    }
-    #[inline(always)]
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+use driver::Counter;
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {

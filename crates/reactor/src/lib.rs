@@ -93,7 +93,6 @@
 #![deny(missing_docs)]
 
 mod clock;
-mod counter;
 mod driver_impl;
 pub mod epoll;
 mod interest;
@@ -108,7 +107,7 @@ mod timer;
 pub mod trace;
 
 pub use clock::Tick;
-pub use counter::Counter;
+pub use driver::Counter;
 pub use interest::{Interest, Readiness};
 pub use notify::Notifier;
 pub use reactor::{EnterGuard, Reactor, ReactorStats, Registration, StatsHandle};

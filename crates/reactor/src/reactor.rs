@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use driver::Counter;
+
 use crate::clock::{self, Clock, Nanos, Tick};
-use crate::counter::Counter;
 use crate::epoll::{self, ALL_EDGE, Epoll, Events};
 use crate::interest::{Interest, Readiness};
 use crate::notify::Notifier;

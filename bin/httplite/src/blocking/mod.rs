@@ -131,7 +131,7 @@ pub unsafe trait BlockingIo {
     /// [`BlockingIo::write`] when more follows at once (a file body after
     /// its head): a socket adds `MSG_MORE`, so the head shares the body's
     /// first segment instead of leaving alone. An I/O that copies anyway
-    /// (TLS) keeps this default.
+    /// (TLS) makes it its `write` (this default).
     fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.write(buf, deadline)
     }
@@ -146,7 +146,7 @@ pub unsafe trait BlockingIo {
     /// [`BlockingIo::sendfile`] through a copy: `pread(2)` into the
     /// thread's buffer (`driver::with_copy_buffer`), then `send(2)`. An I/O
     /// that copies every file anyway (TLS encrypts it; a test's memory)
-    /// keeps this default: its `sendfile`.
+    /// makes it its `sendfile` (this default).
     fn send_file_copied(
         &mut self,
         file: BorrowedFd<'_>,
@@ -198,6 +198,221 @@ pub unsafe trait BlockingIo {
         let _ = pool;
         Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .map_err(pool::JoinError::Panicked))
+    }
+}
+
+/// A [`BlockingIo`] built around another one that writes only the calls it
+/// changes: every call defaults to the same call on the inner I/O, and a
+/// blanket implementation makes each wrapper a [`BlockingIo`]. The fork
+/// child's socket changes the waits (they notice the parent's stop
+/// request); TLS ([`tls::TlsIo`]) changes the reads and writes and keeps
+/// the inner socket's clock, fd, address and offloading.
+///
+/// A wrapper that changes a call another call defaults to must change
+/// that one too: [`BlockingIo::write_more`] and
+/// [`BlockingIo::send_file_copied`] here default to the inner socket's,
+/// not to the wrapper's own `write` and `sendfile` (TLS makes them its
+/// own).
+///
+/// # Safety
+///
+/// [`BlockingIo`]'s contract, for [`read_uninit`](BlockingIoWrapper::read_uninit):
+/// `Ok(n)` only with `n <= buf.len()` and the first `n` elements of `buf`
+/// written. The default keeps it by returning the inner I/O's count, which
+/// its own `unsafe impl` vouches for; a wrapper that overrides the call
+/// vouches for its override.
+pub unsafe trait BlockingIoWrapper {
+    /// The I/O underneath.
+    type Inner: BlockingIo;
+    /// [`BlockingIo::ENCRYPTED`].
+    const ENCRYPTED: bool = <Self::Inner as BlockingIo>::ENCRYPTED;
+    /// The I/O underneath.
+    fn inner(&self) -> &Self::Inner;
+    /// The I/O underneath, to call.
+    fn inner_mut(&mut self) -> &mut Self::Inner;
+    /// [`BlockingIo::will_close`].
+    #[inline]
+    fn will_close(&mut self) {
+        self.inner_mut().will_close();
+    }
+    /// [`BlockingIo::set_nodelay`].
+    #[inline]
+    fn set_nodelay(&mut self) {
+        self.inner_mut().set_nodelay();
+    }
+    /// [`BlockingIo::read_uninit`], under the trait's safety contract.
+    #[inline]
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner_mut().read_uninit(buf, deadline)
+    }
+    /// [`BlockingIo::write`].
+    #[inline]
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.inner_mut().write(buf, deadline)
+    }
+    /// [`BlockingIo::write_more`]: the inner I/O's (see the trait).
+    #[inline]
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        self.inner_mut().write_more(buf, deadline)
+    }
+    /// [`BlockingIo::sendfile`].
+    #[inline]
+    fn sendfile(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner_mut().sendfile(file, offset, count, deadline)
+    }
+    /// [`BlockingIo::send_file_copied`]: the inner I/O's (see the trait).
+    #[inline]
+    fn send_file_copied(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        self.inner_mut()
+            .send_file_copied(file, offset, count, deadline)
+    }
+    /// [`BlockingIo::wait_readable`].
+    #[inline]
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        self.inner_mut().wait_readable(deadline)
+    }
+    /// [`BlockingIo::settle`].
+    #[inline]
+    fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
+        self.inner_mut().settle(readable, deadline)
+    }
+    /// [`BlockingIo::sleep`].
+    #[inline]
+    fn sleep(&mut self, d: Duration) {
+        self.inner_mut().sleep(d);
+    }
+    /// [`BlockingIo::now`].
+    #[inline]
+    fn now(&self) -> Instant {
+        self.inner().now()
+    }
+    /// [`BlockingIo::shutdown`].
+    #[inline]
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        self.inner_mut().shutdown(how)
+    }
+    /// [`BlockingIo::fd`].
+    #[inline]
+    fn fd(&self) -> RawFd {
+        self.inner().fd()
+    }
+    /// [`BlockingIo::peer_addr`].
+    #[inline]
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner().peer_addr()
+    }
+    /// [`BlockingIo::offload`].
+    #[inline]
+    fn offload<T: Send + 'static>(
+        &mut self,
+        pool: &pool::Pool,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
+        self.inner_mut().offload(pool, f)
+    }
+}
+
+// SAFETY: `read_uninit` returns the wrapper's `read_uninit`, which keeps
+// `BlockingIoWrapper`'s safety contract, the same as this trait's.
+// Every call is the wrapper's, inlined, so a wrapper costs what writing
+// out its `BlockingIo` would.
+unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
+    const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
+    #[inline]
+    fn will_close(&mut self) {
+        BlockingIoWrapper::will_close(self);
+    }
+    #[inline]
+    fn set_nodelay(&mut self) {
+        BlockingIoWrapper::set_nodelay(self);
+    }
+    #[inline]
+    fn read_uninit(
+        &mut self,
+        buf: &mut [MaybeUninit<u8>],
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        BlockingIoWrapper::read_uninit(self, buf, deadline)
+    }
+    #[inline]
+    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        BlockingIoWrapper::write(self, buf, deadline)
+    }
+    #[inline]
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        BlockingIoWrapper::write_more(self, buf, deadline)
+    }
+    #[inline]
+    fn sendfile(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        BlockingIoWrapper::sendfile(self, file, offset, count, deadline)
+    }
+    #[inline]
+    fn send_file_copied(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        BlockingIoWrapper::send_file_copied(self, file, offset, count, deadline)
+    }
+    #[inline]
+    fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
+        BlockingIoWrapper::wait_readable(self, deadline)
+    }
+    #[inline]
+    fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
+        BlockingIoWrapper::settle(self, readable, deadline)
+    }
+    #[inline]
+    fn sleep(&mut self, d: Duration) {
+        BlockingIoWrapper::sleep(self, d);
+    }
+    #[inline]
+    fn now(&self) -> Instant {
+        BlockingIoWrapper::now(self)
+    }
+    #[inline]
+    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        BlockingIoWrapper::shutdown(self, how)
+    }
+    #[inline]
+    fn fd(&self) -> RawFd {
+        BlockingIoWrapper::fd(self)
+    }
+    #[inline]
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        BlockingIoWrapper::peer_addr(self)
+    }
+    #[inline]
+    fn offload<T: Send + 'static>(
+        &mut self,
+        pool: &pool::Pool,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
+        BlockingIoWrapper::offload(self, pool, f)
     }
 }
 

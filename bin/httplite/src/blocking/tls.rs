@@ -6,12 +6,12 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::conn::{self, Ctx};
-use super::{BlockingIo, Deadline};
+use super::{BlockingIo, BlockingIoWrapper, Deadline};
 use crate::tls::session::RawIo;
 use crate::tls::{Session, Tls};
 use site::exposure::Surface;
@@ -119,11 +119,6 @@ impl<I: BlockingIo> TlsIo<I> {
         TlsIo { inner, session }
     }
 
-    /// The socket under the session.
-    pub fn inner(&self) -> &I {
-        &self.inner
-    }
-
     /// The socket and the deadline of the call under way, as the session's
     /// [`RawIo`].
     fn parts(&mut self, deadline: Deadline) -> (&mut Session, Raw<'_, I>) {
@@ -182,15 +177,18 @@ impl<I: BlockingIo> RawIo for OneRecv<'_, I> {
 // SAFETY: `read_uninit` returns a count from `Session::read` into the
 // first `len` elements, all initialised just before (zeroed), and that
 // count is at most `len` (it reads into a slice of that length).
-unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
+unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
+    type Inner = I;
     const ENCRYPTED: bool = true;
 
-    fn will_close(&mut self) {
-        self.inner.will_close();
+    #[inline]
+    fn inner(&self) -> &I {
+        &self.inner
     }
 
-    fn set_nodelay(&mut self) {
-        self.inner.set_nodelay();
+    #[inline]
+    fn inner_mut(&mut self) -> &mut I {
+        &mut self.inner
     }
 
     fn read_uninit(
@@ -215,6 +213,12 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         Ok(n)
     }
 
+    /// Its own `write`: the record is a copy anyway, so there is nothing
+    /// for `MSG_MORE` to save.
+    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
+        BlockingIoWrapper::write(self, buf, deadline)
+    }
+
     fn sendfile(
         &mut self,
         file: BorrowedFd<'_>,
@@ -226,6 +230,17 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         let n = session.send_file(&mut raw, file, offset, count)?;
         session.flush(&mut raw)?;
         Ok(n)
+    }
+
+    /// Its own `sendfile`, which copies the file to encrypt it anyway.
+    fn send_file_copied(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+        deadline: Deadline,
+    ) -> io::Result<usize> {
+        BlockingIoWrapper::sendfile(self, file, offset, count, deadline)
     }
 
     /// Waits until a read returns at once: decrypted bytes, the end of the
@@ -288,35 +303,11 @@ unsafe impl<I: BlockingIo> BlockingIo for TlsIo<I> {
         }
     }
 
-    fn sleep(&mut self, d: Duration) {
-        self.inner.sleep(d);
-    }
-
-    fn now(&self) -> Instant {
-        self.inner.now()
-    }
-
     fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         if how != Shutdown::Read {
             let (session, mut raw) = self.parts(Deadline::After(CLOSE_NOTIFY_WAIT));
             session.close(&mut raw);
         }
         self.inner.shutdown(how)
-    }
-
-    fn fd(&self) -> RawFd {
-        self.inner.fd()
-    }
-
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    fn offload<T: Send + 'static>(
-        &mut self,
-        pool: &pool::Pool,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<Result<T, pool::JoinError>, pool::Full> {
-        self.inner.offload(pool, f)
     }
 }

@@ -3,10 +3,10 @@
 //!
 //! The child starts as a copy of a single-threaded parent, so every lock in
 //! it is free and it may allocate, and it needs no thread of its own: a
-//! directory listing is built right here (the [`BlockingIo`] default of
-//! `offload`, as under `threads`), and jobs are refused with 503 (the
-//! parent closed the blocking pool before the first fork, so no thread can
-//! start).
+//! directory listing is built right here (the socket's `offload` is the
+//! [`BlockingIo`] default, as under `threads`), and jobs are refused with
+//! 503 (the parent closed the blocking pool before the first fork, so no
+//! thread can start).
 //!
 //! Shutdown: the parent sends `SIGTERM`. The child keeps `SIGINT` and
 //! `SIGTERM` blocked, except inside the wait for a next request, which is a
@@ -15,15 +15,14 @@
 //! first (the signal stays pending until the loop goes idle again).
 
 use std::io;
-use std::mem::MaybeUninit;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::blocking::conn::Ctx;
 use crate::blocking::socket::Blocking;
-use crate::blocking::{BlockingIo, Deadline, IdleSet};
+use crate::blocking::{BlockingIo, BlockingIoWrapper, Deadline, IdleSet};
 
 /// Set by the handler when the parent asks the children to finish.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -241,43 +240,19 @@ impl ChildIo<'_> {
     }
 }
 
-// SAFETY: every call but the waits is the inner `Blocking`'s, whose
-// `read_uninit` keeps the contract; the waits read nothing.
-unsafe impl BlockingIo for ChildIo<'_> {
-    fn read_uninit(
-        &mut self,
-        buf: &mut [MaybeUninit<u8>],
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.inner.read_uninit(buf, deadline)
+// SAFETY: `read_uninit` is the inner `Blocking`'s, which keeps the
+// contract; only the waits are this socket's, and they read nothing.
+unsafe impl BlockingIoWrapper for ChildIo<'_> {
+    type Inner = Blocking;
+
+    #[inline]
+    fn inner(&self) -> &Blocking {
+        &self.inner
     }
 
-    fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
-        self.inner.write(buf, deadline)
-    }
-
-    fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
-        self.inner.write_more(buf, deadline)
-    }
-
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.inner.sendfile(file, offset, count, deadline)
-    }
-
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.inner.send_file_copied(file, offset, count, deadline)
+    #[inline]
+    fn inner_mut(&mut self) -> &mut Blocking {
+        &mut self.inner
     }
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
@@ -286,22 +261,6 @@ unsafe impl BlockingIo for ChildIo<'_> {
 
     fn sleep(&mut self, d: Duration) {
         self.sleep_watching(d);
-    }
-
-    fn now(&self) -> Instant {
-        self.inner.now()
-    }
-
-    fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
-        self.inner.shutdown(how)
-    }
-
-    fn fd(&self) -> RawFd {
-        self.inner.fd()
-    }
-
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        self.inner.peer_addr()
     }
 }
 

@@ -1,7 +1,8 @@
 //! Counters written by one thread and read by any.
 //!
-//! A runtime counts its work (events, polls, wakes) on its own thread, while
-//! a stats page may be served by another worker. A [`Counter`] is an
+//! A runtime counts its work (events, polls, wakes, completions) on its own
+//! thread, while a stats page may be served by another worker. Both drivers
+//! and the executors above them count with this one type. A [`Counter`] is an
 //! `AtomicU64` used with a relaxed load and store instead of a locked
 //! read-modify-write: with a single writer no increment can be lost, and on
 //! x86-64 the update compiles to the same plain `mov`/`add` as a `Cell` would,
