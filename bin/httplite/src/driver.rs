@@ -147,27 +147,22 @@ pub enum Nagle {
 }
 
 impl Nagle {
-    /// Before a write: whether `TCP_NODELAY` must be set first.
+    /// Before a write: whether `TCP_NODELAY` must be set first. `split`:
+    /// another write follows at once (a head, then its file body); set
+    /// between the two, `TCP_NODELAY` would push the first out in a
+    /// segment of its own, so it goes now.
     #[inline(always)]
-    pub fn before_write(&mut self) -> bool {
+    pub fn before_write(&mut self, split: bool) -> bool {
         match *self {
             Nagle::Off => false,
-            Nagle::Unwritten => {
+            Nagle::Unwritten if !split => {
                 *self = Nagle::Written;
                 false
             }
-            Nagle::Written => {
+            Nagle::Unwritten | Nagle::Written => {
                 *self = Nagle::Off;
                 true
             }
         }
-    }
-
-    /// Before a write that another follows at once (a head, then its file
-    /// body): whether `TCP_NODELAY` must be set first. Set between the two,
-    /// it would push the first out in a segment of its own.
-    #[inline]
-    pub fn before_split_write(&mut self) -> bool {
-        std::mem::replace(self, Nagle::Off) != Nagle::Off
     }
 }

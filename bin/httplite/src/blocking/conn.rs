@@ -395,14 +395,8 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// [`Conn::flush`]; with `more`, by [`BlockingIo::write_more`], because
     /// a file body follows at once.
     fn write_out(&mut self, more: bool) -> Res {
-        if !self.wbuf.is_empty() {
-            let set = match more {
-                true => self.nagle.before_split_write(),
-                false => self.nagle.before_write(),
-            };
-            if set {
-                self.io.set_nodelay();
-            }
+        if !self.wbuf.is_empty() && self.nagle.before_write(more) {
+            self.io.set_nodelay();
         }
         let mut off = 0;
         while off < self.wbuf.len() {
@@ -618,7 +612,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
-        if self.nagle.before_write() {
+        if self.nagle.before_write(false) {
             self.io.set_nodelay();
         }
         while off < end {

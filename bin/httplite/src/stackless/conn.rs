@@ -336,7 +336,7 @@ impl<S: Transport> Conn<S> {
     /// [`driver::Nagle`]).
     #[inline(always)]
     fn before_write(&mut self) {
-        if self.nagle.before_write() {
+        if self.nagle.before_write(false) {
             self.stream.set_nodelay();
         }
     }

@@ -124,7 +124,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         conn.tls = true;
         // The session writes on its own (the handshake, tickets): Nagle
         // could hold an answer behind those.
-        super::worker::set_nodelay(fd);
+        let _ = reactor::sys::set_nodelay(conn.stream.as_fd(), true);
         conn.nagle = driver::Nagle::Off;
     }
     Some(async move {
@@ -221,9 +221,7 @@ impl Conn {
             let taken = match self.recv(at, kind, Waiting::Idle).await {
                 Ok(Some(buf)) => {
                     self.head_started = Some(Instant::now());
-                    let taken = self.take_bytes(&buf);
-                    drop(buf);
-                    taken
+                    self.take_bytes(&buf)
                 }
                 Ok(None) => return Stop::Done,
                 Err(stop) => return stop,
@@ -394,12 +392,8 @@ impl Conn {
         if active.wbuf.is_empty() {
             return Ok(());
         }
-        let set = match flags & libc::MSG_MORE != 0 {
-            true => self.nagle.before_split_write(),
-            false => self.nagle.before_write(),
-        };
-        if set {
-            super::worker::set_nodelay(self.stream.as_raw_fd());
+        if self.nagle.before_write(flags & libc::MSG_MORE != 0) {
+            let _ = reactor::sys::set_nodelay(self.stream.as_fd(), true);
         }
         let at = Instant::now() + self.ctx.config.write_timeout;
         if active.is_between_requests() {

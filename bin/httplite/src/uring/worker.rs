@@ -148,22 +148,6 @@ fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
     }
 }
 
-/// `TCP_NODELAY`: answers leave at once.
-pub(super) fn set_nodelay(fd: std::os::fd::RawFd) {
-    let one: libc::c_int = 1;
-    // SAFETY: `one` is a valid c_int for the call's duration; a failure
-    // (not a TCP socket) is harmless and ignored.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&raw const one).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
-
 /// Keeps `http1`'s cached `Date` current: refreshed at each whole second.
 async fn date_clock() {
     loop {

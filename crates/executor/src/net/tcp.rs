@@ -107,11 +107,7 @@ impl TcpStream {
     /// handed over by the dispatcher. Made non-blocking here.
     pub fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
         sys::set_nonblocking(fd.as_fd(), true)?;
-        // SAFETY: the stream owns `fd` and keeps it in the field after
-        // `reg`, so the registration is dropped first (`into_fd` drops it
-        // before giving the fd away).
-        let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
-        Ok(TcpStream { reg, fd })
+        Self::from_nonblocking_fd(fd)
     }
 
     /// Adopts a socket accepted non-blocking (`accept4` with
@@ -124,7 +120,9 @@ impl TcpStream {
             sys::is_nonblocking(fd.as_fd()).unwrap_or(true),
             "from_nonblocking_fd: a blocking socket"
         );
-        // SAFETY: as in `from_fd`: the registration is dropped before `fd`.
+        // SAFETY: the stream owns `fd` and keeps it in the field after
+        // `reg`, so the registration is dropped first (`into_fd` drops it
+        // before giving the fd away).
         let reg = unsafe { Reactor::current().register(fd.as_fd()) }?;
         Ok(TcpStream { reg, fd })
     }

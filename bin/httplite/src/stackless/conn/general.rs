@@ -205,11 +205,7 @@ impl<S: Transport> Conn<S> {
         if len == 0 {
             return self.flush_transport().await;
         }
-        let set = match more {
-            true => self.nagle.before_split_write(),
-            false => self.nagle.before_write(),
-        };
-        if set {
+        if self.nagle.before_write(more) {
             self.stream.set_nodelay();
         }
         // Optimistic: a socket's send buffer nearly always has room, so try
