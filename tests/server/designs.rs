@@ -125,11 +125,17 @@ fn fork_parent_has_one_thread_and_children_close_the_listener() {
         "the parent runs no other thread"
     );
     // The parent's sockets: the listener alone (its copies of the
-    // connections were closed after the fork).
-    let parent_sockets: Vec<String> = fd_links(server.pid())
-        .into_iter()
-        .filter(|l| l.starts_with("socket:"))
-        .collect();
+    // connections are closed right after each fork; the child may answer
+    // before the parent has run again, so that close is waited for).
+    let sockets = || -> Vec<String> {
+        (fd_links(server.pid()).into_iter())
+            .filter(|l| l.starts_with("socket:"))
+            .collect()
+    };
+    wait_until(Duration::from_secs(2), Duration::from_millis(10), || {
+        sockets().len() == 1
+    });
+    let parent_sockets = sockets();
     assert_eq!(parent_sockets.len(), 1, "{parent_sockets:?}");
     for kid in kids {
         assert_eq!(thread_count(kid), 1, "a child runs no other thread");
