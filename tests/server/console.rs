@@ -75,11 +75,10 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
             "{rt}: {requests:?}"
         );
         if is_fork(rt) {
-            // No workers, no jobs, no upgrade: one line each says why.
-            stdin.write_all(b"workers\njobs\nupgrade\n").unwrap();
+            // No workers, no jobs: one line each says why.
+            stdin.write_all(b"workers\njobs\n").unwrap();
             wait_for_output(&server, "workers: none under --runtime fork");
             wait_for_output(&server, "jobs: none under --runtime fork");
-            wait_for_output(&server, "upgrade: not under --runtime fork");
         } else {
             console_workers_and_jobs(&server, &mut stdin, rt);
         }

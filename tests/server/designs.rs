@@ -77,13 +77,22 @@ fn fork_refuses_incompatible_flags_in_one_line() {
 }
 
 #[test]
-fn fork_parent_ignores_sighup_and_sigusr2() {
-    // Their default action ends a process; logrotate sends SIGHUP.
+fn fork_children_ignore_sighup_and_sigusr2() {
+    // Their default action ends a process, and a signal sent to the whole
+    // process group (a terminal's hang-up, `kill -HUP -PGID`) reaches every
+    // connection's child, not only the parent that acts on it.
     let server = Server::start("fork", &[]);
-    server.signal(libc::SIGHUP);
-    server.signal(libc::SIGUSR2);
+    let mut open = served(&server);
+    let kids = children(server.pid());
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    for signal in [libc::SIGHUP, libc::SIGUSR2] {
+        // SAFETY: kill(2) touches no memory; the pid is the server's child,
+        // alive while its connection (`open`) is.
+        unsafe { libc::kill(kids[0] as libc::pid_t, signal) };
+    }
     std::thread::sleep(Duration::from_millis(200));
-    let _c = served(&server);
+    assert_eq!(open.get("/_httplite/plaintext").status, 200);
+    assert_eq!(children(server.pid()), kids);
 }
 
 #[test]

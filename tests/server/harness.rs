@@ -53,45 +53,6 @@ pub fn runtimes() -> &'static [&'static str] {
     })
 }
 
-/// The runtimes of this run ([`runtimes`]) that a test can use: `why_not`
-/// names the reason a runtime is left out (`None`: kept). Each one left
-/// out is reported on stderr (one line, not captured by the test
-/// harness); a test left with no runtime fails, never passes having run
-/// nothing (a narrowed run such as `HTTPLITE_TEST_RUNTIMES=uring` then
-/// says which tests do not apply to it).
-pub fn runtimes_where(why_not: impl Fn(&str) -> Option<&'static str>) -> &'static [&'static str] {
-    use std::io::Write as _;
-    let mut kept = Vec::new();
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("?");
-    for rt in runtimes() {
-        match why_not(rt) {
-            None => kept.push(*rt),
-            Some(why) => {
-                let _ = writeln!(io::stderr(), "{test}: [{rt}] skipped: {why}");
-            }
-        }
-    }
-    assert!(
-        !kept.is_empty(),
-        "{test}: no runtime of this run ({:?}) applies to this test",
-        runtimes()
-    );
-    kept.leak()
-}
-
-/// Why `rt` lacks the binary upgrade, which a fork parent does not do
-/// (it ignores SIGUSR2; `designs.rs` asserts it).
-pub fn ops_exclusion(rt: &str) -> Option<&'static str> {
-    (rt == "fork").then_some("a fork parent ignores SIGUSR2 (designs.rs asserts it)")
-}
-
-/// The runtimes of this run with the binary upgrade (every one but fork:
-/// see [`ops_exclusion`]); each left out is reported.
-pub fn ops_runtimes() -> &'static [&'static str] {
-    runtimes_where(ops_exclusion)
-}
-
 /// Whether the kernel has `openat2(2)` (Linux 5.6 and later), which the
 /// static root resolves paths with; without it, a fallback canonicalises
 /// them first (and a symlink is then typed by its target's name).

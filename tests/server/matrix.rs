@@ -141,11 +141,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Binary upgrade (SIGUSR2)",
-        cells: all_but_fork(
-            "upgrade::upgrade_under_load_refuses_no_connection",
-            "SIGUSR2 is ignored",
-            "designs::fork_parent_ignores_sighup_and_sigusr2",
-        ),
+        cells: all("upgrade::upgrade_under_load_refuses_no_connection"),
     },
     Row {
         feature: "Console (`--console`)",

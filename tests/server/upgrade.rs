@@ -148,9 +148,17 @@ fn stop_pid(pid: i32) {
 #[test]
 fn upgrade_under_load_refuses_no_connection() {
     let _heavy = heavy_lock();
-    for rt in ops_runtimes() {
-        for mode in ["acceptor", "reuseport"] {
-            let mut server = Server::start(rt, &["--dispatch", mode]);
+    for rt in runtimes() {
+        // A fork parent accepts itself: it has no dispatch modes.
+        let modes: &[&str] = if is_fork(rt) {
+            &["fork"]
+        } else {
+            &["acceptor", "reuseport"]
+        };
+        for &mode in modes {
+            let dispatch = ["--dispatch", mode];
+            let args: &[&str] = if is_fork(rt) { &[] } else { &dispatch };
+            let mut server = Server::start(rt, args);
             let addr = server.addr();
             let counts = Arc::new(Counts::default());
             let stop = Arc::new(AtomicBool::new(false));
@@ -230,7 +238,7 @@ fn upgrade_under_load_refuses_no_connection() {
 
 #[test]
 fn a_failed_upgrade_keeps_the_old_process_serving() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let dir = TempDir::new("upgrade-fails");
         let exe = dir.path().join("httplite");
         std::fs::copy(env!("CARGO_BIN_EXE_httplite"), &exe).unwrap();
@@ -275,7 +283,7 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn a_stop_during_an_upgrade_stops_both_processes() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         for drain in ["0s", "1s"] {
             let dir = TempDir::new("upgrade-stop");
             let exe = dir.path().join("httplite");
@@ -341,7 +349,7 @@ fn a_stop_during_an_upgrade_stops_both_processes() {
 /// the same address.
 #[test]
 fn an_upgrade_keeps_each_listener_in_its_role() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let site = TempDir::new("upgrade-admin");
         site.write("a.txt", b"a file\n");
         let root = site.path().display().to_string();
@@ -390,7 +398,7 @@ fn request_slices(path: &std::path::Path) -> Vec<String> {
 #[cfg(feature = "trace")]
 #[test]
 fn an_upgrade_keeps_both_processes_timelines() {
-    for rt in ops_runtimes() {
+    for rt in runtimes() {
         let dir = TempDir::new("upgrade-timeline");
         let file = dir.path().join("timeline.json");
         let file_arg = file.to_str().unwrap();

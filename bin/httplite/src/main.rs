@@ -567,20 +567,21 @@ fn static_root(cli: &Cli) -> Result<Option<StaticRoot>> {
 /// `httplite::fork`). No dispatch, no pool threads, no log writer thread
 /// (each child writes its own access-log lines).
 fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
-    // SIGUSR2 (upgrade) has nothing to act on here, and its default action
-    // ends the process; children inherit the SIG_IGN, which is as right
-    // for them. SIGHUP (the log's reopen) is the parent's signalfd's once
-    // it binds; ignored until then, so that a logrotate's `kill -HUP`
-    // never stops the server.
+    // SIGHUP (reopen, reload) and SIGUSR2 (upgrade) are the parent's
+    // signalfd's once it is set up; ignored until then, as their default
+    // action ends the process (a logrotate's `kill -HUP` must not).
     // SAFETY: SIG_IGN installs no handler code.
     unsafe {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
+    // Started by an upgrade: the old process waits on this pipe.
+    let ready_fd = upgrade::take_ready_fd();
+    let upgrader = Upgrader::new(cli.console).context("cannot find our executable")?;
     // Before any fork: the children inherit the trace's open file (or
     // stderr), and each labels its own lines (`fork::child`).
     reactor::trace::set_thread_label("parent");
-    start_trace(cli, false)?;
+    start_trace(cli, ready_fd.is_some())?;
     // `--bind` (several, TCP and Unix) and `--admin`, or the sockets of
     // socket activation: one socket each (the parent accepts on all).
     let opened = httplite::listen::open(&cli.bind, &cli.admin, cli.socket_mode, 1, BACKLOG)?;
@@ -679,6 +680,8 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
             httplite::console::StdinLines::open().context("--console: cannot read stdin")?;
         parent.console(stdin);
     }
+    parent.upgrades(upgrader);
+    upgrade::notify_ready(ready_fd);
     parent.run(&ctx).context("server stopped with an error")?;
     if !cli.quiet {
         println!("httplite: shut down cleanly");

@@ -48,8 +48,8 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a new process sent SIGTERM (an upgrade abandoned because this
 /// process is stopping) may take to exit before it is killed.
 pub const CHILD_STOP_WAIT: Duration = Duration::from_secs(30);
-/// Why an upgrade was abandoned for a stop.
-const STOPPING: &str = "this process is stopping (a signal or `quit` came during the upgrade)";
+/// Why an upgrade was abandoned for a stop (said by every design).
+pub const STOPPING: &str = "this process is stopping (a signal or `quit` came during the upgrade)";
 
 /// How to start the next copy of ourselves.
 #[derive(Debug)]
@@ -145,7 +145,53 @@ impl Upgrader {
         listeners: &[Listener],
         lifecycle: &Lifecycle,
     ) -> Result<std::process::Child, Failed> {
-        let (ready_rd, ready_wr) = pipe().map_err(|e| Failed::Why(format!("no pipe: {e}")))?;
+        let (mut child, mut ready) = self.spawn(listeners).map_err(Failed::Why)?;
+        let pid = child.id();
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let why = loop {
+            if lifecycle.is_draining() {
+                return Err(Failed::Stopping(child));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break not_ready_in_time(pid);
+            }
+            match wait_readable(ready.fd(), left.min(Duration::from_millis(200))) {
+                Ok(false) => {}
+                Ok(true) => match ready.read() {
+                    Ok(Heard::Ready) => return Ok(child),
+                    Ok(Heard::Nothing) => {}
+                    Ok(Heard::Closed) => {
+                        break format!(
+                            "new process {pid} closed its ready pipe without reporting ready{}",
+                            exit_of(&mut child)
+                        );
+                    }
+                    Err(e) => break format!("reading the ready pipe: {e}"),
+                },
+                Err(e) => break format!("waiting for the ready pipe: {e}"),
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                break format!("new process {pid} exited ({status})");
+            }
+        };
+        // Never leave a half-started copy behind.
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        Err(Failed::Why(why))
+    }
+
+    /// Starts the new process with `listeners` and the write end of a
+    /// ready pipe; the process and the pipe's read end, or why it could
+    /// not start. The caller waits for [`Heard::Ready`] (and must not let
+    /// the process outlive a failed upgrade).
+    pub fn spawn(
+        &self,
+        listeners: &[Listener],
+    ) -> Result<(std::process::Child, ReadyPipe), String> {
+        let (ready_rd, ready_wr) = pipe().map_err(|e| format!("no pipe: {e}"))?;
         let groups: Vec<Vec<RawFd>> = listeners
             .iter()
             .map(|l| l.fds().iter().map(AsRawFd::as_raw_fd).collect())
@@ -189,56 +235,70 @@ impl Upgrader {
                 Ok(())
             })
         };
-        let mut child = cmd
+        // std's spawn also empties the new process's signal mask, so a
+        // caller that blocks signals for a signalfd (`--runtime fork`'s
+        // parent) starts it with none blocked.
+        let child = cmd
             .spawn()
-            .map_err(|e| Failed::Why(format!("cannot start {}: {e}", self.exe.display())))?;
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
         drop(ready_wr);
-        let pid = child.id();
-        let mut ready = std::fs::File::from(ready_rd);
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let mut said = Vec::new();
-        let why = loop {
-            if lifecycle.is_draining() {
-                return Err(Failed::Stopping(child));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break format!("new process {pid} did not report ready within {READY_TIMEOUT:?}");
-            }
-            match wait_readable(ready.as_raw_fd(), left.min(Duration::from_millis(200))) {
-                Ok(false) => {}
-                Ok(true) => {
-                    let mut buf = [0u8; 64];
-                    match ready.read(&mut buf) {
-                        Ok(0) => {
-                            break format!(
-                                "new process {pid} closed its ready pipe without reporting ready{}",
-                                exit_of(&mut child)
-                            );
-                        }
-                        Ok(n) => {
-                            said.extend_from_slice(&buf[..n]);
-                            if said.starts_with(b"READY") {
-                                return Ok(child);
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => break format!("reading the ready pipe: {e}"),
-                    }
-                }
-                Err(e) => break format!("waiting for the ready pipe: {e}"),
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                break format!("new process {pid} exited ({status})");
-            }
-        };
-        // Never leave a half-started copy behind.
-        if let Ok(None) = child.try_wait() {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
-        Err(Failed::Why(why))
+        Ok((
+            child,
+            ReadyPipe {
+                file: std::fs::File::from(ready_rd),
+                said: Vec::new(),
+            },
+        ))
     }
+}
+
+/// The read end of the pipe a new process reports ready on.
+#[derive(Debug)]
+pub struct ReadyPipe {
+    file: std::fs::File,
+    said: Vec<u8>,
+}
+
+/// What one read of a [`ReadyPipe`] heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The new process said `READY`.
+    Ready,
+    /// Not the whole word yet (or a spurious wake-up).
+    Nothing,
+    /// The pipe closed without it: the new process exited, or will.
+    Closed,
+}
+
+impl ReadyPipe {
+    /// The fd to wait on for readability.
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Reads what the pipe holds (once readable: this read may block
+    /// otherwise).
+    pub fn read(&mut self) -> std::io::Result<Heard> {
+        let mut buf = [0u8; 64];
+        match self.file.read(&mut buf) {
+            Ok(0) => Ok(Heard::Closed),
+            Ok(n) => {
+                self.said.extend_from_slice(&buf[..n]);
+                Ok(if self.said.starts_with(b"READY") {
+                    Heard::Ready
+                } else {
+                    Heard::Nothing
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(Heard::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Why an upgrade failed when the new process stayed silent.
+pub fn not_ready_in_time(pid: u32) -> String {
+    format!("new process {pid} did not report ready within {READY_TIMEOUT:?}")
 }
 
 /// Why an upgrade did not hand over.

@@ -105,14 +105,16 @@ fn trace_end(code: i32) {
 }
 
 /// Handlers for SIGINT and SIGTERM (kept blocked: see the module doc),
-/// SIGHUP ignored (the parent takes it, to reopen the access log; the
-/// child's waits unblock every signal, and a SIGHUP sent to the whole
-/// process group must not end a connection), and SIGCHLD unblocked again
-/// (the parent blocks it for its signalfd).
+/// SIGHUP and SIGUSR2 ignored (the parent takes them, to reopen the access
+/// log and to upgrade; the child's waits unblock every signal, and one
+/// sent to the whole process group must not end a connection), and SIGCHLD
+/// unblocked again (the parent blocks it for its signalfd).
 fn setup_signals(parent: libc::pid_t) -> io::Result<()> {
-    // SAFETY: SIG_IGN installs no handler code.
-    if unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(io::Error::last_os_error());
+    for signal in [libc::SIGHUP, libc::SIGUSR2] {
+        // SAFETY: SIG_IGN installs no handler code.
+        if unsafe { libc::signal(signal, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
     }
     // SAFETY: an all-zero sigaction is valid (no flags, empty mask); the
     // handler and mask are set below.

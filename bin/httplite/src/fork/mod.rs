@@ -10,6 +10,8 @@
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
 //!     SIGHUP            ─▶ reopen the access log's file, read the TLS certificate again
 //!                          (both for the children forked from then on)
+//!     SIGUSR2           ─▶ binary upgrade: start the new process, poll its ready pipe;
+//!                          on READY stop as below, without the drain delay (`upgrade`)
 //!     SIGINT / SIGTERM  ─▶ with --drain-delay: set "draining" in the shared page (health 503),
 //!                          go on accepting until the delay ends or a second signal comes; then
 //!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
@@ -23,7 +25,8 @@
 //!   start one are refused ([`incompatible_flag`]). What a thread does
 //!   under the other designs, the parent's loop does here: it reopens the
 //!   access log and reloads the TLS certificate on SIGHUP
-//!   ([`Parent::tls`]), waits out the drain delay, and reads the
+//!   ([`Parent::tls`]), waits out the drain delay, waits for an upgrade's
+//!   new process to report ready ([`Parent::upgrades`]), and reads the
 //!   console's commands from stdin ([`Parent::console`]).
 //! - **HTTPS**: each child runs the TLS session on its own socket with the
 //!   blocking connection loop, as `threads` does; the rustls configuration
@@ -94,6 +97,7 @@
 mod child;
 pub mod log;
 pub mod shared;
+mod upgrade;
 
 use std::collections::HashSet;
 use std::io;
@@ -191,6 +195,13 @@ pub struct Parent {
     console: Option<crate::console::StdinLines>,
     /// When serving began (the console's `stats`).
     started: Instant,
+    /// How to start the next copy of the executable (see
+    /// [`Parent::upgrades`]).
+    upgrader: Option<crate::upgrade::Upgrader>,
+    /// The upgrade under way, until its new process is ready or fails.
+    upgrade: Option<upgrade::Pending>,
+    /// An upgrade's new process told to stop with this one.
+    abandoned: Option<upgrade::Abandoned>,
 }
 
 /// How often, at most, the parent asks its ticketers to roll their keys
@@ -210,7 +221,13 @@ const TICKET_PRIMER: [u8; 1024] = [0; 1024];
 const FORK_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Signals the parent takes through its signalfd.
-const SIGNALS: [libc::c_int; 4] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+const SIGNALS: [libc::c_int; 5] = [
+    libc::SIGCHLD,
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGUSR2,
+];
 
 /// The fork design's numbers for the stats document.
 #[derive(Debug)]
@@ -253,14 +270,17 @@ impl Parent {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
-        // SIGHUP is ignored from the process's start (`run_fork`), so that
-        // a logrotate's SIGHUP never ends it. Now that it is blocked, its
-        // default action can never run: set back to it, the signal is
-        // queued for the signalfd instead of being discarded as an ignored
-        // one may be. The children ignore it again (`child::run`).
-        // SAFETY: SIG_DFL installs no handler code.
-        if unsafe { libc::signal(libc::SIGHUP, libc::SIG_DFL) } == libc::SIG_ERR {
-            return Err(io::Error::last_os_error());
+        // SIGHUP and SIGUSR2 are ignored from the process's start
+        // (`run_fork`), so that a logrotate's SIGHUP never ends it. Now that
+        // they are blocked, their default action can never run: set back
+        // to it, a signal is queued for the signalfd instead of being
+        // discarded as an ignored one may be. The children ignore them
+        // again (`child::run`).
+        for signal in [libc::SIGHUP, libc::SIGUSR2] {
+            // SAFETY: SIG_DFL installs no handler code.
+            if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
+            }
         }
         // SAFETY: `set` is valid; -1 asks for a new fd.
         let fd = reactor::syscall!(unsafe {
@@ -282,6 +302,9 @@ impl Parent {
             deadline: None,
             console: None,
             started: Instant::now(),
+            upgrader: None,
+            upgrade: None,
+            abandoned: None,
         })
     }
 
@@ -317,9 +340,9 @@ impl Parent {
     /// Reads operator commands from `stdin` (`--console`) in the loop,
     /// between accepts: the console's commands, answered by the parent
     /// itself, as no console thread may run beside a fork. `quit` is a
-    /// SIGTERM; `reload` and `reopen` do what SIGHUP does; `workers`,
-    /// `jobs` and `upgrade` answer one line saying why there is nothing
-    /// to show or do here.
+    /// SIGTERM; `reload` and `reopen` do what SIGHUP does; `upgrade` what
+    /// SIGUSR2 does (its outcome follows on stderr); `workers` and `jobs`
+    /// answer one line saying why there is nothing to show here.
     pub fn console(&mut self, stdin: crate::console::StdinLines) {
         self.console = Some(stdin);
     }
@@ -360,9 +383,7 @@ impl Parent {
                     Some(line) => format!("{line}\n"),
                     None => "access log: none to reopen (no --access-log)\n".to_string(),
                 },
-                Command::Upgrade => "upgrade: not under --runtime fork \
-                     (there is no binary upgrade: SIGUSR2 is ignored)\n"
-                    .to_string(),
+                Command::Upgrade => format!("{}\n", self.start_upgrade()),
                 Command::Quit => {
                     // Said first: once stopping, the process may end soon.
                     say(&crate::console::quit_text(self.settings.grace));
@@ -415,11 +436,12 @@ impl Parent {
             if self.drain_until.is_some_and(|d| Instant::now() >= d) {
                 self.stop();
             }
-            if self.deadline.is_some() && self.children.is_empty() {
+            if self.deadline.is_some() && self.children.is_empty() && !self.upgrade_outstanding() {
                 return Ok(());
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
                 self.kill_all(libc::SIGKILL);
+                self.kill_abandoned();
                 while !self.children.is_empty() && self.reap(0) > 0 {}
                 return Ok(());
             }
@@ -432,6 +454,8 @@ impl Parent {
             let mut pfds = vec![pollfd(self.signals.as_raw_fd())];
             let stdin = self.console.as_ref().and_then(|c| c.fd());
             pfds.extend(stdin.map(pollfd));
+            let ready_pipe = self.upgrade_fd();
+            pfds.extend(ready_pipe.map(pollfd));
             let first_listener = pfds.len();
             if accepting {
                 let fds = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
@@ -442,6 +466,7 @@ impl Parent {
                 self.deadline,
                 self.drain_until,
                 backoff.filter(|_| backing_off),
+                self.upgrade_wake(),
             ]
             .into_iter()
             .flatten()
@@ -462,6 +487,8 @@ impl Parent {
             if stdin.is_some() && pfds[1].revents != 0 {
                 self.read_console(ctx);
             }
+            let pipe_readable = ready_pipe.is_some() && pfds[first_listener - 1].revents != 0;
+            self.step_upgrade(pipe_readable);
             for ready in &pfds[first_listener..] {
                 // Stopping (a signal or `quit` just now) closed them.
                 if self.listeners.is_empty() {
@@ -483,6 +510,7 @@ impl Parent {
         if self.deadline.is_some() {
             return;
         }
+        self.abandon_upgrade();
         let delay = self.settings.drain_delay;
         if self.drain_until.is_none() && !delay.is_zero() {
             self.drain(delay);
@@ -545,6 +573,7 @@ impl Parent {
                         eprintln!("{}", self.tls.reload());
                     }
                 }
+                libc::SIGUSR2 => eprintln!("httplite: {}", self.start_upgrade()),
                 _ => stop = true,
             }
         }
@@ -584,6 +613,7 @@ impl Parent {
             reaped += 1;
             reactor::trace!("reap", "pid={pid} status={}", ExitStatus(status));
             if !self.children.remove(&pid) {
+                self.reaped_other(pid, status);
                 continue;
             }
             let page = self.page;
