@@ -34,7 +34,8 @@ impl Error {
     }
 
     /// The status code to answer with: 400, 413, 414, 431, 501 or 505 for
-    /// decoding errors, 500 for encoding errors.
+    /// decoding errors, 500 for encoding errors, 502 for a response that
+    /// [`ResponseDecoder`](crate::ResponseDecoder) could not decode.
     pub const fn status(&self) -> Status {
         self.status
     }

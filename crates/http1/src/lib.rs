@@ -111,6 +111,7 @@ mod head;
 mod header_block;
 mod percent;
 mod request;
+mod response;
 mod status;
 mod uri;
 
@@ -125,4 +126,5 @@ pub use error::Error;
 pub use header_block::{HeaderBlock, encode_head_block};
 pub use percent::{percent_decode, percent_decode_str};
 pub use request::{BodyKind, Headers, INLINE_HEADERS, Method, Request, Version};
+pub use response::{ResponseBody, ResponseDecoder, ResponseHead, ResponseMessage};
 pub use status::Status;

@@ -100,8 +100,14 @@ statuses! {
     INTERNAL_SERVER_ERROR = 500, "Internal Server Error";
     /// 501 Not Implemented: e.g. a transfer coding other than chunked.
     NOT_IMPLEMENTED = 501, "Not Implemented";
+    /// 502 Bad Gateway: the server behind a proxy failed or answered
+    /// something malformed.
+    BAD_GATEWAY = 502, "Bad Gateway";
     /// 503 Service Unavailable.
     SERVICE_UNAVAILABLE = 503, "Service Unavailable";
+    /// 504 Gateway Timeout: the server behind a proxy did not answer in
+    /// time.
+    GATEWAY_TIMEOUT = 504, "Gateway Timeout";
     /// 505 HTTP Version Not Supported: anything but HTTP/1.0 and HTTP/1.1.
     HTTP_VERSION_NOT_SUPPORTED = 505, "HTTP Version Not Supported";
 }
