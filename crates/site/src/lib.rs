@@ -108,6 +108,7 @@ pub mod mime;
 pub mod plan;
 pub mod ranges;
 pub mod respond;
+pub mod reverse_proxy;
 pub mod routes;
 pub mod static_files;
 pub mod stats;
