@@ -34,6 +34,7 @@ mod observability_timeline;
 mod pipelining;
 mod precompressed;
 mod proxy_protocol;
+mod reverse_proxy;
 mod shutdown;
 mod sigterm_load;
 mod slow_clients;

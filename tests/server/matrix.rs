@@ -163,7 +163,22 @@ const ROWS: &[Row] = &[
         feature: "`ab -k`, 100 connections",
         cells: all("slow_clients::ab_keep_alive_with_100_connections_completes"),
     },
+    Row {
+        feature: "Reverse proxy (`--proxy`)",
+        cells: [
+            Refused(PROXY_NOT_YET, PROXY_REFUSED),
+            Yes(PROXY),
+            Yes(PROXY),
+            Yes(PROXY),
+            Yes(PROXY),
+            Refused(PROXY_NOT_YET, PROXY_REFUSED),
+        ],
+    },
 ];
+
+const PROXY: &str = "reverse_proxy::heads_and_bodies_cross_both_ways";
+const PROXY_REFUSED: &str = "reverse_proxy::stackless_and_uring_refuse_the_proxy";
+const PROXY_NOT_YET: &str = "not served yet";
 
 /// The page: a short text, the table (each cell a test reference), and the
 /// tests by number.
@@ -197,8 +212,8 @@ fn render() -> String {
          with the test (numbered below) that runs that feature on that design in\n\
          the server suite, or that asserts its refusal. A test that loops over\n\
          every runtime of the run (`harness::runtimes()`) covers its whole row.\n\
-         The refusals are `--runtime fork`'s: its parent is one thread (see\n\
-         [threadpool-and-fork.md](threadpool-and-fork.md)).\n\n",
+         A refusal is one line at start-up (exit status 2) that says why; the\n\
+         reverse proxy runs on the blocking designs so far ([server.md](server.md)).\n\n",
     );
     page.push_str(&table);
     page.push_str("\nThe tests (in `tests/server/`):\n\n");

@@ -81,6 +81,9 @@ pub struct Cli {
     #[arg(long, value_name = "CIDR", value_parser = crate::forwarded::TrustedArg::parse)]
     pub trusted_proxy: Vec<crate::forwarded::TrustedArg>,
 
+    #[command(flatten)]
+    pub upstream: crate::upstream::ProxyArgs,
+
     /// Worker threads, each with its own event loop [default: number of CPUs].
     #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,

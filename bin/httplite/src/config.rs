@@ -25,6 +25,8 @@ pub struct Config {
     pub proxy: Proxy,
     /// The `--admin` listeners (filled in once bound: see `main`).
     pub admin: AdminListeners,
+    /// `--proxy` and its options.
+    pub reverse_proxy: crate::upstream::ReverseProxy,
 }
 
 impl Config {
@@ -45,6 +47,11 @@ impl Config {
                 trusted: Trusted::new(&cli.trusted_proxy),
             },
             admin: AdminListeners::default(),
+            // Checked at start-up (`main`), so an error here cannot be.
+            reverse_proxy: cli
+                .upstream
+                .settings(cli.runtime.place())
+                .unwrap_or_default(),
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod stackless;
 pub mod surface;
 pub mod tls;
 pub mod upgrade;
+pub mod upstream;
 pub mod uring;
 
 /// The site's modules under their old paths, for the fuzz targets and

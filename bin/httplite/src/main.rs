@@ -111,6 +111,19 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
         return Err("--trace-format chrome needs --trace-file FILE".to_string());
     }
     check_admin_binds(cli)?;
+    cli.upstream.settings(cli.runtime.place())?;
+    if !cli.upstream.routes.is_empty()
+        && matches!(cli.runtime, RuntimeKind::Stackless | RuntimeKind::Uring)
+    {
+        return Err(format!(
+            "--proxy: the reverse proxy runs on the blocking designs (--runtime stackful, \
+             threads, threadpool, fork); --runtime {} does not serve it yet",
+            match cli.runtime {
+                RuntimeKind::Uring => "uring",
+                _ => "stackless",
+            }
+        ));
+    }
     if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
         return Err(
             "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
@@ -269,6 +282,7 @@ fn run(cli: Cli) -> Result<()> {
         max_sleeping: cli.pool_queue as u64,
     });
     let mut config = Config::from_cli(&cli);
+    config.reverse_proxy.add_stats(&stats);
     let addrs: Vec<_> = opened.listeners.iter().map(|l| l.addr().clone()).collect();
     let (public, admin) = addrs.split_at(public_count);
     config.proxy.listeners = proxy_listeners(&cli, public);
@@ -639,6 +653,7 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     )
     .context("cannot set up the fork parent")?;
     let mut config = Config::from_cli(cli);
+    config.reverse_proxy.add_stats(&stats);
     config.proxy.listeners = proxy_listeners(cli, public);
     config.admin = AdminListeners::new(admin_addrs.to_vec(), public);
     let format = cli.access_log_format.format();

@@ -25,7 +25,9 @@ pub mod upstream;
 
 use std::sync::Arc;
 
-pub use upstream::{Balance, Balancer, Health, Upstream, UpstreamAddr, UpstreamStats};
+pub use upstream::{
+    Balance, Balancer, Health, Place, Upstream, UpstreamAddr, UpstreamState, UpstreamStats, in_heap,
+};
 
 /// One `--proxy PREFIX=URL[,URL...]`: requests whose path starts with
 /// `prefix` go to one of `upstreams`.
@@ -39,8 +41,13 @@ pub struct Route {
 
 impl Route {
     /// Parses `PREFIX=URL[,URL...]`; the upstreams are chosen by `balance`
-    /// and put aside by `health`.
-    pub fn parse(spec: &str, balance: Balance, health: Health) -> Result<Route, String> {
+    /// and put aside by `health`, and their states placed by `place`.
+    pub fn parse(
+        spec: &str,
+        balance: Balance,
+        health: Health,
+        place: Place,
+    ) -> Result<Route, String> {
         let (prefix, urls) = spec
             .split_once('=')
             .ok_or_else(|| format!("{spec:?}: expected PREFIX=URL[,URL...]"))?;
@@ -49,7 +56,7 @@ impl Route {
         }
         let upstreams = urls
             .split(',')
-            .map(Upstream::parse)
+            .map(|url| Upstream::parse(url, place))
             .collect::<Result<Vec<_>, _>>()?;
         if upstreams.is_empty() {
             return Err(format!("{spec:?}: no upstream"));

@@ -250,6 +250,13 @@ impl<I: BlockingIo> Conn<'_, I> {
             ..
         } = self;
         let (client, on) = (*client, &*on);
+        let routes = &ctx.config.reverse_proxy.routes;
+        if !routes.is_empty()
+            && *on == Surface::Public
+            && let Some((route, _)) = routes.find(req.path())
+        {
+            return self.proxy(req, route);
+        }
         let handled = respond::handle(
             &ctx.app,
             &ctx.stats,
@@ -636,6 +643,7 @@ impl<I: BlockingIo> Conn<'_, I> {
 mod buffers;
 mod log;
 pub mod park;
+mod proxy;
 
 pub use park::{Feed, Parked, Turn};
 

@@ -19,6 +19,7 @@ pub mod stackful;
 pub mod threadpool;
 pub mod threads;
 pub mod tls;
+pub mod upstream;
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -108,6 +109,9 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 /// }
 /// ```
 pub unsafe trait BlockingIo {
+    /// How the reverse proxy's upstream sockets wait under this design
+    /// (the same way as the client's socket: see [`upstream`]).
+    type Waits: upstream::UpstreamWaits;
     /// Whether the bytes are TLS records under the plaintext this reads
     /// (a short read of plaintext then says nothing of what the socket
     /// still holds; see the connection's `close`).
@@ -333,6 +337,7 @@ pub unsafe trait BlockingIoWrapper {
 // Every call is the wrapper's, inlined, so a wrapper costs what writing
 // out its `BlockingIo` would.
 unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
+    type Waits = <W::Inner as BlockingIo>::Waits;
     const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
     #[inline]
     fn will_close(&mut self) {

@@ -165,6 +165,7 @@ impl Blocking {
 // SAFETY: `read_uninit` returns what `read(2)` returned (reactor's
 // `sys::read_uninit`): at most `buf.len()`, all written by the kernel.
 unsafe impl BlockingIo for Blocking {
+    type Waits = super::upstream::PollWaits;
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],

@@ -137,6 +137,7 @@ impl Drop for Stackful {
 // `poll_read_uninit` returned, which is what `read(2)` returned: at most
 // `buf.len()`, all written by the kernel.
 unsafe impl BlockingIo for Stackful {
+    type Waits = super::upstream::CoroutineWaits;
     fn will_close(&mut self) {
         self.stream.will_close();
     }

@@ -6,7 +6,7 @@ use super::forward::{BodyFraming, Forwarding, HostPolicy, write_request_head};
 use super::*;
 
 fn route(spec: &str) -> Route {
-    Route::parse(spec, Balance::RoundRobin, Health::default()).unwrap()
+    Route::parse(spec, Balance::RoundRobin, Health::default(), in_heap).unwrap()
 }
 
 fn request(bytes: &[u8]) -> http1::Request {
@@ -69,7 +69,7 @@ fn bad_specs_say_why() {
         ("/a=http://127.0.0.1:1/x?y", "no query"),
         ("/a=http://user@127.0.0.1:1", "expected http://"),
     ] {
-        let e = Route::parse(spec, Balance::RoundRobin, Health::default()).unwrap_err();
+        let e = Route::parse(spec, Balance::RoundRobin, Health::default(), in_heap).unwrap_err();
         assert!(e.contains(says), "{spec}: {e}");
     }
 }

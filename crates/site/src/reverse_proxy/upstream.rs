@@ -9,6 +9,12 @@
 //! count. When every upstream of a route is put aside, the one whose time
 //! out ends first is tried anyway rather than answering 502 at once: a
 //! single-upstream route keeps trying its one server.
+//!
+//! What changes while serving (the counters, the health, the balancer's
+//! turn) is an [`UpstreamState`] of plain atomics, placed where the design
+//! says ([`Place`]): on the heap, or in memory that `--runtime fork`'s
+//! processes share, so that every child counts into the same numbers,
+//! learns that an upstream is down from the others, and takes its turn.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -36,6 +42,7 @@ impl std::fmt::Display for UpstreamAddr {
 /// What is counted about one upstream (every worker adds to the same
 /// counters).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct UpstreamStats {
     /// Requests sent to it.
     pub requests: AtomicU64,
@@ -61,6 +68,35 @@ pub struct UpstreamStats {
     pub in_flight: AtomicU64,
 }
 
+/// The state of one upstream that changes while serving: plain atomics with
+/// no pointer inside, so that it may live in memory shared between
+/// processes.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct UpstreamState {
+    /// Its counters.
+    pub stats: UpstreamStats,
+    /// Failures in a row.
+    fails: AtomicU32,
+    /// Put aside until this many milliseconds after the balancer's epoch
+    /// (0: not put aside).
+    down_until_ms: AtomicU64,
+    /// The route's turn (round robin), kept in its first upstream's state
+    /// so that a route's whole state is its upstreams'.
+    turn: AtomicUsize,
+}
+
+/// Where an [`UpstreamState`] is placed; [`in_heap`] unless the design's
+/// processes must share it. It lives as long as the process: routes are
+/// made once, at start-up.
+pub type Place = fn() -> Result<&'static UpstreamState, String>;
+
+/// A new state on the heap, never freed (routes live as long as the
+/// process).
+pub fn in_heap() -> Result<&'static UpstreamState, String> {
+    Ok(Box::leak(Box::default()))
+}
+
 /// One server behind a route.
 #[derive(Debug)]
 pub struct Upstream {
@@ -72,28 +108,24 @@ pub struct Upstream {
     /// `HOST[:PORT]` as the URL gave it: the `Host` sent under
     /// `--proxy-host upstream`.
     pub authority: String,
-    /// Its counters.
-    pub stats: UpstreamStats,
-    /// Failures in a row.
-    fails: AtomicU32,
-    /// Put aside until this many milliseconds after [`Balancer::epoch`]
-    /// (0: not put aside).
-    down_until_ms: AtomicU64,
+    state: &'static UpstreamState,
 }
 
 impl Upstream {
-    /// Parses `http://HOST:PORT[/PATH]` or `unix:/PATH`.
-    pub fn parse(url: &str) -> Result<Upstream, String> {
+    /// Parses `http://HOST:PORT[/PATH]` or `unix:/PATH`; its state goes
+    /// where `place` puts it.
+    pub fn parse(url: &str, place: Place) -> Result<Upstream, String> {
         let url = url.trim();
         if let Some(path) = url.strip_prefix("unix:") {
             if !path.starts_with('/') {
                 return Err(format!("{url:?}: a Unix socket path must be absolute"));
             }
-            return Ok(Upstream::new(
-                UpstreamAddr::Unix(PathBuf::from(path)),
-                "/".into(),
-                "localhost".into(),
-            ));
+            return Ok(Upstream {
+                addr: UpstreamAddr::Unix(PathBuf::from(path)),
+                base_path: "/".into(),
+                authority: "localhost".into(),
+                state: place()?,
+            });
         }
         let rest = url.strip_prefix("http://").ok_or_else(|| {
             if url.starts_with("https://") {
@@ -124,22 +156,17 @@ impl Upstream {
             .map_err(|e| format!("{url:?}: cannot resolve {authority}: {e}"))?
             .next()
             .ok_or_else(|| format!("{url:?}: {authority} has no address"))?;
-        Ok(Upstream::new(
-            UpstreamAddr::Tcp(addr),
-            path.to_string(),
-            authority.to_string(),
-        ))
+        Ok(Upstream {
+            addr: UpstreamAddr::Tcp(addr),
+            base_path: path.to_string(),
+            authority: authority.to_string(),
+            state: place()?,
+        })
     }
 
-    fn new(addr: UpstreamAddr, base_path: String, authority: String) -> Upstream {
-        Upstream {
-            addr,
-            base_path,
-            authority,
-            stats: UpstreamStats::default(),
-            fails: AtomicU32::new(0),
-            down_until_ms: AtomicU64::new(0),
-        }
+    /// Its counters.
+    pub fn stats(&self) -> &UpstreamStats {
+        &self.state.stats
     }
 }
 
@@ -187,7 +214,8 @@ pub struct Balancer {
     upstreams: Vec<Upstream>,
     balance: Balance,
     health: Health,
-    next: AtomicUsize,
+    /// Made before any fork, so that every process reads its
+    /// milliseconds from the same instant.
     epoch: Instant,
 }
 
@@ -199,7 +227,6 @@ impl Balancer {
             upstreams,
             balance,
             health,
-            next: AtomicUsize::new(0),
             epoch: Instant::now(),
         }
     }
@@ -216,9 +243,9 @@ impl Balancer {
     pub fn pick(&self, now: Instant, tried: &[usize]) -> usize {
         let now_ms = self.ms(now);
         let n = self.upstreams.len();
-        let start = self.next.fetch_add(1, Relaxed) % n;
+        let start = self.upstreams[0].state.turn.fetch_add(1, Relaxed) % n;
         let usable = |i: usize| {
-            !tried.contains(&i) && self.upstreams[i].down_until_ms.load(Relaxed) <= now_ms
+            !tried.contains(&i) && self.upstreams[i].state.down_until_ms.load(Relaxed) <= now_ms
         };
         let order = (0..n).map(|k| (start + k) % n);
         let chosen = match self.balance {
@@ -226,18 +253,18 @@ impl Balancer {
             Balance::LeastConnections => order
                 .clone()
                 .filter(|&i| usable(i))
-                .min_by_key(|&i| self.upstreams[i].stats.in_flight.load(Relaxed)),
+                .min_by_key(|&i| self.upstreams[i].state.stats.in_flight.load(Relaxed)),
         };
         // All put aside (or tried): the one back soonest, untried first.
         let i = chosen.unwrap_or_else(|| {
             order
                 .min_by_key(|&i| {
                     let u = &self.upstreams[i];
-                    (tried.contains(&i), u.down_until_ms.load(Relaxed))
+                    (tried.contains(&i), u.state.down_until_ms.load(Relaxed))
                 })
                 .unwrap_or(start)
         });
-        let stats = &self.upstreams[i].stats;
+        let stats = &self.upstreams[i].state.stats;
         stats.in_flight.fetch_add(1, Relaxed);
         stats.requests.fetch_add(1, Relaxed);
         i
@@ -247,7 +274,7 @@ impl Balancer {
     /// status: a 500 is an answer), or a failure that counts towards
     /// putting it aside.
     pub fn finished(&self, i: usize, ok: bool, now: Instant) {
-        let u = &self.upstreams[i];
+        let u = self.upstreams[i].state;
         u.stats.in_flight.fetch_sub(1, Relaxed);
         if ok {
             u.stats.responses.fetch_add(1, Relaxed);
@@ -264,7 +291,7 @@ impl Balancer {
 
     /// Whether upstream `i` is put aside now.
     pub fn is_down(&self, i: usize, now: Instant) -> bool {
-        self.upstreams[i].down_until_ms.load(Relaxed) > self.ms(now)
+        self.upstreams[i].state.down_until_ms.load(Relaxed) > self.ms(now)
     }
 
     fn ms(&self, t: Instant) -> u64 {
@@ -276,7 +303,7 @@ impl Balancer {
     pub fn write_json(&self, s: &mut String, now: Instant) {
         use std::fmt::Write as _;
         for (i, u) in self.upstreams.iter().enumerate() {
-            let st = &u.stats;
+            let st = &u.state.stats;
             let n = |c: &AtomicU64| c.load(Relaxed);
             if i > 0 {
                 s.push(',');

@@ -33,6 +33,7 @@ pub(super) struct Script {
 // SAFETY: `read_uninit` writes every byte it counts, and asserts the chunk
 // fits `buf`.
 unsafe impl BlockingIo for Script {
+    type Waits = crate::blocking::upstream::PollWaits;
     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline) -> io::Result<usize> {
         let mut log = self.log.borrow_mut();
         let written = log.output.len();

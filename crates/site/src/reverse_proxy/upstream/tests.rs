@@ -4,29 +4,29 @@ use super::*;
 
 fn balancer(n: usize, balance: Balance, health: Health) -> Balancer {
     let ups = (0..n)
-        .map(|i| Upstream::parse(&format!("http://127.0.0.1:{}", 3000 + i)).unwrap())
+        .map(|i| Upstream::parse(&format!("http://127.0.0.1:{}", 3000 + i), in_heap).unwrap())
         .collect();
     Balancer::new(ups, balance, health)
 }
 
 #[test]
 fn urls_parse_into_addresses_base_paths_and_authorities() {
-    let u = Upstream::parse("http://127.0.0.1:3000/app").unwrap();
+    let u = Upstream::parse("http://127.0.0.1:3000/app", in_heap).unwrap();
     assert_eq!(u.addr, UpstreamAddr::Tcp("127.0.0.1:3000".parse().unwrap()));
     assert_eq!(
         (u.base_path.as_str(), u.authority.as_str()),
         ("/app", "127.0.0.1:3000")
     );
-    let u = Upstream::parse("http://[::1]:8080").unwrap();
+    let u = Upstream::parse("http://[::1]:8080", in_heap).unwrap();
     assert_eq!(u.addr, UpstreamAddr::Tcp("[::1]:8080".parse().unwrap()));
     assert_eq!(u.base_path, "/");
-    let u = Upstream::parse("http://127.0.0.1").unwrap();
+    let u = Upstream::parse("http://127.0.0.1", in_heap).unwrap();
     assert_eq!(u.addr, UpstreamAddr::Tcp("127.0.0.1:80".parse().unwrap()));
     assert_eq!(
         u.authority, "127.0.0.1",
         "the Host is the URL's, without a port it did not name"
     );
-    let u = Upstream::parse("unix:/run/app.sock").unwrap();
+    let u = Upstream::parse("unix:/run/app.sock", in_heap).unwrap();
     assert_eq!(u.addr, UpstreamAddr::Unix("/run/app.sock".into()));
     assert_eq!(u.addr.to_string(), "unix:/run/app.sock");
 }
@@ -43,12 +43,12 @@ fn round_robin_takes_each_in_turn() {
     assert!(
         b.upstreams()
             .iter()
-            .all(|u| u.stats.in_flight.load(Relaxed) == 0)
+            .all(|u| u.stats().in_flight.load(Relaxed) == 0)
     );
     assert!(
         b.upstreams()
             .iter()
-            .all(|u| u.stats.responses.load(Relaxed) == 2)
+            .all(|u| u.stats().responses.load(Relaxed) == 2)
     );
 }
 
@@ -116,7 +116,10 @@ fn stats_are_one_json_object_per_upstream() {
     let b = balancer(2, Balance::RoundRobin, Health::default());
     let now = Instant::now();
     let i = b.pick(now, &[]);
-    b.upstreams()[i].stats.connect_failed.fetch_add(1, Relaxed);
+    b.upstreams()[i]
+        .stats()
+        .connect_failed
+        .fetch_add(1, Relaxed);
     b.finished(i, false, now);
     let mut s = String::from("[");
     b.write_json(&mut s, now);
