@@ -379,3 +379,58 @@ fn bad_proxy_values_are_usage_errors() {
         assert!(err.contains(says), "{value}: {err}");
     }
 }
+
+#[test]
+fn the_access_log_names_each_upstream_its_status_and_time() {
+    for rt in proxy_runtimes() {
+        let up = TestUpstream::start(None);
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let dir = TempDir::new("proxy-log");
+        let log = dir.path().join("access.log");
+        let routes = [
+            format!("/ok/={}", up.url()),
+            format!("/dead/=http://{dead}"),
+        ];
+        let args = [
+            "--access-log",
+            log.to_str().unwrap(),
+            "--access-log-format",
+            "json",
+        ];
+        let mut server = proxy(rt, &routes, &args);
+        let mut c = server.connect();
+        assert_eq!(c.get("/ok/fast").status, 200, "[{rt}]");
+        assert_eq!(c.get("/dead/x").status, 502, "[{rt}]");
+        assert_eq!(c.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        drop(c);
+        assert!(server.terminate().success(), "[{rt}]");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "[{rt}] {text}");
+        let ok = &lines[0]["upstream"];
+        assert_eq!(
+            ok["addr"],
+            up.url().trim_start_matches("http://"),
+            "[{rt}] {text}"
+        );
+        assert_eq!(ok["status"], 200, "[{rt}]");
+        assert!(ok["time_us"].as_u64().is_some(), "[{rt}]");
+        assert_eq!(lines[1]["status"], 502, "[{rt}]");
+        assert_eq!(
+            lines[1]["upstream"]["status"],
+            serde_json::Value::Null,
+            "[{rt}]"
+        );
+        assert_eq!(lines[1]["upstream"]["addr"], dead.to_string(), "[{rt}]");
+        assert!(
+            lines[2].get("upstream").is_none(),
+            "[{rt}] the site's own line has none"
+        );
+    }
+}

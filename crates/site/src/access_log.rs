@@ -82,6 +82,21 @@ pub struct Entry<'a> {
     /// The listener the request came in on (in the combined and JSON
     /// lines; Common Log Format has no field for it).
     pub on: crate::exposure::Surface,
+    /// The upstream of a proxied request (in the combined and JSON lines).
+    pub upstream: Option<UpstreamLog<'a>>,
+}
+
+/// What a proxied request's log line says of its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamLog<'a> {
+    /// The upstream's address (`127.0.0.1:3000`, `unix:/run/app.sock`).
+    pub addr: &'a str,
+    /// The status it answered; `None` when it did not (refused, timed out,
+    /// malformed: the client got 502 or 504).
+    pub status: Option<u16>,
+    /// From choosing it to the end of its answer (or the failure), in
+    /// microseconds (nginx's `$upstream_response_time`).
+    pub micros: u64,
 }
 
 impl<'a> Entry<'a> {
@@ -108,6 +123,7 @@ impl<'a> Entry<'a> {
             user_agent: header("user-agent"),
             micros: started.map(|t| t.elapsed().as_micros().min(u64::MAX as u128) as u64),
             on,
+            upstream: None,
         }
     }
 }
@@ -228,6 +244,7 @@ mod tests {
             user_agent: None,
             micros: None,
             on: crate::exposure::Surface::Public,
+            upstream: None,
         });
         drop(log);
         assert!(
@@ -265,6 +282,7 @@ mod tests {
             user_agent: None,
             micros: Some(7),
             on: crate::exposure::Surface::Public,
+            upstream: None,
         };
         log.log(&entry("/one"));
         assert_eq!(lines.0.lock().unwrap().len(), 1, "written before a flush");

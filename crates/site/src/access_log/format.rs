@@ -9,9 +9,12 @@
 //! ```
 //!
 //! `clf` is the Common Log Format exactly. `combined` is Apache's combined
-//! format followed by the request time in microseconds and the worker id
-//! (read them with a custom format in a log analyser, as Apache's `%D`).
-//! `json` is one object per line with every field. The request time runs
+//! format followed by the request time in microseconds, the worker id and
+//! the listener (read them with a custom format in a log analyser, as
+//! Apache's `%D`); a proxied request's line adds three more: the upstream's
+//! address in quotes, its status (`-` if it gave none) and its time in
+//! microseconds. `json` is one object per line with every field, and an
+//! `upstream` object on a proxied request's. The request time runs
 //! from the first byte of the request's head, as the event loop saw it (for
 //! a connection's first request, from its accept), to its answer being
 //! ready to send; a file body's transfer is not in it. `-` (or `null`)
@@ -70,6 +73,10 @@ pub(super) fn write_line(
                     e.user_agent.map_or("-".to_string(), sanitize),
                     e.on.as_str(),
                 );
+                if let Some(u) = e.upstream {
+                    let status = u.status.map_or("-".to_string(), |s| s.to_string());
+                    let _ = write!(s, " \"{}\" {status} {}", sanitize(u.addr), u.micros);
+                }
             }
         }
         Format::Json => {
@@ -95,11 +102,20 @@ pub(super) fn write_line(
                 }
                 None => s.push_str("null"),
             }
-            let _ = write!(
-                s,
-                ",\"worker\":{worker},\"listener\":\"{}\"}}",
-                e.on.as_str()
-            );
+            let _ = write!(s, ",\"worker\":{worker},\"listener\":\"{}\"", e.on.as_str());
+            if let Some(u) = e.upstream {
+                s.push_str(",\"upstream\":{\"addr\":");
+                json_str(&mut s, u.addr);
+                s.push_str(",\"status\":");
+                match u.status {
+                    Some(code) => {
+                        let _ = write!(s, "{code}");
+                    }
+                    None => s.push_str("null"),
+                }
+                let _ = write!(s, ",\"time_us\":{}}}", u.micros);
+            }
+            s.push('}');
         }
     }
     s.push('\n');
@@ -169,7 +185,42 @@ mod tests {
             user_agent: Some("ua \"x\"\u{1}"),
             micros: Some(153),
             on: crate::exposure::Surface::Admin,
+            upstream: None,
         }
+    }
+
+    #[test]
+    fn a_proxied_line_names_its_upstream() {
+        let upstream = |status| crate::access_log::UpstreamLog {
+            addr: "unix:/run/a\"pp.sock",
+            status,
+            micros: 812,
+        };
+        let e = Entry {
+            upstream: Some(upstream(Some(201))),
+            ..entry()
+        };
+        let mut out = Vec::new();
+        write_line(&mut out, Format::Combined, &e, 0, 0);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(" 153 0 admin \"unix:/run/a?pp.sock\" 201 812\n"),
+            "{text}"
+        );
+        let e = Entry {
+            upstream: Some(upstream(None)),
+            ..entry()
+        };
+        let mut out = Vec::new();
+        write_line(&mut out, Format::Json, &e, 0, 0);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(
+                ",\"listener\":\"admin\",\"upstream\":{\"addr\":\"unix:/run/a\\\"pp.sock\",\
+                 \"status\":null,\"time_us\":812}}\n"
+            ),
+            "{text}"
+        );
     }
 
     fn line(format: Format) -> String {

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use http1::Request;
-use site::access_log::{AccessLog, Entry};
+use site::access_log::{AccessLog, Entry, UpstreamLog};
 use site::exposure::Surface;
 use site::respond::Outcome;
 
@@ -26,7 +26,25 @@ pub(super) fn log<I: BlockingIo>(
 ) {
     driver::trace_outcome(io.fd(), req, out, started);
     if let Some(log) = &ctx.access_log {
-        access_log(ctx, log, io, client, on, req, out, started);
+        access_log(ctx, log, io, client, on, req, out, started, None);
+    }
+}
+
+/// [`log`] for a proxied request, whose line names its upstream.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn log_proxied<I: BlockingIo>(
+    ctx: &Ctx,
+    io: &I,
+    client: Option<SocketAddr>,
+    on: Surface,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+    upstream: UpstreamLog<'_>,
+) {
+    driver::trace_outcome(io.fd(), req, out, started);
+    if let Some(log) = &ctx.access_log {
+        access_log(ctx, log, io, client, on, req, out, started, Some(upstream));
     }
 }
 
@@ -41,8 +59,12 @@ fn access_log<I: BlockingIo>(
     req: &Request,
     out: Outcome,
     started: Instant,
+    upstream: Option<UpstreamLog<'_>>,
 ) {
     let (status, bytes) = (out.status.code(), out.bytes);
     let peer = (ctx.config.proxy).client_of(client, io.fd(), req, || io.peer_addr());
-    log.log(&Entry::new(peer, req, on, status, bytes, Some(started)));
+    log.log(&Entry {
+        upstream,
+        ..Entry::new(peer, req, on, status, bytes, Some(started))
+    });
 }

@@ -28,17 +28,20 @@
 //! designs do not tunnel yet.
 
 use std::io;
+use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
 use http1::{
     BodyKind, Message, Method, ReplyTo, Request, ResponseDecoder, ResponseMessage, Status,
 };
+use site::access_log::UpstreamLog;
 use site::respond::Outcome;
 use site::reverse_proxy::answer::{ClientFraming, client_framing, write_response_head};
 use site::reverse_proxy::forward::{BodyFraming, Forwarding, write_request_head};
 use site::reverse_proxy::{Balancer, Route, upstream_target};
 
-use super::{Conn, FLUSH_AT, Res, Stop, log};
+use super::log::log_proxied;
+use super::{Conn, FLUSH_AT, Res, Stop};
 use crate::blocking::BlockingIo;
 use crate::blocking::upstream::Upstream;
 use crate::upstream::idle;
@@ -81,9 +84,10 @@ impl<I: BlockingIo> Conn<'_, I> {
             let now = self.io.now();
             let i = balancer.pick(now, &tried);
             tried.push(i);
+            let began = (i, now);
             let attempt = self.connect(balancer, i, retried, body).and_then(|up| {
                 let head = self.upstream_head(&req, balancer, i, rest, body);
-                self.exchange(&req, up, &head, body, balancer, i)
+                self.exchange(&req, up, &head, body, balancer, began)
             });
             let failed = match attempt {
                 Ok(keep) => {
@@ -103,7 +107,15 @@ impl<I: BlockingIo> Conn<'_, I> {
                 }
                 Failed::Retry => {
                     balancer.finished(i, false, now);
-                    return self.proxy_error(&req, Status::BAD_GATEWAY, "upstream closed", false);
+                    let why = "upstream closed";
+                    return self.proxy_error(
+                        &req,
+                        Status::BAD_GATEWAY,
+                        why,
+                        false,
+                        balancer,
+                        began,
+                    );
                 }
                 Failed::Answer(status, why, body_left) => {
                     balancer.finished(i, false, now);
@@ -113,7 +125,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     if matches!(why, CONNECT_FAILED | CONNECT_TIMED_OUT) && untried {
                         continue;
                     }
-                    return self.proxy_error(&req, status, why, body_left);
+                    return self.proxy_error(&req, status, why, body_left, balancer, began);
                 }
                 Failed::Stop(stop) => {
                     balancer.finished(i, true, now);
@@ -193,9 +205,16 @@ impl<I: BlockingIo> Conn<'_, I> {
         head: &[u8],
         body: BodyFraming,
         b: &Balancer,
-        i: usize,
+        (i, began): (usize, Instant),
     ) -> Result<bool, Failed> {
         let stats = b.upstreams()[i].stats();
+        let fd = self.io.fd();
+        reactor::trace!(
+            "upstream",
+            "fd={fd} to={} reused={}",
+            b.upstreams()[i].addr,
+            up.reused
+        );
         let count = |c: &std::sync::atomic::AtomicU64| {
             c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         };
@@ -269,6 +288,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                 }
             }
         };
+        reactor::trace!("upstream", "fd={fd} answer status={}", answer.status());
         let framing = client_framing(&answer, req.version());
         let close = !req.keep_alive()
             || framing == ClientFraming::Close
@@ -302,14 +322,22 @@ impl<I: BlockingIo> Conn<'_, I> {
             bytes: sent,
             keep_alive: !close,
         };
-        log(
-            self.ctx,
+        let addr = b.upstreams()[i].addr.to_string();
+        let upstream = UpstreamLog {
+            addr: &addr,
+            status: Some(answer.status()),
+            micros: micros_since(began, self.io.now()),
+        };
+        let (ctx, started) = (self.ctx, self.request_started);
+        log_proxied(
+            ctx,
             &self.io,
             self.client,
             self.on,
             req,
             out,
-            self.request_started,
+            started,
+            upstream,
         );
         Ok(!close)
     }
@@ -429,13 +457,18 @@ impl<I: BlockingIo> Conn<'_, I> {
 
     /// Answers `status` for a request no upstream answered; whether the
     /// connection stays open (not if the client's body was left unread).
+    #[allow(clippy::too_many_arguments)]
     fn proxy_error(
         &mut self,
         req: &Request,
         status: Status,
         why: &str,
         body_left: bool,
+        b: &Balancer,
+        (i, began): (usize, Instant),
     ) -> Res<bool> {
+        let (fd, code) = (self.io.fd(), status.code());
+        reactor::trace!("upstream", "fd={fd} failed status={code} why={why}");
         let keep = req.keep_alive() && !body_left && !self.ctx.idle.is_shutting_down();
         let to = ReplyTo {
             keep_alive: keep,
@@ -455,14 +488,22 @@ impl<I: BlockingIo> Conn<'_, I> {
             bytes: text.len() as u64,
             keep_alive: keep,
         };
-        log(
-            self.ctx,
+        let addr = b.upstreams()[i].addr.to_string();
+        let upstream = UpstreamLog {
+            addr: &addr,
+            status: None,
+            micros: micros_since(began, self.io.now()),
+        };
+        let (ctx, started) = (self.ctx, self.request_started);
+        log_proxied(
+            ctx,
             &self.io,
             self.client,
             self.on,
             req,
             out,
-            self.request_started,
+            started,
+            upstream,
         );
         Ok(keep)
     }
@@ -489,4 +530,10 @@ fn idempotent(req: &Request) -> bool {
         req.method(),
         Method::Get | Method::Head | Method::Options | Method::Put | Method::Delete | Method::Trace
     )
+}
+
+fn micros_since(t: Instant, now: Instant) -> u64 {
+    now.saturating_duration_since(t)
+        .as_micros()
+        .min(u128::from(u64::MAX)) as u64
 }
