@@ -92,6 +92,8 @@
 //!   accepting for 20 ms, as `EMFILE` pauses it.
 
 mod child;
+mod console;
+pub mod jobs;
 pub mod log;
 pub mod shared;
 
@@ -118,18 +120,6 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
         "the parent accepts; there are no workers to dispatch to",
     ),
     ("pin_workers", "there are no workers to pin"),
-    (
-        "pool_threads",
-        "no blocking pool runs (a fork child may not use one)",
-    ),
-    ("pool_queue", "no blocking pool runs"),
-    ("pool_priority", "no blocking pool runs"),
-    ("pool_idle_timeout", "no blocking pool runs"),
-    (
-        "jobs_retain",
-        "jobs are refused with 503 (no blocking pool)",
-    ),
-    ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("threadpool_mode", "that is --runtime threadpool's"),
@@ -191,6 +181,8 @@ pub struct Parent {
     console: Option<crate::console::StdinLines>,
     /// When serving began (the console's `stats`).
     started: Instant,
+    /// The jobs process, started as serving begins (see [`jobs`]).
+    jobs: Option<jobs::JobsProcess>,
 }
 
 /// How often, at most, the parent asks its ticketers to roll their keys
@@ -223,12 +215,13 @@ impl RuntimeProbe for Probe {
         let _ = write!(
             s,
             ",\"runtime\":{{\"kind\":\"fork\",\"children_alive\":{},\"children_high_water\":{},\
-             \"children_crashed\":{},\"fork_failed\":{},\"paused_at_max\":{}}}",
+             \"children_crashed\":{},\"fork_failed\":{},\"paused_at_max\":{},\"jobs_restarts\":{}}}",
             p.alive.load(Ordering::Relaxed),
             p.high_water.load(Ordering::Relaxed),
             p.crashed.load(Ordering::Relaxed),
             p.fork_failed.load(Ordering::Relaxed),
             p.paused_at_max.load(Ordering::Relaxed),
+            p.jobs_restarts.load(Ordering::Relaxed),
         );
     }
 }
@@ -282,6 +275,7 @@ impl Parent {
             deadline: None,
             console: None,
             started: Instant::now(),
+            jobs: None,
         })
     }
 
@@ -314,70 +308,6 @@ impl Parent {
         self.tls = tls;
     }
 
-    /// Reads operator commands from `stdin` (`--console`) in the loop,
-    /// between accepts: the console's commands, answered by the parent
-    /// itself, as no console thread may run beside a fork. `quit` is a
-    /// SIGTERM; `reload` and `reopen` do what SIGHUP does; `workers`,
-    /// `jobs` and `upgrade` answer one line saying why there is nothing
-    /// to show or do here.
-    pub fn console(&mut self, stdin: crate::console::StdinLines) {
-        self.console = Some(stdin);
-    }
-
-    /// Runs the commands stdin holds now.
-    fn read_console(&mut self, ctx: &Ctx) {
-        use crate::console::{Command, say};
-        let Some(mut stdin) = self.console.take() else {
-            return;
-        };
-        let mut commands = Vec::new();
-        let read = stdin.read(|line| {
-            let command = Command::parse(line);
-            let quit = command == Command::Quit;
-            commands.push(command);
-            quit
-        });
-        self.console = Some(stdin);
-        for command in commands {
-            let answer = match command {
-                Command::Empty => String::new(),
-                Command::Help => crate::console::HELP.to_string(),
-                Command::Stats => {
-                    let app = &ctx.app;
-                    crate::console::stats_table(&app.stats, 1, &app.jobs, self.started)
-                }
-                Command::Workers => format!(
-                    "workers: none under --runtime fork: one process per connection \
-                     ({} alive, {} at most at once)\n",
-                    self.page.alive.load(Ordering::Relaxed),
-                    self.page.high_water.load(Ordering::Relaxed),
-                ),
-                Command::Jobs => "jobs: none under --runtime fork: they are refused with 503 \
-                     (no blocking pool may run beside a fork)\n"
-                    .to_string(),
-                Command::Reload => format!("{}\n", self.tls.reload()),
-                Command::Reopen => match self.reopen_line() {
-                    Some(line) => format!("{line}\n"),
-                    None => "access log: none to reopen (no --access-log)\n".to_string(),
-                },
-                Command::Upgrade => "upgrade: not under --runtime fork \
-                     (there is no binary upgrade: SIGUSR2 is ignored)\n"
-                    .to_string(),
-                Command::Quit => {
-                    // Said first: once stopping, the process may end soon.
-                    say(&crate::console::quit_text(self.settings.grace));
-                    self.stop_asked();
-                    continue;
-                }
-                Command::Unknown(answer) => answer,
-            };
-            say(&answer);
-        }
-        if let Err(e) = read {
-            eprintln!("httplite: console: {e}");
-        }
-    }
-
     /// Lets the ticketers roll their keys if they are due (see
     /// [`Parent::tls`]).
     fn roll_ticket_keys(&mut self) {
@@ -401,7 +331,15 @@ impl Parent {
     /// [`shared::page`]'s counters, and whose access log, if any, must
     /// write to the [`log::ForkLog`] given to [`Parent::log_to`]).
     pub fn run(mut self, ctx: &Ctx) -> io::Result<()> {
+        let close = self.inherited_fds();
+        if let Some(jobs) = &mut self.jobs {
+            jobs.start(&close)?;
+        }
         let result = self.serve(ctx);
+        // After the children: those still draining may have needed it.
+        if let Some(jobs) = &mut self.jobs {
+            jobs.stop();
+        }
         if let Some(log) = &self.log {
             log.report(true);
         }
@@ -583,6 +521,12 @@ impl Parent {
             }
             reaped += 1;
             reactor::trace!("reap", "pid={pid} status={}", ExitStatus(status));
+            if self.jobs.as_ref().is_some_and(|j| j.is(pid)) {
+                let (stopping, close) = (self.deadline.is_some(), self.inherited_fds());
+                if let Some(jobs) = &mut self.jobs {
+                    jobs.ended(status, stopping, &close);
+                }
+            }
             if !self.children.remove(&pid) {
                 continue;
             }
@@ -657,15 +601,7 @@ impl Parent {
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
                 Err(Instant::now() + FORK_BACKOFF)
             }
-            0 => {
-                // Children are forked only while accepting, so every
-                // listener is still open here.
-                let mut close: Vec<RawFd> = (self.listeners.iter())
-                    .map(|l| l.fds()[0].as_raw_fd())
-                    .collect();
-                close.push(self.signals.as_raw_fd());
-                child::run(conn, &close, parent, ctx)
-            }
+            0 => child::run(conn, &self.inherited_fds(), parent, ctx),
             pid => {
                 reactor::trace!("fork", "pid={pid} fd={fd}");
                 self.children.insert(pid);
@@ -678,6 +614,19 @@ impl Parent {
 }
 
 impl Parent {
+    /// Runs `process` (see [`jobs`]) from [`Parent::run`] on, and ends it
+    /// once the children have ended.
+    pub fn jobs(&mut self, process: jobs::JobsProcess) {
+        self.jobs = Some(process);
+    }
+
+    /// The parent's fds a forked process must close: the listeners (all
+    /// open while the parent forks) and the signalfd.
+    fn inherited_fds(&self) -> Vec<RawFd> {
+        let listeners = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
+        listeners.chain([self.signals.as_raw_fd()]).collect()
+    }
+
     /// `fork()`, or the failure [`Settings::test_fork_failure`] asks for.
     fn fork(&mut self) -> libc::pid_t {
         if let Some(failing) = self.settings.test_fork_failure {
