@@ -215,8 +215,8 @@ fn sleeps_and_jobs_are_bounded_and_plaintext_still_answers_at_once() {
     for rt in runtimes() {
         if is_fork(rt) {
             // Each connection is a child process (bounded by
-            // --max-connections), and jobs are always 503 there.
-            println!("[{rt}] skipped: no blocking pool, --pool-queue is refused");
+            // --max-connections), whose sleep no pool bound holds.
+            println!("[{rt}] skipped: a sleep is its child's own, not bounded by --pool-queue");
             continue;
         }
         let server = Server::start(

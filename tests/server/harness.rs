@@ -305,8 +305,8 @@ impl Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
         cmd.args(["--bind", "127.0.0.1:0", "--runtime", runtime]);
-        // `fork` refuses --workers and the pool's flags (one thread in the
-        // parent, no pool): the other designs get two workers.
+        // `fork` refuses --workers (one thread in the parent, a process
+        // per connection): the other designs get two workers.
         if !is_fork(runtime) {
             cmd.args(["--workers", "2"]);
         }
@@ -334,7 +334,7 @@ impl Server {
         // The default SCHED_IDLE pool runs only on CPU time nothing else
         // wants; beside other busy tests on two cores that can be none for
         // seconds. These tests check what the pool does, not its priority.
-        if !args.contains(&"--pool-priority") && !is_fork(runtime) {
+        if !args.contains(&"--pool-priority") {
             cmd.args(["--pool-priority", "normal"]);
         }
         cmd.env("RUST_BACKTRACE", "0");

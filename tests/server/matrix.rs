@@ -117,11 +117,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Jobs on the blocking pool",
-        cells: all_but_fork(
-            "jobs::ten_thousand_concurrent_jobs_complete_with_correct_results",
-            "answered 503: no pool thread may run beside a fork",
-            "jobs::a_panicking_job_is_retried_then_failed_and_the_server_carries_on",
-        ),
+        cells: all("jobs::ten_thousand_concurrent_jobs_complete_with_correct_results"),
     },
     Row {
         feature: "Graceful shutdown (SIGTERM)",

@@ -654,7 +654,9 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         },
     )
     .context("cannot set up the fork parent")?;
-    parent.jobs(jobs_process);
+    parent
+        .jobs(jobs_process)
+        .context("cannot start the jobs process")?;
     let mut config = Config::from_cli(cli);
     config.proxy.listeners = proxy_listeners(cli, public);
     config.admin = AdminListeners::new(admin_addrs.to_vec(), public);

@@ -31,6 +31,7 @@
 //!   channel: the thread serving it reads the end, or fails its reply's
 //!   write (`EPIPE`, no signal), and ends; a job already submitted runs
 //!   on. Nothing a child does reaches the registry but whole requests.
+//! - **Its name** is `httplite-jobs` (`ps`, `/proc/PID/comm`).
 //! - **Its life**: `PR_SET_PDEATHSIG` (`SIGKILL`) ends it with the parent;
 //!   the end of the door (every process that could reach it gone) too.
 //!   The parent sends it `SIGTERM` once its children have ended, and
@@ -249,6 +250,10 @@ fn run(
         let pid = std::process::id();
         reactor::trace::after_fork("jobs", &format!("fork jobs process {pid}"));
     }
+    // Its name in `ps` and /proc/PID/comm, told apart from the children.
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16
+    // bytes, which this literal is.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"httplite-jobs".as_ptr()) };
     for &fd in close.iter().chain([&parents_end]) {
         // SAFETY: these are this process's copies of the parent's fds; the
         // parent's owners of them are never dropped here (this process

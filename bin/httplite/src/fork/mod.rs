@@ -331,10 +331,6 @@ impl Parent {
     /// [`shared::page`]'s counters, and whose access log, if any, must
     /// write to the [`log::ForkLog`] given to [`Parent::log_to`]).
     pub fn run(mut self, ctx: &Ctx) -> io::Result<()> {
-        let close = self.inherited_fds();
-        if let Some(jobs) = &mut self.jobs {
-            jobs.start(&close)?;
-        }
         let result = self.serve(ctx);
         // After the children: those still draining may have needed it.
         if let Some(jobs) = &mut self.jobs {
@@ -614,10 +610,12 @@ impl Parent {
 }
 
 impl Parent {
-    /// Runs `process` (see [`jobs`]) from [`Parent::run`] on, and ends it
-    /// once the children have ended.
-    pub fn jobs(&mut self, process: jobs::JobsProcess) {
+    /// Starts `process` (see [`jobs`]) now, before any connection's child,
+    /// and ends it once the children have ended ([`Parent::run`]).
+    pub fn jobs(&mut self, mut process: jobs::JobsProcess) -> io::Result<()> {
+        process.start(&self.inherited_fds())?;
         self.jobs = Some(process);
+        Ok(())
     }
 
     /// The parent's fds a forked process must close: the listeners (all
