@@ -5,7 +5,8 @@
 //! 503, a keep-alive connection holding a pool thread), the fork parent's
 //! single thread, the children without the listener, `--max-connections`
 //! over children, stats across processes, a crashing child, the access
-//! log's reopening under `fork`, and the flags `fork` refuses.
+//! log's reopening under `fork`, the flags `fork` refuses, and its jobs
+//! process (`fork_jobs`).
 
 use std::time::Duration;
 
@@ -156,7 +157,11 @@ fn fork_parent_has_one_thread_and_children_close_the_listener() {
     let jobs: Vec<u32> = jobs.into_iter().filter(|&p| is_jobs_process(p)).collect();
     assert_eq!(jobs.len(), 1, "one jobs process");
     let jobs_sockets = sockets(jobs[0]);
-    assert_eq!(jobs_sockets.len(), 1, "its door's end only: {jobs_sockets:?}");
+    assert_eq!(
+        jobs_sockets.len(),
+        1,
+        "its door's end only: {jobs_sockets:?}"
+    );
     assert!(
         !parent_sockets.contains(&jobs_sockets[0]),
         "the jobs process kept none of the parent's sockets"

@@ -127,7 +127,7 @@ pub fn kernel_has_openat2() -> bool {
 }
 
 /// Whether `runtime` is `fork` (a process per connection: no `--workers`,
-/// no blocking pool, no console, no access log, no TLS).
+/// the blocking pool in a jobs process of its own).
 pub fn is_fork(runtime: &str) -> bool {
     runtime == "fork"
 }

@@ -571,8 +571,8 @@ fn pool_builder(cli: &Cli) -> pool::Builder {
 }
 
 /// `--runtime fork`: one thread, a child process per connection (see
-/// `httplite::fork`). No dispatch, no pool threads, no log writer thread
-/// (each child writes its own access-log lines).
+/// `httplite::fork`). No dispatch, no log writer thread (each child writes
+/// its own access-log lines), and the blocking pool in the jobs process.
 fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     // SIGUSR2 (upgrade) has nothing to act on here, and its default action
     // ends the process; children inherit the SIG_IGN, which is as right

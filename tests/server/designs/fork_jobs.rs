@@ -51,7 +51,9 @@ fn word_count(client: &mut Client, text: &str) -> String {
 fn gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
     }
 }
 
@@ -111,7 +113,9 @@ fn fork_jobs_process_is_started_again_when_it_dies_and_ids_go_on() {
     // SAFETY: `first` is the server's child, alive.
     unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
     let restarted = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
-        server.stderr().contains("the jobs process ended (signal:9); started another")
+        server
+            .stderr()
+            .contains("the jobs process ended (signal:9); started another")
     });
     assert!(restarted, "{}", server.stderr());
     let second = jobs_process(&server);

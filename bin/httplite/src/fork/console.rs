@@ -72,5 +72,4 @@ impl Parent {
             eprintln!("httplite: console: {e}");
         }
     }
-
 }

@@ -212,7 +212,7 @@ impl JobsProcess {
     }
 
     /// Ends the jobs process (the parent is stopping and its children have
-    /// ended): `SIGTERM`, then `SIGKILL` after [`STOP_WAIT`], and reaps it.
+    /// ended): `SIGTERM`, then `SIGKILL` after 2 s, and reaps it.
     pub fn stop(&mut self) {
         let Some(pid) = self.pid.take() else { return };
         // SAFETY: `pid` is our child, not yet reaped (so not recycled).
@@ -456,9 +456,8 @@ fn recv_fd(door: RawFd) -> io::Result<Option<OwnedFd>> {
         msg.msg_control = space.as_mut_ptr().cast();
         msg.msg_controllen = size_of_val(&space);
         // SAFETY: `msg` points at live buffers of the sizes it says.
-        let n = reactor::syscall!(unsafe {
-            libc::recvmsg(door, &mut msg, libc::MSG_CMSG_CLOEXEC)
-        })?;
+        let n =
+            reactor::syscall!(unsafe { libc::recvmsg(door, &mut msg, libc::MSG_CMSG_CLOEXEC) })?;
         if n == 0 {
             return Ok(None);
         }

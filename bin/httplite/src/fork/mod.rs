@@ -5,22 +5,36 @@
 //!
 //! ```text
 //!   parent (one thread): poll(listener, signalfd, stdin with --console)
+//!     at start          ─▶ fork the jobs process (pool + registry; children reach it by a door)
 //!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
 //!                                           └─ parent: close its copy of the connection
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
+//!                          (the jobs process: start another)
 //!     SIGHUP            ─▶ reopen the access log's file, read the TLS certificate again
 //!                          (both for the children forked from then on)
 //!     SIGINT / SIGTERM  ─▶ with --drain-delay: set "draining" in the shared page (health 503),
 //!                          go on accepting until the delay ends or a second signal comes; then
-//!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
+//!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest,
+//!                          then SIGTERM the jobs process and reap it
 //! ```
 //!
 //! - **One thread.** `fork()` copies only the calling thread, with every
 //!   lock (the allocator's included) in the state the other threads left
 //!   it. So the parent runs no other thread: no dispatch workers, no
-//!   blocking-pool threads (the pool is closed before the first fork), no
-//!   console thread, no access-log writer thread; the flags that would
-//!   start one are refused ([`incompatible_flag`]). What a thread does
+//!   blocking-pool threads (its own pool is closed before the first fork),
+//!   no console thread, no access-log writer thread; the flags that would
+//!   start one are refused ([`incompatible_flag`]).
+//! - **Jobs and the blocking pool live in the jobs process** ([`jobs`]),
+//!   which the parent forks before any connection's child, while it is one
+//!   thread. It never forks, so it runs the pool's threads and holds the
+//!   one job registry; every child (and the parent's console) reaches it
+//!   through a private door: an unnamed socketpair through which a process
+//!   passes one end of a channel of its own (`SCM_RIGHTS`), then framed
+//!   requests on that channel. A child that dies mid-request harms nothing
+//!   but its channel. The parent ends the jobs process after its children
+//!   (`SIGTERM`, reaped; `PR_SET_PDEATHSIG` if the parent dies first), and
+//!   starts another if it dies (one that dies within a second of its start
+//!   is not: jobs are answered 503 then). What a thread does
 //!   under the other designs, the parent's loop does here: it reopens the
 //!   access log and reloads the TLS certificate on SIGHUP
 //!   ([`Parent::tls`]), waits out the drain delay, and reads the

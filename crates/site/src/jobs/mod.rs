@@ -15,6 +15,14 @@
 //! job at once; a panic is unexpected and retried, up to [`MAX_RETRIES`]
 //! times, on the same thread. Finished jobs stay readable up to a count and
 //! an age, oldest evicted first.
+//!
+//! The registry is local (in this process, beside its pool) or remote
+//! ([`Jobs::remote`]): a driver whose connections cannot share one process
+//! (a process per connection) keeps a local registry in a process of its
+//! own and hands every other process a remote one, whose calls travel as
+//! messages over the driver's [`Transport`] and are answered there by
+//! [`Jobs::answer`]. The HTTP side ([`http`]) is the same for both; a
+//! remote registry that cannot be reached is answered 503.
 
 pub mod http;
 pub mod kinds;
@@ -63,7 +71,7 @@ impl JobState {
 }
 
 /// A copy of one job's record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     /// Its id.
     pub id: u64,
@@ -281,7 +289,12 @@ impl Local {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn submit(self: &Arc<Self>, pool: &Pool, kind: JobKind, input: Vec<u8>) -> Result<u64, Refused> {
+    fn submit(
+        self: &Arc<Self>,
+        pool: &Pool,
+        kind: JobKind,
+        input: Vec<u8>,
+    ) -> Result<u64, Refused> {
         let id = {
             let mut r = self.lock();
             r.next_id += 1;

@@ -80,7 +80,10 @@ fn a_queued_job_can_be_cancelled_a_running_one_cannot() {
     let queued = jobs.submit(JobKind::Echo, b"never".to_vec()).unwrap();
     wait_until(|| jobs.get(sleeper).unwrap().unwrap().state != JobState::Queued);
     assert_eq!(jobs.get(sleeper).unwrap().unwrap().state, JobState::Running);
-    assert!(matches!(jobs.cancel(sleeper).unwrap(), Cancel::NotQueued(_)));
+    assert!(matches!(
+        jobs.cancel(sleeper).unwrap(),
+        Cancel::NotQueued(_)
+    ));
     match jobs.cancel(queued).unwrap() {
         Cancel::Cancelled(info) => assert_eq!(info.state, JobState::Cancelled),
         other => panic!("{other:?}"),
@@ -99,10 +102,16 @@ fn a_full_queue_refuses_and_keeps_nothing() {
     // Long enough to still be running at the third submission.
     let a = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let b = jobs.submit(JobKind::Echo, b"queued".to_vec()).unwrap();
-    assert_eq!(jobs.submit(JobKind::Echo, b"no room".to_vec()), Err(Refused::Full));
+    assert_eq!(
+        jobs.submit(JobKind::Echo, b"no room".to_vec()),
+        Err(Refused::Full)
+    );
     let s = jobs.stats().unwrap().0;
     assert_eq!((s.submitted, s.rejected), (2, 1));
-    assert!(jobs.get(b + 1).unwrap().is_none(), "a refused job leaves no record");
+    assert!(
+        jobs.get(b + 1).unwrap().is_none(),
+        "a refused job leaves no record"
+    );
     assert_eq!(finished(&jobs, a).state, JobState::Done);
     assert_eq!(finished(&jobs, b).state, JobState::Done);
 }
@@ -126,7 +135,10 @@ fn retention_by_count_evicts_oldest_first() {
         wait_until(|| jobs.stats().unwrap().0.done > i);
         ids.push(id);
     }
-    let kept: Vec<bool> = ids.iter().map(|id| jobs.get(*id).unwrap().is_some()).collect();
+    let kept: Vec<bool> = ids
+        .iter()
+        .map(|id| jobs.get(*id).unwrap().is_some())
+        .collect();
     assert_eq!(kept, [false, false, true, true, true]);
     let s = jobs.stats().unwrap().0;
     assert_eq!((s.retained, s.evicted), (3, 2));
