@@ -8,16 +8,13 @@ use std::time::Duration;
 use super::{all_children, children, is_jobs_process};
 use crate::harness::{Client, Server, wait_until};
 
-/// The server's jobs process (there is exactly one). It names itself
-/// just after its fork, which may be after the server said it listens.
+/// The server's jobs process (there is exactly one: the parent waits
+/// until it has named itself before it says it listens, or that it
+/// started another).
 fn jobs_process(server: &Server) -> u32 {
-    let mut found = Vec::new();
-    wait_until(Duration::from_secs(5), Duration::from_millis(5), || {
-        found = (all_children(server.pid()).into_iter())
-            .filter(|&p| is_jobs_process(p))
-            .collect();
-        !found.is_empty()
-    });
+    let found: Vec<u32> = (all_children(server.pid()).into_iter())
+        .filter(|&p| is_jobs_process(p))
+        .collect();
     assert_eq!(found.len(), 1, "one jobs process: {found:?}");
     found[0]
 }

@@ -31,7 +31,9 @@
 //!   channel: the thread serving it reads the end, or fails its reply's
 //!   write (`EPIPE`, no signal), and ends; a job already submitted runs
 //!   on. Nothing a child does reaches the registry but whole requests.
-//! - **Its name** is `httplite-jobs` (`ps`, `/proc/PID/comm`).
+//! - **Its name** is `httplite-jobs` (`ps`, `/proc/PID/comm`). Once named
+//!   and set up it sends one message on the door, which the parent waits
+//!   for before it serves (or reports a restart).
 //! - **Its life**: `PR_SET_PDEATHSIG` (`SIGKILL`) ends it with the parent;
 //!   the end of the door (every process that could reach it gone) too.
 //!   The parent sends it `SIGTERM` once its children have ended, and
@@ -112,20 +114,39 @@ pub struct Door {
     channel: Mutex<Option<(libc::pid_t, UnixStream)>>,
 }
 
-fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A door: (the end every process but the jobs process holds, the jobs
+/// process's end). A send on the first waits at most [`CALL_TIMEOUT`] for
+/// room (a jobs process that stopped reading the door fills it).
+fn door_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     let kind = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC;
     // SAFETY: `fds` has room for the two fds socketpair writes.
     reactor::syscall!(unsafe { libc::socketpair(libc::AF_UNIX, kind, 0, fds.as_mut_ptr()) })?;
     // SAFETY: socketpair succeeded: both fds are new and ours alone.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let timeout = libc::timeval {
+        tv_sec: CALL_TIMEOUT.as_secs() as libc::time_t,
+        tv_usec: 0,
+    };
+    // SAFETY: `timeout` is a valid timeval of the size given, alive for
+    // the call; the option is the socket's, shared by every copy of `ours`.
+    reactor::syscall!(unsafe {
+        libc::setsockopt(
+            ours.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&timeout as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    })?;
+    Ok((ours, theirs))
 }
 
 impl JobsProcess {
     /// The door, made now so that the [`Door`] transport can name it before
     /// the process exists ([`JobsProcess::start`] forks it).
     pub fn new(settings: Settings, page: &'static Page) -> io::Result<(JobsProcess, Arc<Door>)> {
-        let (door, theirs) = seqpacket_pair()?;
+        let (door, theirs) = door_pair()?;
         let transport = Arc::new(Door {
             door: door.as_raw_fd(),
             channel: Mutex::new(None),
@@ -151,7 +172,7 @@ impl JobsProcess {
                 // A restart: a new door, moved to the old one's number so
                 // that the transport (and children forked from now on)
                 // reach the new process.
-                let (ours, theirs) = seqpacket_pair()?;
+                let (ours, theirs) = door_pair()?;
                 // SAFETY: both fds are open; dup3 closes the old door's
                 // fd number and makes it the new one's, keeping CLOEXEC.
                 reactor::syscall!(unsafe {
@@ -175,8 +196,36 @@ impl JobsProcess {
                 reactor::trace!("jobs", "pid={pid}");
                 self.pid = Some(pid);
                 self.started = Instant::now();
+                self.wait_ready();
                 Ok(())
             }
+        }
+    }
+
+    /// Waits (at most [`CALL_TIMEOUT`]) for the new process's one message
+    /// on the door, sent once it has named itself and set its signals up,
+    /// so that the server says it listens only with its jobs process
+    /// ready. One that never says so is reaped and replaced like one that
+    /// died, and meanwhile the calls to it wait or fail as they would.
+    fn wait_ready(&self) {
+        let mut pfd = libc::pollfd {
+            fd: self.door.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = CALL_TIMEOUT.as_millis() as libc::c_int;
+        // SAFETY: one valid pollfd, alive for the call.
+        if unsafe { libc::poll(&mut pfd, 1, ms) } == 1 {
+            let mut byte = 0u8;
+            // SAFETY: `byte` is writable for the one byte asked for.
+            unsafe {
+                libc::recv(
+                    self.door.as_raw_fd(),
+                    (&mut byte as *mut u8).cast(),
+                    1,
+                    libc::MSG_DONTWAIT,
+                )
+            };
         }
     }
 
@@ -272,6 +321,16 @@ fn run(
         settings.test_kinds,
     );
     jobs.continue_after(page.jobs_last_id.load(Ordering::Relaxed));
+    // Ready: the parent waits for this before it serves (`wait_ready`).
+    // SAFETY: one readable byte, alive for the call.
+    unsafe {
+        libc::send(
+            door.as_raw_fd(),
+            b"r".as_ptr().cast(),
+            1,
+            libc::MSG_NOSIGNAL,
+        )
+    };
     loop {
         match recv_fd(door.as_raw_fd()) {
             Ok(Some(channel)) => {
