@@ -23,7 +23,11 @@
 //!   it. So the parent runs no other thread: no dispatch workers, no
 //!   blocking-pool threads (its own pool is closed before the first fork),
 //!   no console thread, no access-log writer thread; the flags that would
-//!   start one are refused ([`incompatible_flag`]).
+//!   start one are refused ([`incompatible_flag`]). What a thread does
+//!   under the other designs, the parent's loop does here: it reopens the
+//!   access log and reloads the TLS certificate on SIGHUP
+//!   ([`Parent::tls`]), waits out the drain delay, and reads the
+//!   console's commands from stdin ([`Parent::console`]).
 //! - **Jobs and the blocking pool live in the jobs process** ([`jobs`]),
 //!   which the parent forks before any connection's child, while it is one
 //!   thread. It never forks, so it runs the pool's threads and holds the
@@ -34,11 +38,7 @@
 //!   but its channel. The parent ends the jobs process after its children
 //!   (`SIGTERM`, reaped; `PR_SET_PDEATHSIG` if the parent dies first), and
 //!   starts another if it dies (one that dies within a second of its start
-//!   is not: jobs are answered 503 then). What a thread does
-//!   under the other designs, the parent's loop does here: it reopens the
-//!   access log and reloads the TLS certificate on SIGHUP
-//!   ([`Parent::tls`]), waits out the drain delay, and reads the
-//!   console's commands from stdin ([`Parent::console`]).
+//!   is not: jobs are answered 503 then).
 //! - **HTTPS**: each child runs the TLS session on its own socket with the
 //!   blocking connection loop, as `threads` does; the rustls configuration
 //!   (certificate, ticket keys) is the parent's, copied at the fork, and
@@ -195,7 +195,7 @@ pub struct Parent {
     console: Option<crate::console::StdinLines>,
     /// When serving began (the console's `stats`).
     started: Instant,
-    /// The jobs process, started as serving begins (see [`jobs`]).
+    /// The jobs process (see [`jobs`]), started by [`Parent::jobs`].
     jobs: Option<jobs::JobsProcess>,
 }
 
