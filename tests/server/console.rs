@@ -19,14 +19,24 @@ fn wait_for_output(server: &Server, needle: &str) -> String {
     out
 }
 
-/// `workers` and `jobs` on a design with workers and a blocking pool,
-/// once a wordcount job was submitted.
-fn console_workers_and_jobs(server: &Server, stdin: &mut impl std::io::Write, rt: &str) {
+/// `workers` on a design with workers (under fork, one line says why
+/// there are none, and `upgrade` one why it is not done).
+fn console_workers(server: &Server, stdin: &mut impl std::io::Write, rt: &str) {
+    if is_fork(rt) {
+        stdin.write_all(b"workers\n").unwrap();
+        wait_for_output(server, "workers: none under --runtime fork");
+        return;
+    }
     stdin.write_all(b"workers\n").unwrap();
     wait_for_output(
         server,
         "worker       open  connections     requests    queue",
     );
+}
+
+/// `jobs`, once a wordcount job was submitted (under fork, the parent
+/// asks the jobs process).
+fn console_jobs(server: &Server, stdin: &mut impl std::io::Write, rt: &str) {
     stdin.write_all(b"jobs\n").unwrap();
     wait_for_output(server, "most recent");
     // The table's row for the job submitted above, once it has run: each
@@ -52,13 +62,11 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
         let mut server = Server::start_with_stdin(rt, &["--console"]);
         let mut stdin = server.take_stdin().expect("piped stdin");
         wait_for_output(&server, "console: reading commands");
-        // Some traffic, so that the tables have numbers in them (a fork
-        // child answers jobs with 503: no blocking pool runs there).
+        // Some traffic, so that the tables have numbers in them.
         let mut client = server.connect();
         assert_eq!(client.get("/_httplite/plaintext").status, 200);
         client.send(b"POST /_httplite/jobs?type=wordcount HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\na b");
-        let job = if is_fork(rt) { 503 } else { 202 };
-        assert_eq!(client.read_response().status, job, "{rt}");
+        assert_eq!(client.read_response().status, 202, "{rt}");
 
         stdin.write_all(b"help\n").unwrap();
         wait_for_output(&server, "quit     graceful shutdown");
@@ -74,14 +82,8 @@ fn commands_answer_and_quit_shuts_down_gracefully() {
             Some("2"),
             "{rt}: {requests:?}"
         );
-        if is_fork(rt) {
-            // No workers, no jobs: one line each says why.
-            stdin.write_all(b"workers\njobs\n").unwrap();
-            wait_for_output(&server, "workers: none under --runtime fork");
-            wait_for_output(&server, "jobs: none under --runtime fork");
-        } else {
-            console_workers_and_jobs(&server, &mut stdin, rt);
-        }
+        console_workers(&server, &mut stdin, rt);
+        console_jobs(&server, &mut stdin, rt);
         stdin.write_all(b"frobnicate\n").unwrap();
         wait_for_output(
             &server,

@@ -5,16 +5,18 @@
 //! 503, a keep-alive connection holding a pool thread), the fork parent's
 //! single thread, the children without the listener, `--max-connections`
 //! over children, stats across processes, a crashing child, the access
-//! log's reopening under `fork`, and the flags `fork` refuses.
+//! log's reopening under `fork`, the flags `fork` refuses, and its jobs
+//! process (`fork_jobs`).
 
 use std::time::Duration;
 
 use crate::harness::{Client, Server, TempDir, get_close, get_req, run_binary, wait_until};
 
+mod fork_jobs;
 mod threadpool_event;
 
-/// The child processes of `pid`, oldest first.
-fn children(pid: u32) -> Vec<u32> {
+/// Every child process of `pid`, oldest first.
+fn all_children(pid: u32) -> Vec<u32> {
     let path = format!("/proc/{pid}/task/{pid}/children");
     let mut kids: Vec<u32> = std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -22,6 +24,19 @@ fn children(pid: u32) -> Vec<u32> {
         .filter_map(|p| p.parse().ok())
         .collect();
     kids.sort_unstable();
+    kids
+}
+
+/// Whether process `pid` is a fork parent's jobs process (by its name).
+fn is_jobs_process(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "httplite-jobs")
+}
+
+/// The connections' child processes of fork parent `pid` (not its jobs
+/// process), oldest first.
+fn children(pid: u32) -> Vec<u32> {
+    let mut kids = all_children(pid);
+    kids.retain(|&kid| !is_jobs_process(kid));
     kids
 }
 
@@ -56,7 +71,7 @@ fn fork_refuses_incompatible_flags_in_one_line() {
     let cases: &[&[&str]] = &[
         &["--workers", "2"],
         &["--dispatch", "reuseport"],
-        &["--pool-threads", "2"],
+        &["--threadpool-size", "2"],
     ];
     for extra in cases {
         let mut args = vec!["--runtime", "fork", "--bind", "127.0.0.1:0"];
@@ -133,30 +148,47 @@ fn fork_parent_has_one_thread_and_children_close_the_listener() {
         1,
         "the parent runs no other thread"
     );
-    // The parent's sockets: the listener alone (its copies of the
-    // connections are closed right after each fork; the child may answer
-    // before the parent has run again, so that close is waited for).
-    let sockets = || -> Vec<String> {
-        (fd_links(server.pid()).into_iter())
+    // The parent's sockets: the listener and the jobs process's door (its
+    // copies of the connections are closed right after each fork; the
+    // child may answer before the parent has run again, so that close is
+    // waited for).
+    let sockets = |pid: u32| -> Vec<String> {
+        (fd_links(pid).into_iter())
             .filter(|l| l.starts_with("socket:"))
             .collect()
     };
     wait_until(Duration::from_secs(2), Duration::from_millis(10), || {
-        sockets().len() == 1
+        sockets(server.pid()).len() == 2
     });
-    let parent_sockets = sockets();
-    assert_eq!(parent_sockets.len(), 1, "{parent_sockets:?}");
+    let parent_sockets = sockets(server.pid());
+    assert_eq!(parent_sockets.len(), 2, "{parent_sockets:?}");
+    let jobs = all_children(server.pid());
+    let jobs: Vec<u32> = jobs.into_iter().filter(|&p| is_jobs_process(p)).collect();
+    assert_eq!(jobs.len(), 1, "one jobs process");
+    let jobs_sockets = sockets(jobs[0]);
+    assert_eq!(
+        jobs_sockets.len(),
+        1,
+        "its door's end only: {jobs_sockets:?}"
+    );
+    assert!(
+        !parent_sockets.contains(&jobs_sockets[0]),
+        "the jobs process kept none of the parent's sockets"
+    );
     for kid in kids {
         assert_eq!(thread_count(kid), 1, "a child runs no other thread");
         let links = fd_links(kid);
         let sockets: Vec<&String> = links.iter().filter(|l| l.starts_with("socket:")).collect();
         assert_eq!(
             sockets.len(),
-            1,
-            "child {kid}: its connection only: {links:?}"
+            2,
+            "child {kid}: its connection and the door: {links:?}"
         );
-        assert!(
-            !links.contains(&parent_sockets[0]),
+        // Of the parent's two, the door (every child's) and not the listener.
+        let inherited = sockets.iter().filter(|s| parent_sockets.contains(s));
+        assert_eq!(
+            inherited.count(),
+            1,
             "child {kid} kept the listening socket: {links:?}"
         );
     }

@@ -88,7 +88,7 @@ pub fn kernel_has_openat2() -> bool {
 }
 
 /// Whether `runtime` is `fork` (a process per connection: no `--workers`,
-/// no blocking pool, no console, no access log, no TLS).
+/// the blocking pool in a jobs process of its own).
 pub fn is_fork(runtime: &str) -> bool {
     runtime == "fork"
 }
@@ -266,8 +266,8 @@ impl Server {
         raise_fd_limit();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_httplite"));
         cmd.args(["--bind", "127.0.0.1:0", "--runtime", runtime]);
-        // `fork` refuses --workers and the pool's flags (one thread in the
-        // parent, no pool): the other designs get two workers.
+        // `fork` refuses --workers (one thread in the parent, a process
+        // per connection): the other designs get two workers.
         if !is_fork(runtime) {
             cmd.args(["--workers", "2"]);
         }
@@ -295,7 +295,7 @@ impl Server {
         // The default SCHED_IDLE pool runs only on CPU time nothing else
         // wants; beside other busy tests on two cores that can be none for
         // seconds. These tests check what the pool does, not its priority.
-        if !args.contains(&"--pool-priority") && !is_fork(runtime) {
+        if !args.contains(&"--pool-priority") {
             cmd.args(["--pool-priority", "normal"]);
         }
         cmd.env("RUST_BACKTRACE", "0");

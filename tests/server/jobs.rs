@@ -1,14 +1,13 @@
 //! Background jobs over HTTP: `POST /_httplite/jobs?type=T`, `GET` and
-//! `DELETE /_httplite/jobs/{id}`, on every runtime.
+//! `DELETE /_httplite/jobs/{id}`, on every runtime (under `fork`, the
+//! registry and the pool are the jobs process's, which every child asks:
+//! designs.rs has what only it promises).
 
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::harness::{
-    Client, Response, Server, TempDir, assert_fork_refuses, heavy_lock, is_fork, runtimes,
-    wait_until,
-};
+use crate::harness::{Client, Response, Server, TempDir, heavy_lock, runtimes, wait_until};
 
 /// The expected result of a sha256 job. The server hashes with `sha2` too;
 /// these tests check the plumbing, and the site's unit tests check the
@@ -108,11 +107,6 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
     const BATCH: usize = 100;
     let _heavy = heavy_lock();
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: no blocking pool runs (its flags are refused).
-            assert_fork_refuses(&["--pool-queue", "10000"], "--pool-queue");
-            continue;
-        }
         let server = Server::start(rt, &["--pool-queue", "10000", "--jobs-retain", "10000"]);
         let addr = server.addr();
         let started = Instant::now();
@@ -175,19 +169,6 @@ fn ten_thousand_concurrent_jobs_complete_with_correct_results() {
 fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
     for rt in runtimes() {
         let server = Server::start(rt, &[]);
-        if is_fork(rt) {
-            // Not under fork: jobs are refused with 503 (no pool thread may
-            // start in a fork child or its parent), and nothing is kept.
-            let mut client = server.connect();
-            let r = submit(&mut client, "panic", b"");
-            assert_eq!(r.status, 503, "{rt}: {}", r.text());
-            assert_eq!(r.header("retry-after"), Some("1"), "{rt}");
-            assert_eq!(client.get("/_httplite/plaintext").status, 200, "{rt}");
-            let stats = server.stats();
-            assert_eq!(stats.get("jobs.submitted"), 0, "{rt}");
-            assert_eq!(stats.get("pool.threads_started"), 0, "{rt}");
-            continue;
-        }
         let mut client = server.connect();
         let id = accepted_id(&submit(&mut client, "panic", b""));
         let body = finished(&mut client, id);
@@ -219,11 +200,6 @@ fn a_panicking_job_is_retried_then_failed_and_the_server_carries_on() {
 #[test]
 fn delete_cancels_a_queued_job_only() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: no blocking pool runs (its flags are refused).
-            assert_fork_refuses(&["--pool-threads", "1"], "--pool-threads");
-            continue;
-        }
         let server = Server::start(rt, &["--pool-threads", "1"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -289,12 +265,6 @@ fn unknown_types_and_bad_paths_are_refused_at_once() {
 #[test]
 fn a_full_queue_answers_503_with_retry_after() {
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: no blocking pool runs (its flags are refused);
-            // every job gets the 503 (a_panicking_job_... checks it).
-            assert_fork_refuses(&["--pool-queue", "2"], "--pool-queue");
-            continue;
-        }
         let server = Server::start(rt, &["--pool-threads", "1", "--pool-queue", "2"]);
         let mut client = server.connect();
         let sleeper = accepted_id(&submit(&mut client, "sleep", b"2000"));
@@ -341,13 +311,6 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
     }
     let root = site.path().to_str().expect("utf-8 temp path").to_string();
     for rt in runtimes() {
-        if is_fork(rt) {
-            // Not under fork: the child lists directories itself (see
-            // designs::fork_child_lists_directories_itself); the pool's
-            // flags are refused.
-            assert_fork_refuses(&["--pool-threads", "1"], "--pool-threads");
-            continue;
-        }
         let server = Server::start(
             rt,
             &[
@@ -363,9 +326,11 @@ fn directory_listings_use_the_pool_and_get_503_when_it_is_full() {
             ],
         );
         let mut client = server.connect();
-        // A thread per connection, or a pool thread serving one connection
-        // at a time, lists on its own thread.
-        let on_pool = !matches!(*rt, "threads" | "threadpool");
+        // A thread per connection, a pool thread serving one connection at
+        // a time, or a fork child (see
+        // designs::fork_child_lists_directories_itself) lists on its own
+        // thread.
+        let on_pool = !matches!(*rt, "threads" | "threadpool" | "fork");
         let r = client.get("/big/");
         assert_eq!(r.status, 200, "{rt}");
         assert!(r.text().contains("file-49.txt"), "{rt}: {}", r.text());

@@ -38,18 +38,6 @@ const fn all(test: &'static str) -> [Cell; 6] {
     [Yes(test); 6]
 }
 
-/// Every design but fork the same way, fork refusing.
-const fn all_but_fork(test: &'static str, why: &'static str, refusal: &'static str) -> [Cell; 6] {
-    [
-        Yes(test),
-        Yes(test),
-        Yes(test),
-        Yes(test),
-        Refused(why, refusal),
-        Yes(test),
-    ]
-}
-
 const TIMELINE_EPOLL: &str =
     "observability_timeline::timeline_follows_one_request_and_is_closed_by_sigterm_and_sigint";
 const TIMELINE_THREADS: &str =
@@ -117,11 +105,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Jobs on the blocking pool",
-        cells: all_but_fork(
-            "jobs::ten_thousand_concurrent_jobs_complete_with_correct_results",
-            "answered 503: no pool thread may run beside a fork",
-            "jobs::a_panicking_job_is_retried_then_failed_and_the_server_carries_on",
-        ),
+        cells: all("jobs::ten_thousand_concurrent_jobs_complete_with_correct_results"),
     },
     Row {
         feature: "Graceful shutdown (SIGTERM)",
@@ -278,14 +262,7 @@ fn every_cell_names_a_test_that_runs_its_design() {
             };
             let named = body.contains(&format!("\"{design}\""));
             let every = body.contains("runtimes()");
-            let all_but_fork = ["ops_runtimes", "ops_exclusion", "\"fork\").then_some"]
-                .iter()
-                .any(|s| body.contains(s));
-            let runs = match cell {
-                Refused(..) => named || every,
-                Yes(_) if design == &"fork" => named || (every && !all_but_fork),
-                Yes(_) => named || every,
-            };
+            let runs = named || every;
             if !runs {
                 wrong.push(format!("{}: {design}: {test} does not run it", row.feature));
             }

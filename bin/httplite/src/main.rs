@@ -212,17 +212,7 @@ fn run(cli: Cli) -> Result<()> {
         stats.add_extra(Box::new(move |s: &mut String| counters.stats_members(s)));
     }
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let pool_builder = match cli.pool_priority {
-        PoolPriority::Idle => pool::Pool::builder().sched_idle(true),
-        PoolPriority::Low => pool::Pool::builder().nice(10),
-        PoolPriority::Normal => pool::Pool::builder(),
-    };
-    let blocking_pool = pool_builder
-        .name("httplite-pool")
-        .max_threads(cli.pool_threads.map_or(cpus, usize::from))
-        .queue_bound(cli.pool_queue)
-        .idle_timeout(cli.pool_idle_timeout)
-        .build();
+    let blocking_pool = pool_builder(&cli).build();
     let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
     let retention = Retention {
         max_count: cli.jobs_retain,
@@ -577,9 +567,26 @@ fn static_root(cli: &Cli) -> Result<Option<StaticRoot>> {
     })
 }
 
+/// The blocking pool `--pool-threads`, `--pool-queue`, `--pool-priority`
+/// and `--pool-idle-timeout` ask for (not yet built: under fork the jobs
+/// process builds it).
+fn pool_builder(cli: &Cli) -> pool::Builder {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let builder = match cli.pool_priority {
+        PoolPriority::Idle => pool::Pool::builder().sched_idle(true),
+        PoolPriority::Low => pool::Pool::builder().nice(10),
+        PoolPriority::Normal => pool::Pool::builder(),
+    };
+    builder
+        .name("httplite-pool")
+        .max_threads(cli.pool_threads.map_or(cpus, usize::from))
+        .queue_bound(cli.pool_queue)
+        .idle_timeout(cli.pool_idle_timeout)
+}
+
 /// `--runtime fork`: one thread, a child process per connection (see
-/// `httplite::fork`). No dispatch, no pool threads, no log writer thread
-/// (each child writes its own access-log lines).
+/// `httplite::fork`). No dispatch, no log writer thread (each child writes
+/// its own access-log lines), and the blocking pool in the jobs process.
 fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     // SIGHUP (reopen, reload) and SIGUSR2 (upgrade) are the parent's
     // signalfd's once it is set up; ignored until then, as their default
@@ -612,21 +619,31 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
     if log.is_some() {
         stats.add_extra(Box::new(move |s: &mut String| page.log.stats_members(s)));
     }
-    // Closed before any task: no pool thread ever starts, and jobs are
-    // answered 503 (a fork child may not start the parent's threads).
-    let blocking_pool = pool::Pool::builder().name("httplite-pool").build();
-    blocking_pool.close();
+    // The pool runs in the jobs process (`httplite::fork::jobs`), forked
+    // as serving begins; every other process reaches its registry through
+    // the door. This process's own pool is closed before any task, so that
+    // no thread ever starts here (a child lists directories itself).
+    let local_pool = pool::Pool::builder().name("httplite-pool").build();
+    local_pool.close();
     let test_endpoints = std::env::var_os("HTTPLITE_TEST_ENDPOINTS").is_some();
-    let retention = Retention {
-        max_count: cli.jobs_retain,
-        max_age: cli.jobs_ttl,
-    };
+    let (jobs_process, door) = httplite::fork::jobs::JobsProcess::new(
+        httplite::fork::jobs::Settings {
+            pool: pool_builder(cli),
+            retention: Retention {
+                max_count: cli.jobs_retain,
+                max_age: cli.jobs_ttl,
+            },
+            test_kinds: test_endpoints,
+        },
+        page,
+    )
+    .context("cannot make the jobs process's door")?;
     let app = Arc::new(App {
         root,
         stats: stats.clone(),
         worker_extra: Box::new(|_, _: &mut String| {}),
         test_endpoints,
-        jobs: Jobs::new(blocking_pool, retention, test_endpoints),
+        jobs: Jobs::remote(local_pool, test_endpoints, door),
         events: events_config(cli),
         exposure: exposure(cli),
         health_path: cli.health.clone(),
@@ -652,6 +669,9 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         },
     )
     .context("cannot set up the fork parent")?;
+    parent
+        .jobs(jobs_process)
+        .context("cannot start the jobs process")?;
     let mut config = Config::from_cli(cli);
     config.reverse_proxy.add_stats(&stats);
     config.proxy.listeners = proxy_listeners(cli, public);

@@ -120,7 +120,7 @@ pub fn execute(ctx: &ConsoleCtx, line: &str) -> Reply {
         Command::Help => HELP.to_string(),
         Command::Stats => stats_table(&ctx.stats, ctx.workers, &ctx.jobs, ctx.started),
         Command::Workers => workers_table(ctx),
-        Command::Jobs => jobs_table(ctx),
+        Command::Jobs => jobs_table(&ctx.jobs),
         Command::Reload => format!("{}\n", ctx.reloads.reload_tls()),
         Command::Reopen => format!("{}\n", ctx.reloads.reopen_log()),
         Command::Upgrade => format!("{}\n", ctx.upgrader.run(&ctx.lifecycle)),
@@ -159,7 +159,7 @@ pub fn stats_table(s: &Stats, workers: usize, jobs: &Jobs, started: Instant) -> 
         .sum();
     row(&mut out, "timeouts", timeouts);
     row(&mut out, "errors", errors);
-    let p = jobs.pool().stats();
+    let (_, p) = jobs.stats().unwrap_or_default();
     out.push_str("blocking pool\n");
     row(
         &mut out,
@@ -201,8 +201,12 @@ fn workers_table(ctx: &ConsoleCtx) -> String {
     out
 }
 
-fn jobs_table(ctx: &ConsoleCtx) -> String {
-    let j = ctx.jobs.stats();
+/// `jobs`: the registry's counters and its most recent jobs (one line
+/// instead when the registry cannot be reached).
+pub fn jobs_table(jobs: &Jobs) -> String {
+    let (Ok((j, _)), Ok(recent)) = (jobs.stats(), jobs.recent(10)) else {
+        return "jobs: the job registry cannot be reached\n".to_string();
+    };
     let mut out = String::from("jobs\n");
     row(&mut out, "submitted", j.submitted);
     row(&mut out, "rejected (queue full)", j.rejected);
@@ -214,7 +218,6 @@ fn jobs_table(ctx: &ConsoleCtx) -> String {
     row(&mut out, "retries", j.retries);
     row(&mut out, "finished, kept", j.retained);
     row(&mut out, "finished, evicted", j.evicted);
-    let recent = ctx.jobs.recent(10);
     if !recent.is_empty() {
         let _ = writeln!(
             out,

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, RawFd};
 use executor::Runtime;
 use reactor::{Interest, Reactor, sys};
 
-pub use commands::{Command, ConsoleCtx, HELP, Reply, execute, quit_text, stats_table};
+pub use commands::{Command, ConsoleCtx, HELP, Reply, execute, jobs_table, quit_text, stats_table};
 
 const STDIN: RawFd = 0;
 /// Longest command line kept; the rest of a longer one is dropped.

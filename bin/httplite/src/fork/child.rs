@@ -4,9 +4,10 @@
 //! The child starts as a copy of a single-threaded parent, so every lock in
 //! it is free and it may allocate, and it needs no thread of its own: a
 //! directory listing is built right here (the socket's `offload` is the
-//! [`BlockingIo`] default, as under `threads`), and jobs are refused with
-//! 503 (the parent closed the blocking pool before the first fork, so no
-//! thread can start).
+//! [`BlockingIo`] default, as under `threads`; the parent closed its own
+//! blocking pool before the first fork, so no thread can start), and jobs
+//! go to the jobs process through the door the child inherited (see
+//! `fork::jobs`).
 //!
 //! Shutdown: the parent sends `SIGTERM`. The child keeps `SIGINT` and
 //! `SIGTERM` blocked, except inside the wait for a next request, which is a

@@ -5,29 +5,43 @@
 //!
 //! ```text
 //!   parent (one thread): poll(listener, signalfd, stdin with --console)
+//!     at start          ─▶ fork the jobs process (pool + registry; children reach it by a door)
 //!     listener readable ─▶ accept4 ─▶ fork ─┬─ child: close listener + signalfd, serve, _exit
 //!                                           └─ parent: close its copy of the connection
 //!     SIGCHLD           ─▶ waitpid(-1, WNOHANG) until none is left: count closes and crashes
+//!                          (the jobs process: start another)
 //!     SIGHUP            ─▶ reopen the access log's file, read the TLS certificate again
 //!                          (both for the children forked from then on)
 //!     SIGUSR2           ─▶ binary upgrade: start the new process, poll its ready pipe;
 //!                          on READY stop as below, without the drain delay (`upgrade`)
 //!     SIGINT / SIGTERM  ─▶ with --drain-delay: set "draining" in the shared page (health 503),
 //!                          go on accepting until the delay ends or a second signal comes; then
-//!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest
+//!                       ─▶ close the listener, SIGTERM every child, wait (grace), SIGKILL the rest,
+//!                          then SIGTERM the jobs process and reap it
 //! ```
 //!
 //! - **One thread.** `fork()` copies only the calling thread, with every
 //!   lock (the allocator's included) in the state the other threads left
 //!   it. So the parent runs no other thread: no dispatch workers, no
-//!   blocking-pool threads (the pool is closed before the first fork), no
-//!   console thread, no access-log writer thread; the flags that would
+//!   blocking-pool threads (its own pool is closed before the first fork),
+//!   no console thread, no access-log writer thread; the flags that would
 //!   start one are refused ([`incompatible_flag`]). What a thread does
 //!   under the other designs, the parent's loop does here: it reopens the
 //!   access log and reloads the TLS certificate on SIGHUP
 //!   ([`Parent::tls`]), waits out the drain delay, waits for an upgrade's
 //!   new process to report ready ([`Parent::upgrades`]), and reads the
 //!   console's commands from stdin ([`Parent::console`]).
+//! - **Jobs and the blocking pool live in the jobs process** ([`jobs`]),
+//!   which the parent forks before any connection's child, while it is one
+//!   thread. It never forks, so it runs the pool's threads and holds the
+//!   one job registry; every child (and the parent's console) reaches it
+//!   through a private door: an unnamed socketpair through which a process
+//!   passes one end of a channel of its own (`SCM_RIGHTS`), then framed
+//!   requests on that channel. A child that dies mid-request harms nothing
+//!   but its channel. The parent ends the jobs process after its children
+//!   (`SIGTERM`, reaped; `PR_SET_PDEATHSIG` if the parent dies first), and
+//!   starts another if it dies (one that dies within a second of its start
+//!   is not: jobs are answered 503 then).
 //! - **HTTPS**: each child runs the TLS session on its own socket with the
 //!   blocking connection loop, as `threads` does; the rustls configuration
 //!   (certificate, ticket keys) is the parent's, copied at the fork, and
@@ -95,6 +109,8 @@
 //!   accepting for 20 ms, as `EMFILE` pauses it.
 
 mod child;
+mod console;
+pub mod jobs;
 pub mod log;
 pub mod shared;
 mod upgrade;
@@ -122,18 +138,6 @@ pub const INCOMPATIBLE: &[(&str, &str)] = &[
         "the parent accepts; there are no workers to dispatch to",
     ),
     ("pin_workers", "there are no workers to pin"),
-    (
-        "pool_threads",
-        "no blocking pool runs (a fork child may not use one)",
-    ),
-    ("pool_queue", "no blocking pool runs"),
-    ("pool_priority", "no blocking pool runs"),
-    ("pool_idle_timeout", "no blocking pool runs"),
-    (
-        "jobs_retain",
-        "jobs are refused with 503 (no blocking pool)",
-    ),
-    ("jobs_ttl", "jobs are refused with 503 (no blocking pool)"),
     ("threadpool_size", "that is --runtime threadpool's"),
     ("threadpool_queue", "that is --runtime threadpool's"),
     ("threadpool_mode", "that is --runtime threadpool's"),
@@ -202,6 +206,8 @@ pub struct Parent {
     upgrade: Option<upgrade::Pending>,
     /// An upgrade's new process told to stop with this one.
     abandoned: Option<upgrade::Abandoned>,
+    /// The jobs process (see [`jobs`]), started by [`Parent::jobs`].
+    jobs: Option<jobs::JobsProcess>,
 }
 
 /// How often, at most, the parent asks its ticketers to roll their keys
@@ -240,12 +246,13 @@ impl RuntimeProbe for Probe {
         let _ = write!(
             s,
             ",\"runtime\":{{\"kind\":\"fork\",\"children_alive\":{},\"children_high_water\":{},\
-             \"children_crashed\":{},\"fork_failed\":{},\"paused_at_max\":{}}}",
+             \"children_crashed\":{},\"fork_failed\":{},\"paused_at_max\":{},\"jobs_restarts\":{}}}",
             p.alive.load(Ordering::Relaxed),
             p.high_water.load(Ordering::Relaxed),
             p.crashed.load(Ordering::Relaxed),
             p.fork_failed.load(Ordering::Relaxed),
             p.paused_at_max.load(Ordering::Relaxed),
+            p.jobs_restarts.load(Ordering::Relaxed),
         );
     }
 }
@@ -305,6 +312,7 @@ impl Parent {
             upgrader: None,
             upgrade: None,
             abandoned: None,
+            jobs: None,
         })
     }
 
@@ -337,68 +345,6 @@ impl Parent {
         self.tls = tls;
     }
 
-    /// Reads operator commands from `stdin` (`--console`) in the loop,
-    /// between accepts: the console's commands, answered by the parent
-    /// itself, as no console thread may run beside a fork. `quit` is a
-    /// SIGTERM; `reload` and `reopen` do what SIGHUP does; `upgrade` what
-    /// SIGUSR2 does (its outcome follows on stderr); `workers` and `jobs`
-    /// answer one line saying why there is nothing to show here.
-    pub fn console(&mut self, stdin: crate::console::StdinLines) {
-        self.console = Some(stdin);
-    }
-
-    /// Runs the commands stdin holds now.
-    fn read_console(&mut self, ctx: &Ctx) {
-        use crate::console::{Command, say};
-        let Some(mut stdin) = self.console.take() else {
-            return;
-        };
-        let mut commands = Vec::new();
-        let read = stdin.read(|line| {
-            let command = Command::parse(line);
-            let quit = command == Command::Quit;
-            commands.push(command);
-            quit
-        });
-        self.console = Some(stdin);
-        for command in commands {
-            let answer = match command {
-                Command::Empty => String::new(),
-                Command::Help => crate::console::HELP.to_string(),
-                Command::Stats => {
-                    let app = &ctx.app;
-                    crate::console::stats_table(&app.stats, 1, &app.jobs, self.started)
-                }
-                Command::Workers => format!(
-                    "workers: none under --runtime fork: one process per connection \
-                     ({} alive, {} at most at once)\n",
-                    self.page.alive.load(Ordering::Relaxed),
-                    self.page.high_water.load(Ordering::Relaxed),
-                ),
-                Command::Jobs => "jobs: none under --runtime fork: they are refused with 503 \
-                     (no blocking pool may run beside a fork)\n"
-                    .to_string(),
-                Command::Reload => format!("{}\n", self.tls.reload()),
-                Command::Reopen => match self.reopen_line() {
-                    Some(line) => format!("{line}\n"),
-                    None => "access log: none to reopen (no --access-log)\n".to_string(),
-                },
-                Command::Upgrade => format!("{}\n", self.start_upgrade()),
-                Command::Quit => {
-                    // Said first: once stopping, the process may end soon.
-                    say(&crate::console::quit_text(self.settings.grace));
-                    self.stop_asked();
-                    continue;
-                }
-                Command::Unknown(answer) => answer,
-            };
-            say(&answer);
-        }
-        if let Err(e) = read {
-            eprintln!("httplite: console: {e}");
-        }
-    }
-
     /// Lets the ticketers roll their keys if they are due (see
     /// [`Parent::tls`]).
     fn roll_ticket_keys(&mut self) {
@@ -423,6 +369,10 @@ impl Parent {
     /// write to the [`log::ForkLog`] given to [`Parent::log_to`]).
     pub fn run(mut self, ctx: &Ctx) -> io::Result<()> {
         let result = self.serve(ctx);
+        // After the children: those still draining may have needed it.
+        if let Some(jobs) = &mut self.jobs {
+            jobs.stop();
+        }
         if let Some(log) = &self.log {
             log.report(true);
         }
@@ -612,6 +562,12 @@ impl Parent {
             }
             reaped += 1;
             reactor::trace!("reap", "pid={pid} status={}", ExitStatus(status));
+            if self.jobs.as_ref().is_some_and(|j| j.is(pid)) {
+                let (stopping, close) = (self.deadline.is_some(), self.inherited_fds());
+                if let Some(jobs) = &mut self.jobs {
+                    jobs.ended(status, stopping, &close);
+                }
+            }
             if !self.children.remove(&pid) {
                 self.reaped_other(pid, status);
                 continue;
@@ -687,15 +643,7 @@ impl Parent {
                 page.counters.closed.fetch_add(1, Ordering::Relaxed);
                 Err(Instant::now() + FORK_BACKOFF)
             }
-            0 => {
-                // Children are forked only while accepting, so every
-                // listener is still open here.
-                let mut close: Vec<RawFd> = (self.listeners.iter())
-                    .map(|l| l.fds()[0].as_raw_fd())
-                    .collect();
-                close.push(self.signals.as_raw_fd());
-                child::run(conn, &close, parent, ctx)
-            }
+            0 => child::run(conn, &self.inherited_fds(), parent, ctx),
             pid => {
                 reactor::trace!("fork", "pid={pid} fd={fd}");
                 self.children.insert(pid);
@@ -708,6 +656,21 @@ impl Parent {
 }
 
 impl Parent {
+    /// Starts `process` (see [`jobs`]) now, before any connection's child,
+    /// and ends it once the children have ended ([`Parent::run`]).
+    pub fn jobs(&mut self, mut process: jobs::JobsProcess) -> io::Result<()> {
+        process.start(&self.inherited_fds())?;
+        self.jobs = Some(process);
+        Ok(())
+    }
+
+    /// The parent's fds a forked process must close: the listeners (all
+    /// open while the parent forks) and the signalfd.
+    fn inherited_fds(&self) -> Vec<RawFd> {
+        let listeners = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
+        listeners.chain([self.signals.as_raw_fd()]).collect()
+    }
+
     /// `fork()`, or the failure [`Settings::test_fork_failure`] asks for.
     fn fork(&mut self) -> libc::pid_t {
         if let Some(failing) = self.settings.test_fork_failure {

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use site::stats::Counters;
 
 /// What the mapping holds: the site's counters for the one "worker" (the
-/// parent and its children together), the parent's own, the access log's,
-/// and the draining flag.
+/// parent and its children together), the parent's own, the jobs
+/// process's, the access log's, and the draining flag.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct Page {
@@ -30,6 +30,11 @@ pub struct Page {
     pub fork_failed: AtomicU64,
     /// Accepts held back by `--max-connections`.
     pub paused_at_max: AtomicU64,
+    /// Times the jobs process ended while the server ran.
+    pub jobs_restarts: AtomicU64,
+    /// The highest job id the jobs process gave out: where a restarted
+    /// one continues.
+    pub jobs_last_id: AtomicU64,
     /// The access log's lines, written and dropped by the children.
     pub log: super::log::Counts,
     /// TLS handshakes and their failures, counted by the children.

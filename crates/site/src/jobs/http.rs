@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use http1::{HeaderValue, Method, Request, Status};
 
-use super::{Cancel, JobInfo, JobValue, Jobs, kinds::PUBLIC_KINDS};
+use super::{Cancel, JobInfo, JobValue, Jobs, Refused, kinds::PUBLIC_KINDS};
 use crate::action::{Action, PREFIX};
 
 const JSON: HeaderValue<'static> = HeaderValue::from_static("application/json");
@@ -99,13 +99,15 @@ pub fn route(jobs: &Jobs, rest: &str, req: &Request) -> Action {
     };
     match method {
         Method::Get | Method::Head => match jobs.get(id) {
-            Some(info) => job_answer(Status::OK, &info),
-            None => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+            Ok(Some(info)) => job_answer(Status::OK, &info),
+            Ok(None) => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+            Err(_) => unavailable(),
         },
         Method::Delete => match jobs.cancel(id) {
-            Cancel::Cancelled(info) => job_answer(Status::OK, &info),
-            Cancel::NotQueued(info) => job_answer(Status::CONFLICT, &info),
-            Cancel::NotFound => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+            Ok(Cancel::Cancelled(info)) => job_answer(Status::OK, &info),
+            Ok(Cancel::NotQueued(info)) => job_answer(Status::CONFLICT, &info),
+            Ok(Cancel::NotFound) => text(Status::NOT_FOUND, "no such job (unknown, or evicted)"),
+            Err(_) => unavailable(),
         },
         _ => not_allowed(JOB_METHODS),
     }
@@ -118,9 +120,25 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
+/// A `503` with `Retry-After` saying why.
+fn retry_later(why: &str) -> Action {
+    owned(
+        Status::SERVICE_UNAVAILABLE,
+        TEXT,
+        vec![("Retry-After", RETRY_AFTER_SECS.to_string())],
+        format!("503 Service Unavailable: {why}, retry later\n"),
+    )
+}
+
+/// The registry could not be reached (it lives in another process: see
+/// [`super::Transport`]).
+fn unavailable() -> Action {
+    retry_later("the job registry cannot be reached")
+}
+
 /// The answer to a submission whose input has been read: `202` with the
 /// job's id and `Location`, or `503` with `Retry-After` when the pool's
-/// queue is full.
+/// queue is full or the registry cannot be reached.
 pub fn submitted(jobs: &Jobs, kind: super::JobKind, input: Vec<u8>) -> Action {
     match jobs.submit(kind, input) {
         Ok(id) => {
@@ -131,12 +149,8 @@ pub fn submitted(jobs: &Jobs, kind: super::JobKind, input: Vec<u8>) -> Action {
             );
             owned(Status::ACCEPTED, JSON, vec![("Location", location)], body)
         }
-        Err(_) => owned(
-            Status::SERVICE_UNAVAILABLE,
-            TEXT,
-            vec![("Retry-After", RETRY_AFTER_SECS.to_string())],
-            "503 Service Unavailable: the job queue is full, retry later\n".into(),
-        ),
+        Err(Refused::Full) => retry_later("the job queue is full"),
+        Err(Refused::Unavailable) => unavailable(),
     }
 }
 
@@ -198,10 +212,10 @@ pub fn json_string(out: &mut String, v: &str) {
 }
 
 /// The `"pool"` and `"jobs"` members of the stats document (with a leading
-/// comma, to append inside its top-level object).
+/// comma, to append inside its top-level object): the pool jobs run on and
+/// the registry's counters, all zero while the registry cannot be reached.
 pub fn stats_members(jobs: &Jobs, out: &mut String) {
-    let p = jobs.pool().stats();
-    let j = jobs.stats();
+    let (j, p) = jobs.stats().unwrap_or_default();
     let _ = write!(
         out,
         ",\"pool\":{{\"queued\":{},\"threads_alive\":{},\"threads_busy\":{},\"completed\":{},\

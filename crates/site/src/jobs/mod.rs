@@ -15,18 +15,28 @@
 //! job at once; a panic is unexpected and retried, up to [`MAX_RETRIES`]
 //! times, on the same thread. Finished jobs stay readable up to a count and
 //! an age, oldest evicted first.
+//!
+//! The registry is local (in this process, beside its pool) or remote
+//! ([`Jobs::remote`]): a driver whose connections cannot share one process
+//! (a process per connection) keeps a local registry in a process of its
+//! own and hands every other process a remote one, whose calls travel as
+//! messages over the driver's [`Transport`] and are answered there by
+//! [`Jobs::answer`]. The HTTP side ([`http`]) is the same for both; a
+//! remote registry that cannot be reached is answered 503.
 
 pub mod http;
 pub mod kinds;
+mod wire;
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pool::{Full, Pool};
+use pool::{Full, Pool, PoolStats};
 
 pub use kinds::{JobKind, JobValue};
+pub use wire::Transport;
 
 /// Retries after an unexpected failure (a panic): a job runs at most
 /// `1 + MAX_RETRIES` times.
@@ -61,7 +71,7 @@ impl JobState {
 }
 
 /// A copy of one job's record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     /// Its id.
     pub id: u64,
@@ -122,17 +132,43 @@ pub enum Cancel {
     NotFound,
 }
 
-/// The job registry; cheap to clone.
+/// Why [`Jobs::submit`] kept nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The pool's queue is at its bound.
+    Full,
+    /// The registry could not be reached (see [`Unavailable`]).
+    Unavailable,
+}
+
+/// The registry could not be reached: it lives in another process (a
+/// [`Transport`] leads there) that is gone, restarting or not answering.
+/// A local registry is always reachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// The job registry; cheap to clone. Either local (the registry and the
+/// pool jobs run on are in this process) or remote (every call goes
+/// through a [`Transport`] to a process that holds a local one and answers
+/// with [`Jobs::answer`]); the callers cannot tell which.
 #[derive(Debug, Clone)]
 pub struct Jobs {
-    inner: Arc<Inner>,
+    /// This process's pool: where jobs run if local, and what
+    /// [`Jobs::pool`] lends to directory listings either way.
+    pool: Pool,
+    test_kinds: bool,
+    backend: Backend,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Local(Arc<Local>),
+    Remote(Arc<dyn Transport>),
 }
 
 #[derive(Debug)]
-struct Inner {
-    pool: Pool,
+struct Local {
     retention: Retention,
-    test_kinds: bool,
     registry: Mutex<Registry>,
 }
 
@@ -150,36 +186,115 @@ impl Jobs {
     /// job types (`panic`, `sleep`).
     pub fn new(pool: Pool, retention: Retention, test_kinds: bool) -> Jobs {
         Jobs {
-            inner: Arc::new(Inner {
-                pool,
+            pool,
+            test_kinds,
+            backend: Backend::Local(Arc::new(Local {
                 retention,
-                test_kinds,
                 registry: Mutex::default(),
-            }),
+            })),
         }
     }
 
-    /// The pool jobs run on (the server's blocking pool, which also builds
-    /// directory listings).
+    /// A registry in another process, reached through `transport`, whose
+    /// other end answers with [`Jobs::answer`] on a local one. `pool` is
+    /// this process's, for [`Jobs::pool`] only (directory listings).
+    pub fn remote(pool: Pool, test_kinds: bool, transport: Arc<dyn Transport>) -> Jobs {
+        Jobs {
+            pool,
+            test_kinds,
+            backend: Backend::Remote(transport),
+        }
+    }
+
+    /// This process's pool (the server's blocking pool, which also builds
+    /// directory listings; a local registry's jobs run there).
     pub fn pool(&self) -> &Pool {
-        &self.inner.pool
+        &self.pool
     }
 
     /// Parses a `type=` value (test kinds only if enabled).
     pub fn kind(&self, name: &str) -> Option<JobKind> {
-        JobKind::parse(name, self.inner.test_kinds)
+        JobKind::parse(name, self.test_kinds)
     }
 
+    /// Registers a job and queues it on the pool; its id, or why nothing
+    /// was kept.
+    pub fn submit(&self, kind: JobKind, input: Vec<u8>) -> Result<u64, Refused> {
+        match &self.backend {
+            Backend::Local(local) => local.submit(&self.pool, kind, input),
+            Backend::Remote(t) => wire::submit(&**t, kind, &input),
+        }
+    }
+
+    /// A copy of job `id`'s record (`Ok(None)`: unknown or evicted).
+    pub fn get(&self, id: u64) -> Result<Option<JobInfo>, Unavailable> {
+        match &self.backend {
+            Backend::Local(local) => Ok(local.get(id)),
+            Backend::Remote(t) => wire::get(&**t, id),
+        }
+    }
+
+    /// Cancels job `id` if it is still queued.
+    pub fn cancel(&self, id: u64) -> Result<Cancel, Unavailable> {
+        match &self.backend {
+            Backend::Local(local) => Ok(local.cancel(id)),
+            Backend::Remote(t) => wire::cancel(&**t, id),
+        }
+    }
+
+    /// The jobs' counters and those of the pool they run on, now.
+    pub fn stats(&self) -> Result<(JobStats, PoolStats), Unavailable> {
+        match &self.backend {
+            Backend::Local(local) => Ok((local.stats(), self.pool.stats())),
+            Backend::Remote(t) => wire::stats(&**t),
+        }
+    }
+
+    /// The most recent `n` jobs, newest first (for the console).
+    pub fn recent(&self, n: usize) -> Result<Vec<JobInfo>, Unavailable> {
+        match &self.backend {
+            Backend::Local(local) => Ok(local.recent(n)),
+            Backend::Remote(t) => wire::recent(&**t, n),
+        }
+    }
+
+    /// The serving side of a [`Transport`]: runs one request's bytes on
+    /// this registry and returns the reply's. A request that cannot be
+    /// decoded gets a reply the caller reads as [`Unavailable`].
+    pub fn answer(&self, request: &[u8]) -> Vec<u8> {
+        wire::answer(self, request)
+    }
+
+    /// The highest id given out so far (0 before the first job).
+    pub fn last_id(&self) -> u64 {
+        match &self.backend {
+            Backend::Local(local) => local.lock().next_id,
+            Backend::Remote(_) => 0,
+        }
+    }
+
+    /// Makes the next ids follow `last`: a registry that replaces one that
+    /// ended (its process died) never gives out an id the old one did, so
+    /// that a client polling an old job gets a 404, not another's result.
+    pub fn continue_after(&self, last: u64) {
+        if let Backend::Local(local) = &self.backend {
+            let mut r = local.lock();
+            r.next_id = r.next_id.max(last);
+        }
+    }
+}
+
+impl Local {
     fn lock(&self) -> MutexGuard<'_, Registry> {
-        self.inner
-            .registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a job and queues it on the pool; its id, or [`Full`] when
-    /// the pool's queue is at its bound (then nothing is kept).
-    pub fn submit(&self, kind: JobKind, input: Vec<u8>) -> Result<u64, Full> {
+    fn submit(
+        self: &Arc<Self>,
+        pool: &Pool,
+        kind: JobKind,
+        input: Vec<u8>,
+    ) -> Result<u64, Refused> {
         let id = {
             let mut r = self.lock();
             r.next_id += 1;
@@ -198,22 +313,18 @@ impl Jobs {
             r.stats.queued += 1;
             id
         };
-        let jobs = self.clone();
-        match self
-            .inner
-            .pool
-            .spawn_blocking_as(kind.name(), move || jobs.run(id, kind, &input))
-        {
+        let local = self.clone();
+        match pool.spawn_blocking_as(kind.name(), move || local.run(id, kind, &input)) {
             Ok(_detached) => {
                 self.lock().stats.submitted += 1;
                 Ok(id)
             }
-            Err(full) => {
+            Err(Full) => {
                 let mut r = self.lock();
                 r.jobs.remove(&id);
                 r.stats.queued -= 1;
                 r.stats.rejected += 1;
-                Err(full)
+                Err(Refused::Full)
             }
         }
     }
@@ -281,7 +392,7 @@ impl Jobs {
 
     /// Drops finished jobs beyond the count or age limit, oldest first.
     fn evict(&self, r: &mut Registry, now: Instant) {
-        let Retention { max_count, max_age } = self.inner.retention;
+        let Retention { max_count, max_age } = self.retention;
         while let Some(&(id, at)) = r.finished.front() {
             if r.finished.len() <= max_count && now.saturating_duration_since(at) < max_age {
                 break;
@@ -292,15 +403,13 @@ impl Jobs {
         }
     }
 
-    /// A copy of job `id`'s record (`None`: unknown or evicted).
-    pub fn get(&self, id: u64) -> Option<JobInfo> {
+    fn get(&self, id: u64) -> Option<JobInfo> {
         let mut r = self.lock();
         self.evict(&mut r, Instant::now());
         r.jobs.get(&id).cloned()
     }
 
-    /// Cancels job `id` if it is still queued.
-    pub fn cancel(&self, id: u64) -> Cancel {
+    fn cancel(&self, id: u64) -> Cancel {
         let mut r = self.lock();
         self.evict(&mut r, Instant::now());
         let Some(job) = r.jobs.get(&id) else {
@@ -319,8 +428,7 @@ impl Jobs {
         }
     }
 
-    /// The counters now.
-    pub fn stats(&self) -> JobStats {
+    fn stats(&self) -> JobStats {
         let mut r = self.lock();
         self.evict(&mut r, Instant::now());
         JobStats {
@@ -329,8 +437,7 @@ impl Jobs {
         }
     }
 
-    /// The most recent `n` jobs, newest first (for the console).
-    pub fn recent(&self, n: usize) -> Vec<JobInfo> {
+    fn recent(&self, n: usize) -> Vec<JobInfo> {
         let r = self.lock();
         let mut ids: Vec<u64> = r.jobs.keys().copied().collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));

@@ -27,7 +27,7 @@ fn wait_until(mut cond: impl FnMut() -> bool) {
 fn finished(jobs: &Jobs, id: u64) -> JobInfo {
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let info = jobs.get(id).expect("kept");
+        let info = jobs.get(id).unwrap().expect("kept");
         if !matches!(info.state, JobState::Queued | JobState::Running) || Instant::now() > end {
             return info;
         }
@@ -43,7 +43,7 @@ fn a_job_runs_and_keeps_its_result() {
     assert_eq!(info.state, JobState::Done);
     assert_eq!(info.value, Some(JobValue::Count(3)));
     assert_eq!(info.attempts, 1);
-    let s = jobs.stats();
+    let s = jobs.stats().unwrap().0;
     assert_eq!((s.submitted, s.done, s.queued, s.running), (1, 1, 0, 0));
 }
 
@@ -57,7 +57,7 @@ fn a_panicking_job_is_retried_then_failed_with_the_reason() {
     let err = info.error.unwrap();
     assert!(err.contains("panicked on all 4 attempts"), "{err}");
     assert!(err.contains("on purpose"), "{err}");
-    assert_eq!(jobs.stats().retries, u64::from(MAX_RETRIES));
+    assert_eq!(jobs.stats().unwrap().0.retries, u64::from(MAX_RETRIES));
     // The pool thread survived: the next job runs.
     let ok = jobs.submit(JobKind::Echo, b"still here".to_vec()).unwrap();
     assert_eq!(finished(&jobs, ok).state, JobState::Done);
@@ -69,7 +69,7 @@ fn bad_input_fails_at_once_without_retries() {
     let id = jobs.submit(JobKind::CharCount, vec![0xff]).unwrap();
     let info = finished(&jobs, id);
     assert_eq!((info.state, info.attempts), (JobState::Failed, 1));
-    assert_eq!(jobs.stats().retries, 0);
+    assert_eq!(jobs.stats().unwrap().0.retries, 0);
 }
 
 #[test]
@@ -78,19 +78,22 @@ fn a_queued_job_can_be_cancelled_a_running_one_cannot() {
     // Long enough that the cancels below happen while it runs.
     let sleeper = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let queued = jobs.submit(JobKind::Echo, b"never".to_vec()).unwrap();
-    wait_until(|| jobs.get(sleeper).unwrap().state != JobState::Queued);
-    assert_eq!(jobs.get(sleeper).unwrap().state, JobState::Running);
-    assert!(matches!(jobs.cancel(sleeper), Cancel::NotQueued(_)));
-    match jobs.cancel(queued) {
+    wait_until(|| jobs.get(sleeper).unwrap().unwrap().state != JobState::Queued);
+    assert_eq!(jobs.get(sleeper).unwrap().unwrap().state, JobState::Running);
+    assert!(matches!(
+        jobs.cancel(sleeper).unwrap(),
+        Cancel::NotQueued(_)
+    ));
+    match jobs.cancel(queued).unwrap() {
         Cancel::Cancelled(info) => assert_eq!(info.state, JobState::Cancelled),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(jobs.cancel(12345), Cancel::NotFound));
+    assert!(matches!(jobs.cancel(12345).unwrap(), Cancel::NotFound));
     assert_eq!(finished(&jobs, sleeper).state, JobState::Done);
     // The cancelled one never ran.
-    let info = jobs.get(queued).unwrap();
+    let info = jobs.get(queued).unwrap().unwrap();
     assert_eq!((info.state, info.attempts), (JobState::Cancelled, 0));
-    assert_eq!(jobs.stats().cancelled, 1);
+    assert_eq!(jobs.stats().unwrap().0.cancelled, 1);
 }
 
 #[test]
@@ -99,10 +102,16 @@ fn a_full_queue_refuses_and_keeps_nothing() {
     // Long enough to still be running at the third submission.
     let a = jobs.submit(JobKind::TestSleep, b"1000".to_vec()).unwrap();
     let b = jobs.submit(JobKind::Echo, b"queued".to_vec()).unwrap();
-    assert_eq!(jobs.submit(JobKind::Echo, b"no room".to_vec()), Err(Full));
-    let s = jobs.stats();
+    assert_eq!(
+        jobs.submit(JobKind::Echo, b"no room".to_vec()),
+        Err(Refused::Full)
+    );
+    let s = jobs.stats().unwrap().0;
     assert_eq!((s.submitted, s.rejected), (2, 1));
-    assert!(jobs.get(b + 1).is_none(), "a refused job leaves no record");
+    assert!(
+        jobs.get(b + 1).unwrap().is_none(),
+        "a refused job leaves no record"
+    );
     assert_eq!(finished(&jobs, a).state, JobState::Done);
     assert_eq!(finished(&jobs, b).state, JobState::Done);
 }
@@ -123,12 +132,15 @@ fn retention_by_count_evicts_oldest_first() {
             .submit(JobKind::Echo, format!("{i}").into_bytes())
             .unwrap();
         // One at a time: finishing order is submission order.
-        wait_until(|| jobs.stats().done > i);
+        wait_until(|| jobs.stats().unwrap().0.done > i);
         ids.push(id);
     }
-    let kept: Vec<bool> = ids.iter().map(|id| jobs.get(*id).is_some()).collect();
+    let kept: Vec<bool> = ids
+        .iter()
+        .map(|id| jobs.get(*id).unwrap().is_some())
+        .collect();
     assert_eq!(kept, [false, false, true, true, true]);
-    let s = jobs.stats();
+    let s = jobs.stats().unwrap().0;
     assert_eq!((s.retained, s.evicted), (3, 2));
 }
 
@@ -145,11 +157,11 @@ fn retention_by_age_evicts_old_jobs() {
     let id = jobs.submit(JobKind::Echo, b"x".to_vec()).unwrap();
     // Wait on the counter, not the record: a late look would find the record
     // already evicted.
-    wait_until(|| jobs.stats().done >= 1);
-    assert_eq!(jobs.stats().done, 1);
+    wait_until(|| jobs.stats().unwrap().0.done >= 1);
+    assert_eq!(jobs.stats().unwrap().0.done, 1);
     std::thread::sleep(Duration::from_millis(80));
-    assert!(jobs.get(id).is_none(), "older than max_age");
-    assert_eq!(jobs.stats().evicted, 1);
+    assert!(jobs.get(id).unwrap().is_none(), "older than max_age");
+    assert_eq!(jobs.stats().unwrap().0.evicted, 1);
 }
 
 #[test]
