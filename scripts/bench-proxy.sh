@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# The reverse proxy against nginx, HAProxy, H2O and lighttpd: proxied
+# keep-alive requests, server CPU per request, as ratios with their 95 %
+# confidence intervals; and a 1 GiB answer to a slow client, the proxy's
+# memory meanwhile.
+#
+# Layout (2 cores): every proxy runs on CPU 0 in a cgroup of its own
+# (scripts/lib/cpu-cap.sh) capped at --cap % of that core, so that it is
+# the bottleneck and its CPU per request is a request's cost at full load;
+# the upstream (nginx, one worker, `return 200 "Hello, World!"`) and wrk
+# (-t1, --conns connections, default 256) share CPU 1. Each proxy keeps
+# idle upstream connections: nginx `keepalive 32` with
+# `proxy_http_version 1.1`, HAProxy 2.6 `http-reuse always`, H2O
+# `proxy.reverse.url` (it pools by default), lighttpd `mod_proxy`, httplite
+# `--proxy-keepalive 32`. One worker each.
+#
+# Method: after a warm-up of every proxy, --slices rounds of one --slice
+# (default 1 s) of load on each proxy in turn (A, B, C, ..., then again);
+# a slice's figure is the cgroup's CPU time over the requests wrk
+# completed. Ratios are formed slice by slice against the best peer's
+# neighbouring slice and bootstrapped (scripts/lib/ratio_ci.py); the host's
+# slow spells then land on both sides of a ratio.
+#
+# httplite runs on every design that serves --proxy (stackful, threads,
+# threadpool, fork); the others refuse the flag and are reported so.
+#
+# Usage: scripts/bench-proxy.sh [--slices N] [--slice S] [--cap PCT]
+#                               [--conns N] [--quick] [--no-memory]
+#   --quick      5 slices, no memory run
+# Output: target/bench-proxy/slices.csv, report.txt (also printed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SLICES=15 SLICE=1 CAP=50 CONNS=256 MEMORY=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --slices) SLICES=$2; shift 2 ;;
+        --slice) SLICE=$2; shift 2 ;;
+        --cap) CAP=$2; shift 2 ;;
+        --conns) CONNS=$2; shift 2 ;;
+        --quick) SLICES=5; MEMORY=0; shift ;;
+        --no-memory) MEMORY=0; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[[ "$SLICES" =~ ^[0-9]+$ ]] && [ "$SLICES" -ge 2 ] && [ "$SLICES" -le 100 ] ||
+    { echo "--slices must be 2..100" >&2; exit 2; }
+[[ "$SLICE" =~ ^[0-9]+$ ]] && [ "$SLICE" -ge 1 ] && [ "$SLICE" -le 30 ] ||
+    { echo "--slice: whole seconds, 1..30" >&2; exit 2; }
+[[ "$CAP" =~ ^[0-9]+$ ]] && [ "$CAP" -ge 10 ] && [ "$CAP" -le 100 ] ||
+    { echo "--cap: 10..100" >&2; exit 2; }
+[[ "$CONNS" =~ ^[0-9]+$ ]] && [ "$CONNS" -ge 1 ] && [ "$CONNS" -le 4096 ] ||
+    { echo "--conns: 1..4096" >&2; exit 2; }
+
+export PATH="$PATH:/usr/sbin:/sbin"
+log() { echo "bench-proxy: $*" >&2; }
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+need() { # command package
+    command -v "$1" >/dev/null && return 0
+    log "installing $2"
+    $SUDO apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$2" >/dev/null 2>&1 || true
+    command -v "$1" >/dev/null || { echo "cannot install $2 (for $1)" >&2; exit 1; }
+}
+need wrk wrk
+need curl curl
+need python3 python3
+need nginx nginx-light
+need haproxy haproxy
+need h2o h2o
+need lighttpd lighttpd
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+source scripts/lib/proc-cpu.sh
+source scripts/lib/servers.sh
+source scripts/lib/cpu-cap.sh
+TMP=$(mktemp -d)
+OUT=target/bench-proxy
+mkdir -p "$OUT"
+cleanup() { stop_running; cap_remove_all; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+log "building httplite (release)"
+cargo build --release -q -p httplite
+BIN=$PWD/target/release/httplite
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { # PORT: until it answers (10 s)
+    for _ in $(seq 1 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# The upstream: nginx, one worker, on CPU 1.
+UP=$(port)
+mkdir -p "$TMP/upstream"
+scripts/lib/nginx-conf.sh "$TMP/upstream" "$UP" > "$TMP/upstream/nginx.conf"
+taskset -c 1 nginx -p "$TMP/upstream" -c "$TMP/upstream/nginx.conf" > "$TMP/upstream/log" 2>&1 &
+RUNNING+=($!)
+wait_port "$UP" || { echo "the upstream nginx did not start: $(cat "$TMP/upstream/log")" >&2; exit 1; }
+
+declare -A PORT CMD
+PROXIES=()
+add() { PROXIES+=("$1"); PORT[$1]=$(port); }
+for rt in stackful threads threadpool fork; do add "httplite-$rt"; done
+add nginx; add haproxy; add h2o; add lighttpd
+
+for rt in stackful threads threadpool fork; do
+    # One worker, as every peer (fork has none: it refuses the flag).
+    workers="--workers 1"; [ "$rt" = fork ] && workers=""
+    CMD[httplite-$rt]="$BIN --runtime $rt $workers --bind 127.0.0.1:${PORT[httplite-$rt]} --quiet \
+        --proxy /=http://127.0.0.1:$UP --proxy-keepalive 32"
+done
+mkdir -p "$TMP/nginx"
+cat > "$TMP/nginx/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 20000; }
+worker_rlimit_nofile 20000;
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 600s;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    upstream app { server 127.0.0.1:$UP; keepalive 32; }
+    server {
+        listen 127.0.0.1:${PORT[nginx]};
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+CONF
+CMD[nginx]="nginx -p $TMP/nginx -c $TMP/nginx/nginx.conf"
+mkdir -p "$TMP/haproxy"
+cat > "$TMP/haproxy/haproxy.cfg" <<CONF
+global
+    nbthread 1
+    maxconn 20000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 600s
+    timeout server 600s
+    http-reuse always
+frontend f
+    bind 127.0.0.1:${PORT[haproxy]}
+    default_backend b
+backend b
+    server app 127.0.0.1:$UP
+CONF
+CMD[haproxy]="haproxy -db -f $TMP/haproxy/haproxy.cfg"
+mkdir -p "$TMP/h2o"
+cat > "$TMP/h2o/h2o.conf" <<CONF
+num-threads: 1
+error-log: $TMP/h2o/error.log
+hosts:
+  default:
+    listen:
+      host: 127.0.0.1
+      port: ${PORT[h2o]}
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:$UP/
+CONF
+CMD[h2o]="h2o -c $TMP/h2o/h2o.conf"
+mkdir -p "$TMP/lighttpd"
+cat > "$TMP/lighttpd/lighttpd.conf" <<CONF
+server.modules = ( "mod_proxy" )
+server.document-root = "$TMP/lighttpd"
+server.port = ${PORT[lighttpd]}
+server.bind = "127.0.0.1"
+server.pid-file = "$TMP/lighttpd/lighttpd.pid"
+server.errorlog = "$TMP/lighttpd/error.log"
+server.max-fds = 20000
+server.max-connections = 10000
+server.max-keep-alive-requests = 100000000
+server.max-keep-alive-idle = 600
+proxy.server = ( "" => ( ( "host" => "127.0.0.1", "port" => $UP ) ) )
+proxy.header = ( "connect-timeout" => 5 )
+CONF
+CMD[lighttpd]="lighttpd -D -f $TMP/lighttpd/lighttpd.conf"
+
+log "starting ${#PROXIES[@]} proxies on CPU 0, each capped at $CAP %"
+STARTED=()
+for p in "${PROXIES[@]}"; do
+    cap_create "bp-$p"
+    cap_set "bp-$p" "$CAP"
+    # shellcheck disable=SC2086
+    cap_spawn "bp-$p" taskset -c 0 ${CMD[$p]} > "$TMP/$p.log" 2>&1
+    RUNNING+=($!)
+    if wait_port "${PORT[$p]}" && [ "$(curl -s "http://127.0.0.1:${PORT[$p]}/")" = "Hello, World!" ]; then
+        STARTED+=("$p")
+    else
+        log "$p: n/a (did not answer through the proxy: $(tail -c 300 "$TMP/$p.log"))"
+    fi
+done
+
+# One slice of load on proxy $1; prints "requests cpu_ns throttled_periods".
+slice() {
+    local p=$1 before after t0 t1 out req
+    before=$(cap_usage_ns "bp-$p"); t0=$(cap_throttled "bp-$p")
+    out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${SLICE}s" "http://127.0.0.1:${PORT[$p]}/" 2>&1)
+    after=$(cap_usage_ns "bp-$p"); t1=$(cap_throttled "bp-$p")
+    req=$(echo "$out" | awk '/requests in/ { print $1 }')
+    echo "${req:-0} $((after - before)) $((t1 - t0))"
+}
+
+log "warm-up"
+for p in "${STARTED[@]}"; do slice "$p" > /dev/null; done
+echo "slice,server,cpu_us_per_request" > "$OUT/slices.csv"
+echo "slice,server,requests,cpu_ns,throttled" > "$OUT/raw.csv"
+for k in $(seq 1 "$SLICES"); do
+    for p in "${STARTED[@]}"; do
+        read -r req ns thr < <(slice "$p")
+        echo "$k,$p,$req,$ns,$thr" >> "$OUT/raw.csv"
+        [ "$req" -gt 0 ] && python3 -c "print(f'$k,$p,{$ns / 1000 / $req:.4f}')" >> "$OUT/slices.csv"
+    done
+    log "slice $k/$SLICES done"
+done
+
+{
+    echo "# Proxied keep-alive GET, $CONNS connections, proxy capped at $CAP % of CPU 0"
+    echo "# $(date -u +%Y-%m-%d) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+    echo "# $SLICES slices of ${SLICE}s per proxy; median server CPU µs/request and requests/s"
+    python3 - "$OUT/raw.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows:
+    req, ns = int(r["requests"]), int(r["cpu_ns"])
+    if req > 0:
+        by.setdefault(r["server"], []).append((ns / 1000 / req, req, int(r["throttled"])))
+for s, v in by.items():
+    cpu = statistics.median(x[0] for x in v)
+    rps = statistics.median(x[1] for x in v)
+    print(f"{s:22} {cpu:8.2f} µs/request {rps:10.0f} requests/slice  throttled periods/slice {statistics.median(x[2] for x in v):.0f}")
+PY
+    best=$(python3 - "$OUT/raw.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows:
+    if int(r["requests"]) > 0 and not r["server"].startswith("httplite"):
+        by.setdefault(r["server"], []).append(int(r["cpu_ns"]) / int(r["requests"]))
+print(min(by, key=lambda s: statistics.median(by[s])) if by else "")
+PY
+)
+    if [ -n "$best" ]; then
+        echo "# ratios to the best peer ($best), median per-slice ratio [95 % CI]:"
+        for p in "${STARTED[@]}"; do
+            case "$p" in httplite-*) python3 scripts/lib/ratio_ci.py "$p" "$best" < "$OUT/slices.csv" ;; esac
+        done
+    fi
+    echo "# stackless, uring: n/a (--proxy is refused on these designs so far)"
+} | tee "$OUT/report.txt"
+
+[ "$MEMORY" = 1 ] || exit 0
+# A 1 GiB answer read at 10 MB/s: the proxy's RSS over the transfer. The
+# upstream is a second nginx serving a 1 GiB sparse file.
+log "memory: a 1 GiB answer to a client reading at 10 MB/s (about 110 s per proxy)"
+mkdir -p "$TMP/files" "$TMP/files-nginx"
+truncate -s 1G "$TMP/files/big.bin"
+FP=$(port)
+scripts/lib/nginx-conf.sh "$TMP/files-nginx" "$FP" "$TMP/files" "sendfile on;" > "$TMP/files-nginx/nginx.conf"
+taskset -c 1 nginx -p "$TMP/files-nginx" -c "$TMP/files-nginx/nginx.conf" > "$TMP/files-nginx/log" 2>&1 &
+RUNNING+=($!)
+wait_port "$FP" || true
+rss_kb() { local t=0 p; for p in $(proc_tree "$1"); do t=$((t + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo "$t"; }
+for rt in threads stackful; do
+    P=$(port)
+    "$BIN" --runtime "$rt" --bind "127.0.0.1:$P" --quiet --proxy "/=http://127.0.0.1:$FP" > "$TMP/mem-$rt.log" 2>&1 &
+    pid=$!; RUNNING+=($pid)
+    wait_port "$P" || true
+    before=$(rss_kb "$pid"); peak=$before
+    curl -s --limit-rate 10M -o /dev/null "http://127.0.0.1:$P/big.bin" & c=$!
+    while kill -0 "$c" 2>/dev/null; do
+        now=$(rss_kb "$pid"); [ "$now" -gt "$peak" ] && peak=$now
+        sleep 1
+    done
+    echo "httplite-$rt: 1 GiB at 10 MB/s: RSS $before kB before, $peak kB at most (+$((peak - before)) kB)" | tee -a "$OUT/report.txt"
+done
