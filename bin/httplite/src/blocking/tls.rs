@@ -28,6 +28,21 @@ const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// itself, before TLS: the balancer sends it in the clear).
 pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I) {
     let on = surface(ctx, &io);
+    if ctx.tls.on(on).is_some() {
+        return serve_tls(ctx, io, on);
+    }
+    if let Ok((io, client)) = proxy_header(ctx, io, on) {
+        conn::serve(ctx, io, client, on);
+    }
+}
+
+/// [`serve`] over TLS, out of line: the session (rustls's state, a few
+/// KiB) then sits in this frame only, not in a plain connection's. A
+/// stackful coroutine's frames below it would otherwise start that much
+/// deeper, and every idle plain connection would keep one more stack page
+/// touched.
+#[inline(never)]
+fn serve_tls<I: BlockingIo>(ctx: &Ctx, io: I, on: Surface) {
     match start(ctx, io, on) {
         Ok((Started::Plain(io), client)) => conn::serve(ctx, io, client, on),
         Ok((Started::Tls(io), client)) => conn::serve(ctx, io, client, on),
@@ -64,30 +79,38 @@ pub fn expects_proxy_header<I: BlockingIo>(ctx: &Ctx, io: &I, on: Surface) -> bo
     on == Surface::Public && ctx.config.proxy.expects_header(io.fd())
 }
 
+/// The PROXY header, if `io`'s listener takes one (blocking, within the
+/// header timeout): the socket and the client it named; on a refusal
+/// (counted), the socket back, to be closed.
+fn proxy_header<I: BlockingIo>(
+    ctx: &Ctx,
+    mut io: I,
+    on: Surface,
+) -> Result<(I, Option<SocketAddr>), I> {
+    if !expects_proxy_header(ctx, &io, on) {
+        return Ok((io, None));
+    }
+    // One deadline for the whole header, however many reads.
+    let deadline = Deadline::Since(io.now(), ctx.config.header_timeout);
+    match crate::proxy::read_blocking(&ctx.config.proxy, &mut io, deadline) {
+        Ok(client) => Ok((io, client)),
+        Err(refused) => {
+            refused.count(&ctx.stats);
+            Err(io)
+        }
+    }
+}
+
 /// What comes before the connection loop: the PROXY header, if its
 /// listener takes one (blocking, within the header timeout), and the TLS
 /// session, if it has one. The client the header named, if any; on a
 /// refusal or a failure (counted), the socket back, to be closed.
 pub fn start<I: BlockingIo>(
     ctx: &Ctx,
-    mut io: I,
+    io: I,
     on: Surface,
 ) -> Result<(Started<I>, Option<SocketAddr>), I> {
-    let proxy = &ctx.config.proxy;
-    let client = match expects_proxy_header(ctx, &io, on) {
-        false => None,
-        true => {
-            // One deadline for the whole header, however many reads.
-            let deadline = Deadline::Since(io.now(), ctx.config.header_timeout);
-            match crate::proxy::read_blocking(proxy, &mut io, deadline) {
-                Ok(client) => client,
-                Err(refused) => {
-                    refused.count(&ctx.stats);
-                    return Err(io);
-                }
-            }
-        }
-    };
+    let (io, client) = proxy_header(ctx, io, on)?;
     let started = match ctx.tls.on(on) {
         None => Started::Plain(io),
         Some(tls) => match Session::new(tls) {
