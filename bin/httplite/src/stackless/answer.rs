@@ -69,6 +69,10 @@ pub(crate) struct Parts<'a> {
     pub pool: &'a ActivePool,
     pub app: &'a App,
     pub stats: &'a WorkerStats,
+    /// Whether the worker is shutting down.
+    pub shutting_down: bool,
+    /// The connection's socket.
+    pub fd: RawFd,
 }
 
 impl Parts<'_> {
@@ -96,12 +100,6 @@ pub(crate) trait Waits {
     /// Sends what is buffered and closes (lingering if the client may
     /// still be sending); why the connection ended.
     fn close(&mut self) -> impl Future<Output = Stop>;
-    /// The worker's counters.
-    fn stats(&self) -> &WorkerStats;
-    /// Whether the worker is shutting down.
-    fn shutting_down(&self) -> bool;
-    /// The connection's socket.
-    fn fd(&self) -> RawFd;
     /// Reads more bytes of the request in hand into `rbuf` (a partial head
     /// under the header timeout, a body under the idle one).
     fn fill(&mut self) -> impl Future<Output = Res>;
@@ -114,7 +112,7 @@ pub(crate) trait Waits {
     /// Sends `len` bytes of `file` from `offset`.
     fn send_file(&mut self, file: &File, offset: u64, len: u64) -> impl Future<Output = Res>;
     /// Sleeps `d` on the driver's timers.
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()>;
+    fn sleep(d: Duration) -> impl Future<Output = ()>;
     /// An event stream's wait between two events: `d`, or less if the
     /// client sends anything or closes, or shutdown begins (`true`: the
     /// stream is to end).
@@ -182,12 +180,9 @@ pub(crate) async fn answer<C: Waits>(conn: &mut C) -> Option<Stop> {
             return Some(stop);
         }
         let parts = conn.parts();
-        if parts
-            .active
-            .as_ref()
-            .is_none_or(|a| a.is_between_requests())
-        {
-            if conn.shutting_down() {
+        let idle = parts.active.as_ref();
+        if idle.is_none_or(|a| a.is_between_requests()) {
+            if parts.shutting_down {
                 return Some(Stop::Shutdown);
             }
             conn.go_idle();
@@ -229,15 +224,15 @@ pub(crate) async fn handle_slow<C: Waits>(conn: &mut C, slow: Slow) -> Res<bool>
                 // Earlier pipelined answers should not wait for this one.
                 conn.flush().await?;
                 {
-                    let _asleep = conn.stats().sleeping(); // the `sleeping` gauge
-                    conn.sleep(d).await;
+                    let _asleep = conn.parts().stats.sleeping(); // the `sleeping` gauge
+                    C::sleep(d).await;
                 }
-                let shutting_down = conn.shutting_down();
+                let shutting_down = conn.parts().shutting_down;
                 Event::Slept { shutting_down }
             }
             Step::Tick(d) => {
                 if !std::mem::replace(&mut streaming, true) {
-                    driver::cap_event_stream_buffer(conn.fd());
+                    driver::cap_event_stream_buffer(conn.parts().fd);
                 }
                 conn.flush().await?; // the event, under the write timeout
                 let ended = conn.tick(d).await?;

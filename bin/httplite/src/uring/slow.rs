@@ -6,14 +6,13 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::AsFd;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use http1::Request;
 use site::respond::{Handled, Outcome, Slow};
-use site::stats::WorkerStats;
 
 use super::conn::{Conn, Res, Stop, log};
 use super::io as uio;
@@ -23,35 +22,57 @@ use crate::stackless::answer::{Parts, Waits};
 /// `--sendfile-max`.
 const COPY_CHUNK: usize = 256 * 1024;
 
-impl Conn {
-    /// Waits out one interval of an event stream: `Ok(true)` if the stream
-    /// is to end now (the client sent something or closed, or the server
-    /// is draining), `Ok(false)` when the interval has passed. The armed
-    /// multishot recv is what tells that the client spoke; whatever it
-    /// sent is dropped with the stream (an event stream reads nothing).
-    async fn tick(&mut self, d: Duration) -> Res<bool> {
-        let Conn { stream, ctx, .. } = self;
-        let mut sleep = pin!(proactor::time::sleep(d));
-        // `None`: draining (the worker wakes every task when it starts).
-        let woke = std::future::poll_fn(|cx| {
-            if ctx.shutdown.get() {
-                return Poll::Ready(None);
-            }
-            if let Poll::Ready(r) = stream.poll_recv(cx) {
-                return Poll::Ready(Some(Some(r)));
-            }
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Some(None));
-            }
-            Poll::Pending
-        })
-        .await;
-        match woke {
-            None => Ok(true),
-            Some(None) => Ok(false),
-            Some(Some(Ok(_))) => Ok(true),
-            Some(Some(Err(e))) => Err(Stop::Io(e)),
+/// How the completion driver waits, for the loops the two stackless
+/// drivers share.
+impl Waits for Conn {
+    #[inline]
+    fn parts(&mut self) -> Parts<'_> {
+        let Conn {
+            active,
+            ctx,
+            stream,
+            ..
+        } = self;
+        Parts {
+            active,
+            pool: &ctx.pool,
+            app: &ctx.app,
+            stats: &ctx.stats,
+            shutting_down: ctx.shutdown.get(),
+            fd: stream.as_raw_fd(),
         }
+    }
+
+    #[inline]
+    fn start_request(&mut self) {
+        self.request_started = self.head_started.take().unwrap_or_else(Instant::now);
+    }
+
+    #[inline]
+    fn handle(&mut self, req: Request) -> Handled<Slow> {
+        Conn::handle(self, req)
+    }
+
+    fn go_idle(&mut self) {
+        self.release_active();
+    }
+
+    /// Boxed: closing's states (the TLS alert, the linger) must not make
+    /// every connection's per-request future larger.
+    fn close(&mut self) -> impl Future<Output = Stop> {
+        Box::pin(Conn::close(self))
+    }
+
+    fn fill(&mut self) -> impl Future<Output = Res> {
+        Conn::fill(self)
+    }
+
+    fn flush(&mut self) -> impl Future<Output = Res> {
+        Conn::flush(self)
+    }
+
+    fn flush_more(&mut self) -> impl Future<Output = Res> {
+        self.write_out(libc::MSG_MORE)
     }
 
     /// Sends `len` bytes of `file` from `offset`: `sendfile(2)` on the
@@ -105,76 +126,39 @@ impl Conn {
         }
         Ok(())
     }
-}
 
-/// How the completion driver waits, for the loops the two stackless
-/// drivers share.
-impl Waits for Conn {
-    #[inline]
-    fn parts(&mut self) -> Parts<'_> {
-        let Conn { active, ctx, .. } = self;
-        Parts {
-            active,
-            pool: &ctx.pool,
-            app: &ctx.app,
-            stats: &ctx.stats,
-        }
-    }
-
-    #[inline]
-    fn start_request(&mut self) {
-        self.request_started = self.head_started.take().unwrap_or_else(Instant::now);
-    }
-
-    #[inline]
-    fn handle(&mut self, req: Request) -> Handled<Slow> {
-        Conn::handle(self, req)
-    }
-
-    fn go_idle(&mut self) {
-        self.release_active();
-    }
-
-    /// Boxed: closing's states (the TLS alert, the linger) must not make
-    /// every connection's per-request future larger.
-    fn close(&mut self) -> impl Future<Output = Stop> {
-        Box::pin(Conn::close(self))
-    }
-
-    fn stats(&self) -> &WorkerStats {
-        &self.ctx.stats
-    }
-
-    fn shutting_down(&self) -> bool {
-        self.ctx.shutdown.get()
-    }
-
-    fn fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
-    }
-
-    fn fill(&mut self) -> impl Future<Output = Res> {
-        Conn::fill(self)
-    }
-
-    fn flush(&mut self) -> impl Future<Output = Res> {
-        Conn::flush(self)
-    }
-
-    fn flush_more(&mut self) -> impl Future<Output = Res> {
-        self.write_out(libc::MSG_MORE)
-    }
-
-    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> impl Future<Output = Res> {
-        Conn::send_file(self, file, offset, len)
-    }
-
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+    fn sleep(d: Duration) -> impl Future<Output = ()> {
         proactor::time::sleep(d)
     }
 
-    fn tick(&mut self, d: Duration) -> impl Future<Output = Res<bool>> {
-        Conn::tick(self, d)
+    /// Waits out one interval of an event stream: `Ok(true)` if the stream
+    /// is to end now (the client sent something or closed, or the server
+    /// is draining), `Ok(false)` when the interval has passed. The armed
+    /// multishot recv is what tells that the client spoke; whatever it
+    /// sent is dropped with the stream (an event stream reads nothing).
+    async fn tick(&mut self, d: Duration) -> Res<bool> {
+        let Conn { stream, ctx, .. } = self;
+        let mut sleep = pin!(proactor::time::sleep(d));
+        // `None`: draining (the worker wakes every task when it starts).
+        let woke = std::future::poll_fn(|cx| {
+            if ctx.shutdown.get() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(r) = stream.poll_recv(cx) {
+                return Poll::Ready(Some(Some(r)));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(None));
+            }
+            Poll::Pending
+        })
+        .await;
+        match woke {
+            None => Ok(true),
+            Some(None) => Ok(false),
+            Some(Some(Ok(_))) => Ok(true),
+            Some(Some(Err(e))) => Err(Stop::Io(e)),
+        }
     }
 
     fn log(&self, req: &Request, outcome: Outcome) {

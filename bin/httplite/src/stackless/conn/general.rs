@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::AsFd;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use super::super::transport::Transport;
 use super::timer::with_deadline;
 use super::{Conn, LINGER, Res, Resume, Stop, log};
 use site::respond::{Handled, Outcome, Slow};
-use site::stats::{TimeoutKind, WorkerStats};
+use site::stats::TimeoutKind;
 
 use crate::driver;
 
@@ -227,6 +227,98 @@ impl<S: Transport> Conn<S> {
             }
         }
     }
+}
+
+/// How the readiness driver waits, for the loops the two stackless drivers
+/// share (see `super::super::answer`).
+impl<S: Transport> Waits for Conn<S> {
+    #[inline]
+    fn parts(&mut self) -> Parts<'_> {
+        let Conn {
+            active,
+            ctx,
+            stream,
+            ..
+        } = self;
+        Parts {
+            active,
+            pool: &ctx.pool,
+            app: &ctx.app,
+            stats: &ctx.stats,
+            shutting_down: ctx.shutdown.is_set(),
+            fd: stream.as_raw_fd(),
+        }
+    }
+
+    #[inline]
+    fn start_request(&mut self) {
+        self.request_started = (self.head_started.take()).unwrap_or_else(|| self.ctx.reactor.now());
+    }
+
+    #[inline]
+    fn handle(&mut self, req: Request) -> Handled<Slow> {
+        Conn::handle(self, req)
+    }
+
+    /// The fast path takes over, and reads at once if the next request is
+    /// already there (readiness still set).
+    fn go_idle(&mut self) {
+        Conn::go_idle(self);
+    }
+
+    fn close(&mut self) -> impl Future<Output = Stop> {
+        Conn::close(self)
+    }
+
+    fn fill(&mut self) -> impl Future<Output = Res> {
+        Conn::fill(self)
+    }
+
+    fn flush(&mut self) -> impl Future<Output = Res> {
+        Conn::flush(self)
+    }
+
+    fn flush_more(&mut self) -> impl Future<Output = Res> {
+        self.write_out(true)
+    }
+
+    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
+    /// `--sendfile-max`, copied through the worker's buffer beyond it.
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let copy = len > self.ctx.config.sendfile_max;
+        let mut off = offset;
+        let end = offset + len;
+        self.before_write();
+        while off < end {
+            let Conn {
+                stream, timer, ctx, ..
+            } = self;
+            let deadline = || {
+                let at = ctx.reactor.now() + ctx.config.write_timeout;
+                (at, TimeoutKind::Write)
+            };
+            let chunk = (end - off).min(1 << 20) as usize;
+            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
+                if copy {
+                    driver::with_copy_buffer(|buf| {
+                        stream.poll_send_file_copied(cx, file.as_fd(), &mut off, chunk, buf)
+                    })
+                } else {
+                    stream.poll_sendfile(cx, file.as_fd(), &mut off, chunk)
+                }
+            })
+            .await?;
+            if n == 0 {
+                // The file shrank under us: the length is a lie now.
+                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> {
+        executor::sleep(d)
+    }
 
     /// An event stream's wait between two events: `d`, or less if the
     /// client sends anything or closes (it left: true) or shutdown begins
@@ -265,111 +357,6 @@ impl<S: Transport> Conn<S> {
                 },
             }
         }
-    }
-
-    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
-    /// `--sendfile-max`, copied through the worker's buffer beyond it.
-    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
-        let copy = len > self.ctx.config.sendfile_max;
-        let mut off = offset;
-        let end = offset + len;
-        self.before_write();
-        while off < end {
-            let Conn {
-                stream, timer, ctx, ..
-            } = self;
-            let deadline = || {
-                let at = ctx.reactor.now() + ctx.config.write_timeout;
-                (at, TimeoutKind::Write)
-            };
-            let chunk = (end - off).min(1 << 20) as usize;
-            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
-                if copy {
-                    driver::with_copy_buffer(|buf| {
-                        stream.poll_send_file_copied(cx, file.as_fd(), &mut off, chunk, buf)
-                    })
-                } else {
-                    stream.poll_sendfile(cx, file.as_fd(), &mut off, chunk)
-                }
-            })
-            .await?;
-            if n == 0 {
-                // The file shrank under us: the length is a lie now.
-                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// How the readiness driver waits, for the loops the two stackless drivers
-/// share (see `super::super::answer`).
-impl<S: Transport> Waits for Conn<S> {
-    #[inline]
-    fn parts(&mut self) -> Parts<'_> {
-        let Conn { active, ctx, .. } = self;
-        Parts {
-            active,
-            pool: &ctx.pool,
-            app: &ctx.app,
-            stats: &ctx.stats,
-        }
-    }
-
-    #[inline]
-    fn start_request(&mut self) {
-        self.request_started = (self.head_started.take()).unwrap_or_else(|| self.ctx.reactor.now());
-    }
-
-    #[inline]
-    fn handle(&mut self, req: Request) -> Handled<Slow> {
-        Conn::handle(self, req)
-    }
-
-    /// The fast path takes over, and reads at once if the next request is
-    /// already there (readiness still set).
-    fn go_idle(&mut self) {
-        Conn::go_idle(self);
-    }
-
-    fn close(&mut self) -> impl Future<Output = Stop> {
-        Conn::close(self)
-    }
-
-    fn stats(&self) -> &WorkerStats {
-        &self.ctx.stats
-    }
-
-    fn shutting_down(&self) -> bool {
-        self.ctx.shutdown.is_set()
-    }
-
-    fn fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
-    }
-
-    fn fill(&mut self) -> impl Future<Output = Res> {
-        Conn::fill(self)
-    }
-
-    fn flush(&mut self) -> impl Future<Output = Res> {
-        Conn::flush(self)
-    }
-
-    fn flush_more(&mut self) -> impl Future<Output = Res> {
-        self.write_out(true)
-    }
-
-    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> impl Future<Output = Res> {
-        Conn::send_file(self, file, offset, len)
-    }
-
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
-        executor::sleep(d)
-    }
-
-    fn tick(&mut self, d: Duration) -> impl Future<Output = Res<bool>> {
-        Conn::tick(self, d)
     }
 
     fn log(&self, req: &Request, outcome: Outcome) {
