@@ -11,9 +11,9 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use dispatch::{Batch, WorkerPort};
@@ -49,8 +49,36 @@ pub(crate) trait Worker: 'static {
     fn all_closed(&self) -> &RefCell<Option<Waker>>;
 }
 
-/// Runs a worker from its first batch to the end of its drain.
-pub(crate) async fn accept_loop<W: Worker>(port: &mut WorkerPort, ctx: Rc<W>) -> io::Result<()> {
+/// Runs a worker from its first batch to the end of its drain: the root
+/// future of the worker's executor, polled out of line (see [`OutOfLine`]).
+pub(crate) fn accept_loop<W: Worker>(
+    port: &mut WorkerPort,
+    ctx: Rc<W>,
+) -> impl Future<Output = io::Result<()>> {
+    OutOfLine(batches(port, ctx))
+}
+
+/// A future whose `poll` is never inlined into its caller. The executor's
+/// loop (`block_on`) is compiled together with its root future, and with
+/// this loop's states inlined into it LLVM kept more values live across
+/// the whole run loop, which every request's turn then paid for (a few
+/// instructions each, counted by `scripts/instructions-per-request.sh`).
+/// The root future is polled only when a batch of connections arrives.
+struct OutOfLine<F>(F);
+
+impl<F: Future> Future for OutOfLine<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: a projection to the only field, which is never moved out
+        // of the pinned wrapper.
+        unsafe { self.map_unchecked_mut(|s| &mut s.0) }.poll(cx)
+    }
+}
+
+/// [`accept_loop`]'s states.
+async fn batches<W: Worker>(port: &mut WorkerPort, ctx: Rc<W>) -> io::Result<()> {
     if ctx.access_log().is_some() {
         // Buffered lines reach the file at least once a second.
         let c = ctx.clone();

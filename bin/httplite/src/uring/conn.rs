@@ -206,9 +206,12 @@ impl Conn {
             };
             // Boxed: the answering states (sends, their timeouts, the
             // decoder loop) live only while a request is in hand, and must
-            // not make every idle connection's future larger.
-            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> =
-                Box::pin(self.answer(taken));
+            // not make every idle connection's future larger. Taking the
+            // bytes fails only on a TLS session's error, answered here.
+            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = match taken {
+                Ok(()) => Box::pin(answer::answer(self)),
+                Err(stop) => Box::pin(self.failed_answer(stop)),
+            };
             if let Some(stop) = answer.await {
                 return stop;
             }
@@ -218,17 +221,10 @@ impl Conn {
         }
     }
 
-    /// Answers every complete request buffered, sends the answers, and reads
-    /// on while a request is incomplete; `None` once the connection is idle
-    /// between requests again. `taken`: how taking the bytes that woke the
-    /// connection went (a TLS session may have failed on them).
-    async fn answer(&mut self, taken: Res) -> Option<Stop> {
-        if let Err(stop) = taken {
-            // Boxed, as every TLS-only state here: a plain connection's
-            // per-request future must not grow by it.
-            return Some(Box::pin(self.failed(stop)).await);
-        }
-        answer::answer(self).await
+    /// The end of a connection whose TLS session failed on the bytes that
+    /// woke it, in [`Conn::run`]'s answering state.
+    async fn failed_answer(&mut self, stop: Stop) -> Option<Stop> {
+        Some(self.failed(stop).await)
     }
 
     /// Copies a ring buffer's bytes into the read buffer (over TLS, their

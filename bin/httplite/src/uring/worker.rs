@@ -75,7 +75,9 @@ pub fn run(
         tls,
         tls_conns: RefCell::default(),
     });
-    let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
+    // Keeps `http1`'s `Date` current beside the worker loop.
+    rt.spawn(date_clock());
+    let result = rt.block_on(accept::accept_loop(&mut port, ctx.clone()));
     // Whatever is still open at the deadline is cancelled here: dropping the
     // runtime drops every connection task (its recv cancelled, its socket
     // closed), then the proactor waits for the kernel's last CQEs.
@@ -84,12 +86,6 @@ pub fn run(
         log.flush();
     }
     result
-}
-
-/// The shared worker loop, with the `Date` clock beside it.
-async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
-    executor::spawn(date_clock());
-    accept::accept_loop(port, ctx).await
 }
 
 /// How the io_uring worker waits, for the loop both stackless workers

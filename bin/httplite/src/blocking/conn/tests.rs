@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Ctx, serve};
-use crate::blocking::{BlockingIo, Deadline, IdleSet};
+use crate::blocking::{BlockingIo, Deadline, FileChunk, IdleSet};
 use crate::config::Config;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
@@ -52,13 +52,7 @@ unsafe impl BlockingIo for Script {
         Ok(buf.len())
     }
 
-    fn sendfile(
-        &mut self,
-        _: BorrowedFd<'_>,
-        _: &mut u64,
-        _: usize,
-        _: Deadline,
-    ) -> io::Result<usize> {
+    fn send_file(&mut self, _: FileChunk<'_>, _: Deadline) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
