@@ -442,9 +442,9 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 
     /// The answers that wait for something: the site's [`Plan`] decides,
-    /// this loop waits. (The stackless driver's `general.rs` has the same
-    /// loop with `.await` at each wait: one piece of code cannot both block
-    /// a thread of control and return `Pending` to an executor.)
+    /// this loop waits. (The stackless drivers' `stackless/answer.rs` has
+    /// the same loop with `.await` at each wait: one piece of code cannot
+    /// both block a thread of control and return `Pending` to an executor.)
     fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;

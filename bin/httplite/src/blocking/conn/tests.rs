@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,6 +3,10 @@
 //! write the socket cannot take at once) and for closing. The fast path
 //! hands the connection over with a [`Resume`] and takes it back once the
 //! connection is idle between requests.
+//!
+//! The loop itself is the one both stackless drivers share
+//! (`super::super::answer`); what is here is how this driver waits, on
+//! readiness: its [`Waits`].
 
 use std::fs::File;
 use std::io;
