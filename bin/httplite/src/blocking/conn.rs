@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use http1::{BodyEncoder, Decoder, Message, Request};
 
-use super::{BlockingIo, Deadline, IdleSet, IdleSlot};
+use super::{BlockingIo, Deadline, FileChunk, IdleSet, IdleSlot};
 use crate::config::Config;
 use buffers::BufferPool;
 use log::log;
@@ -449,9 +449,9 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 
     /// The answers that wait for something: the site's [`Plan`] decides,
-    /// this loop waits. (The stackless driver's `general.rs` has the same
-    /// loop with `.await` at each wait: one piece of code cannot both block
-    /// a thread of control and return `Pending` to an executor.)
+    /// this loop waits. (The stackless drivers' `stackless/answer.rs` has
+    /// the same loop with `.await` at each wait: one piece of code cannot
+    /// both block a thread of control and return `Pending` to an executor.)
     fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;
@@ -625,13 +625,13 @@ impl<I: BlockingIo> Conn<'_, I> {
         while off < end {
             let deadline = Deadline::After(self.ctx.config.write_timeout);
             let chunk = (end - off).min(1 << 20) as usize;
-            let fd = file.as_fd();
-            let n = if copy {
-                self.io.send_file_copied(fd, &mut off, chunk, deadline)
-            } else {
-                self.io.sendfile(fd, &mut off, chunk, deadline)
-            }
-            .map_err(timed(TimeoutKind::Write))?;
+            let chunk = FileChunk {
+                file: file.as_fd(),
+                offset: &mut off,
+                count: chunk,
+                copy,
+            };
+            let n = (self.io.send_file(chunk, deadline)).map_err(timed(TimeoutKind::Write))?;
             if n == 0 {
                 return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
             }

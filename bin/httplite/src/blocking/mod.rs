@@ -70,6 +70,20 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
     d.as_secs().saturating_mul(1000).saturating_add(ms)
 }
 
+/// A piece of a file to send (see [`BlockingIo::send_file`]).
+#[derive(Debug)]
+pub struct FileChunk<'a> {
+    /// The file.
+    pub file: BorrowedFd<'a>,
+    /// Where the piece starts; moved past what was sent.
+    pub offset: &'a mut u64,
+    /// How many bytes to send at most.
+    pub count: usize,
+    /// Through a copy rather than `sendfile(2)` (a file beyond
+    /// `--sendfile-max`).
+    pub copy: bool,
+}
+
 /// What the blocking connection code needs from its socket. Every call
 /// blocks the calling thread of control until done or until its deadline
 /// (then `io::ErrorKind::TimedOut`).
@@ -98,7 +112,7 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 ///     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline)
 ///         -> std::io::Result<usize> { Ok(buf.len() + 1) }
 ///     fn write(&mut self, buf: &[u8], _: Deadline) -> std::io::Result<usize> { Ok(buf.len()) }
-///     fn sendfile(&mut self, _: std::os::fd::RawFd, _: &mut u64, _: usize, _: Deadline)
+///     fn send_file(&mut self, _: httplite::blocking::FileChunk<'_>, _: Deadline)
 ///         -> std::io::Result<usize> { Ok(0) }
 ///     fn wait_readable(&mut self, _: Deadline) -> std::io::Result<()> { Ok(()) }
 ///     fn sleep(&mut self, _: std::time::Duration) {}
@@ -139,27 +153,12 @@ pub unsafe trait BlockingIo {
     fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.write(buf, deadline)
     }
-    /// `sendfile(2)` up to `count` bytes of `file` from `*offset`.
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize>;
-    /// [`BlockingIo::sendfile`] through a copy: `pread(2)` into the
-    /// thread's buffer (`driver::with_copy_buffer`), then `send(2)`. An I/O
-    /// that copies every file anyway (TLS encrypts it; a test's memory)
-    /// makes it its `sendfile` (this default).
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.sendfile(file, offset, count, deadline)
-    }
+    /// Sends up to `chunk.count` bytes of `chunk.file` from
+    /// `*chunk.offset` (moved past them): with `sendfile(2)`, or if
+    /// `chunk.copy`, with `pread(2)` into the thread's buffer
+    /// (`driver::with_copy_buffer`), then `send(2)`. An I/O that copies
+    /// every file anyway (TLS encrypts it; a test's memory) ignores `copy`.
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize>;
     /// Waits until a read would not block (data, end of stream, error).
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()>;
     /// The thread pool's event mode, where the connection loop would wait
@@ -213,10 +212,8 @@ pub unsafe trait BlockingIo {
 /// the inner socket's clock, fd, address and offloading.
 ///
 /// A wrapper that changes a call another call defaults to must change
-/// that one too: [`BlockingIo::write_more`] and
-/// [`BlockingIo::send_file_copied`] here default to the inner socket's,
-/// not to the wrapper's own `write` and `sendfile` (TLS makes them its
-/// own).
+/// that one too: [`BlockingIo::write_more`] here defaults to the inner
+/// socket's, not to the wrapper's own `write` (TLS makes it its own).
 ///
 /// # Safety
 ///
@@ -263,28 +260,10 @@ pub unsafe trait BlockingIoWrapper {
     fn write_more(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.inner_mut().write_more(buf, deadline)
     }
-    /// [`BlockingIo::sendfile`].
+    /// [`BlockingIo::send_file`].
     #[inline]
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.inner_mut().sendfile(file, offset, count, deadline)
-    }
-    /// [`BlockingIo::send_file_copied`]: the inner I/O's (see the trait).
-    #[inline]
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.inner_mut()
-            .send_file_copied(file, offset, count, deadline)
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize> {
+        self.inner_mut().send_file(chunk, deadline)
     }
     /// [`BlockingIo::wait_readable`].
     #[inline]
@@ -364,24 +343,8 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
         BlockingIoWrapper::write_more(self, buf, deadline)
     }
     #[inline]
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        BlockingIoWrapper::sendfile(self, file, offset, count, deadline)
-    }
-    #[inline]
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        BlockingIoWrapper::send_file_copied(self, file, offset, count, deadline)
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize> {
+        BlockingIoWrapper::send_file(self, chunk, deadline)
     }
     #[inline]
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use reactor::sys;
 
-use super::{BlockingIo, Deadline};
+use super::{BlockingIo, Deadline, FileChunk};
 
 /// A blocking socket with deadline-driven timeouts.
 #[derive(Debug)]
@@ -188,27 +188,18 @@ unsafe impl BlockingIo for Blocking {
         self.send_with(buf, deadline, sys::send_more)
     }
 
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.send_without_blocking(deadline, |sock| sys::sendfile(sock, file, offset, count))
-    }
-
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.send_without_blocking(deadline, |sock| {
-            crate::driver::with_copy_buffer(|buf| {
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize> {
+        let FileChunk {
+            file,
+            offset,
+            count,
+            copy,
+        } = chunk;
+        self.send_without_blocking(deadline, |sock| match copy {
+            false => sys::sendfile(sock, file, offset, count),
+            true => crate::driver::with_copy_buffer(|buf| {
                 sys::send_file_copied(sock, file, offset, count, buf).map(|(sent, _)| sent)
-            })
+            }),
         })
     }
 

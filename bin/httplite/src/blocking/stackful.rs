@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -20,7 +20,7 @@ use dispatch::{Batch, Closer, WorkerPort};
 use reactor::{Interest, Reactor, Tick};
 
 use super::conn::Ctx;
-use super::{BlockingIo, Deadline};
+use super::{BlockingIo, Deadline, FileChunk};
 use crate::date_clock::DateClock;
 use crate::lazy_timer::LazyTimer;
 
@@ -183,29 +183,20 @@ unsafe impl BlockingIo for Stackful {
         self.write_waiting(buf, deadline)
     }
 
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        self.wait(deadline, |s, cx| s.poll_sendfile(cx, file, offset, count))
-    }
-
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        // The buffer is the worker's: read and send happen in one poll, with
-        // no switch between them.
-        self.wait(deadline, |s, cx| {
-            crate::driver::with_copy_buffer(|buf| {
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize> {
+        let FileChunk {
+            file,
+            offset,
+            count,
+            copy,
+        } = chunk;
+        self.wait(deadline, |s, cx| match copy {
+            false => s.poll_sendfile(cx, file, offset, count),
+            // The buffer is the worker's: read and send happen in one poll,
+            // with no switch between them.
+            true => crate::driver::with_copy_buffer(|buf| {
                 s.poll_send_file_copied(cx, file, offset, count, buf)
-            })
+            }),
         })
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::conn::{self, Ctx};
-use super::{BlockingIo, BlockingIoWrapper, Deadline};
+use super::{BlockingIo, BlockingIoWrapper, Deadline, FileChunk};
 use crate::tls::session::RawIo;
 use crate::tls::{Session, Tls};
 use site::exposure::Surface;
@@ -242,28 +242,12 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
         BlockingIoWrapper::write(self, buf, deadline)
     }
 
-    fn sendfile(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
+    /// Copies every file, to encrypt it.
+    fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize> {
         let (session, mut raw) = self.parts(deadline);
-        let n = session.send_file(&mut raw, file, offset, count)?;
+        let n = session.send_file(&mut raw, chunk.file, chunk.offset, chunk.count)?;
         session.flush(&mut raw)?;
         Ok(n)
-    }
-
-    /// Its own `sendfile`, which copies the file to encrypt it anyway.
-    fn send_file_copied(
-        &mut self,
-        file: BorrowedFd<'_>,
-        offset: &mut u64,
-        count: usize,
-        deadline: Deadline,
-    ) -> io::Result<usize> {
-        BlockingIoWrapper::sendfile(self, file, offset, count, deadline)
     }
 
     /// Waits until a read returns at once: decrypted bytes, the end of the

@@ -42,14 +42,15 @@ use std::time::{Duration, Instant};
 
 use http1::Request;
 
+use super::answer::{FLUSH_AT, Res, Stop};
 use super::ctx::{Active, ConnGuard, WorkerCtx};
 use super::transport::Transport;
 use site::access_log::Entry;
 use site::exposure::Surface;
 use site::respond::{self, Handled, Outcome, Slow};
-use site::stats::{ErrorKind, TimeoutKind};
+use site::stats::TimeoutKind;
 
-use crate::driver::{self, is_disconnect};
+use crate::driver;
 
 mod fast;
 mod general;
@@ -59,25 +60,8 @@ use timer::Timer;
 
 /// Keep at least this much spare room in the read buffer before a read.
 const MIN_READ: usize = 1024;
-/// Flush the write buffer once it holds this much, even mid-batch.
-const FLUSH_AT: usize = 64 * 1024;
 /// How long a closing connection waits for the client's FIN.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
-
-/// Why a connection stopped.
-#[derive(Debug)]
-enum Stop {
-    /// The client closed, or we answered `Connection: close`.
-    Done,
-    /// A deadline passed.
-    Timeout(TimeoutKind),
-    /// The socket failed.
-    Io(io::Error),
-    /// The worker is shutting down and the connection was idle.
-    Shutdown,
-}
-
-type Res<T = ()> = Result<T, Stop>;
 
 /// Where the general path picks up from the fast path.
 enum Resume {
@@ -285,13 +269,7 @@ impl<S: Transport> Conn<S> {
     /// (and that close takes it out of epoll).
     fn finish(self, stop: Stop) {
         self.stream.will_close();
-        let stats = &self.ctx.stats;
-        match stop {
-            Stop::Done | Stop::Shutdown => {}
-            Stop::Timeout(kind) => stats.timeout(kind),
-            Stop::Io(e) if is_disconnect(&e) => {}
-            Stop::Io(_) => stats.error(ErrorKind::Io),
-        }
+        stop.count(&self.ctx.stats);
     }
 
     /// One read attempt, without waiting or consulting readiness first:
@@ -353,12 +331,6 @@ impl<S: Transport> Conn<S> {
     /// [`Active::is_between_requests`]; without the state, nothing has).
     fn between_requests(&self) -> bool {
         self.active.as_ref().is_none_or(|a| a.is_between_requests())
-    }
-
-    /// Encodes the answer to a protocol error; the caller flushes and closes.
-    fn reject(&mut self, e: &http1::Error) {
-        let Conn { active, ctx, .. } = self;
-        driver::reject(&mut ctx.pool.ensure(active).wbuf, &ctx.stats, e, false);
     }
 
     /// Handles one request without waiting, if it can (see

@@ -6,14 +6,15 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::task::Waker;
+use std::time::Duration;
 
 use dispatch::{Batch, WorkerPort};
 use executor::io::Async;
 use executor::net::TcpStream;
 use reactor::Reactor;
 
+use super::accept::{Worker, accept_loop};
 use super::conn;
 use super::ctx::{ActivePool, ShutdownFlag, WorkerCtx};
 use super::proxied;
@@ -27,12 +28,13 @@ use site::routes::App;
 use site::stats::WorkerStats;
 
 /// The dispatcher's handoff fd, borrowed (the port owns and closes it).
-struct PortFd(RawFd);
+pub(crate) struct PortFd(RawFd);
 
 impl AsFd for PortFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the port outlives every `PortFd`: `accept_loop` drops its
-        // `handoff` before it returns the port's borrow.
+        // SAFETY: the port outlives every `PortFd`: the shared
+        // `accept_loop` (`super::accept`) drops its `handoff` before it
+        // returns the port's borrow.
         unsafe { BorrowedFd::borrow_raw(self.0) }
     }
 }
@@ -88,81 +90,81 @@ pub fn run(
     result
 }
 
-async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
-    let handoff = Async::new(PortFd(port.fd()))?;
-    port.ready();
-    if ctx.access_log.is_some() {
-        let c = ctx.clone();
-        executor::spawn(async move {
-            let mut tick = executor::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                if let Some(log) = &c.access_log {
-                    log.flush();
-                }
-            }
-        });
+/// How the epoll worker waits, for the loop both stackless workers share.
+impl Worker for WorkerCtx {
+    /// The port's fd, registered with the reactor.
+    type Handoff = Async<PortFd>;
+
+    fn handoff(&self, port: &mut WorkerPort) -> io::Result<Async<PortFd>> {
+        let handoff = Async::new(PortFd(port.fd()))?;
+        // It waits for readiness before its first poll of the port.
+        port.ready();
+        Ok(handoff)
     }
-    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
-    let deadline = loop {
-        let batch = handoff
-            .read_with(|_| match port.poll_batch(&mut fds) {
-                Ok(Batch::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
-                other => other,
-            })
-            .await?;
-        for fd in fds.drain(..) {
-            // Accepted with SOCK_NONBLOCK by the dispatcher. (No
-            // TCP_NODELAY yet: see the connection's `Nagle`.)
-            match TcpStream::from_nonblocking_fd(fd) {
+
+    fn next_batch(
+        &self,
+        handoff: &Async<PortFd>,
+        port: &mut WorkerPort,
+        fds: &mut Vec<OwnedFd>,
+    ) -> impl Future<Output = io::Result<Batch>> {
+        handoff.read_with(move |_| match port.poll_batch(fds) {
+            Ok(Batch::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+            other => other,
+        })
+    }
+
+    fn serve(self: &Rc<Self>, port: &WorkerPort, fd: OwnedFd) {
+        // Accepted with SOCK_NONBLOCK by the dispatcher. (No TCP_NODELAY
+        // yet: see the connection's `Nagle`.)
+        let Ok(stream) = TcpStream::from_nonblocking_fd(fd) else {
+            port.connection_closed();
+            return;
+        };
+        // SAFETY: `stream` owns the socket, open for this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+        let on = self.config.admin.surface_of(fd);
+        if on == Surface::Admin {
+            self.stats.admin_connection();
+        }
+        // The PROXY protocol is the balancer's, on public listeners only
+        // (an operator reaches --admin directly).
+        if on == Surface::Public && self.config.proxy.expects_header(stream.as_raw_fd()) {
+            executor::spawn(proxied::serve(self.clone(), stream, on));
+            return;
+        }
+        match self.tls.on(on) {
+            None => {
+                executor::spawn(conn::serve(self.clone(), stream, on));
+            }
+            // Each transport has its own compiled connection loop (see
+            // `transport`).
+            Some(tls) => match TlsStream::new(stream, tls) {
                 Ok(stream) => {
-                    // SAFETY: `stream` owns the socket, open for this call.
-                    let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
-                    let on = ctx.config.admin.surface_of(fd);
-                    if on == Surface::Admin {
-                        ctx.stats.admin_connection();
-                    }
-                    // The PROXY protocol is the balancer's, on public
-                    // listeners only (an operator reaches --admin directly).
-                    if on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd())
-                    {
-                        executor::spawn(proxied::serve(ctx.clone(), stream, on));
-                        continue;
-                    }
-                    match ctx.tls.on(on) {
-                        None => {
-                            executor::spawn(conn::serve(ctx.clone(), stream, on));
-                        }
-                        // Each transport has its own compiled connection
-                        // loop (see `transport`).
-                        Some(tls) => match TlsStream::new(stream, tls) {
-                            Ok(stream) => {
-                                executor::spawn(conn::serve(ctx.clone(), stream, on));
-                            }
-                            Err(_) => port.connection_closed(),
-                        },
-                    }
+                    executor::spawn(conn::serve(self.clone(), stream, on));
                 }
                 Err(_) => port.connection_closed(),
-            }
+            },
         }
-        if let Batch::Shutdown { deadline } = batch {
-            break deadline;
-        }
-    };
-    drop(handoff);
-    // Stop taking requests: idle connections close now, busy ones finish the
-    // request in hand (answered with `Connection: close`), until the deadline.
-    ctx.shutdown.set();
-    let all_closed = std::future::poll_fn(|cx| {
-        if ctx.open.get() == 0 {
-            Poll::Ready(())
-        } else {
-            *ctx.all_closed.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    });
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    let _ = executor::timeout(remaining, all_closed).await;
-    Ok(())
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> + 'static {
+        executor::sleep(d)
+    }
+
+    fn access_log(&self) -> Option<&AccessLog> {
+        self.access_log.as_ref()
+    }
+
+    fn begin_shutdown(&self) {
+        self.shutdown.set();
+    }
+
+    fn open(&self) -> &Cell<usize> {
+        &self.open
+    }
+
+    fn all_closed(&self) -> &RefCell<Option<Waker>> {
+        &self.all_closed
+    }
 }

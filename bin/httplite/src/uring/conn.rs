@@ -21,41 +21,25 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use http1::{Message, Request};
+use http1::Request;
 use proactor::{RecvBuf, TcpStream};
 use site::access_log::Entry;
 use site::exposure::Surface;
 use site::respond::{self, Handled, Outcome, Slow};
-use site::stats::{ErrorKind, TimeoutKind};
+use site::stats::TimeoutKind;
 
 use super::ctx::{ConnGuard, WorkerCtx};
 use super::io as uio;
 use super::tls::TlsConn;
-use crate::driver::{self, is_disconnect};
+use crate::driver;
+use crate::stackless::answer;
+pub(super) use crate::stackless::answer::{Res, Stop};
 use crate::stackless::ctx::Active;
 
-/// Flush the write buffer once it holds this much, even mid-batch.
-pub(super) const FLUSH_AT: usize = 64 * 1024;
 /// How long a closing connection waits for the client's FIN.
 const LINGER: Duration = Duration::from_secs(1);
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
-
-/// Why a connection stopped.
-#[derive(Debug)]
-pub(super) enum Stop {
-    /// The client closed, or we answered `Connection: close`.
-    Done,
-    /// A deadline passed.
-    Timeout(TimeoutKind),
-    /// The socket failed.
-    Io(io::Error),
-    /// The worker is shutting down and the connection was idle.
-    Shutdown,
-}
-
-/// A step's result: `Err` ends the connection.
-pub(super) type Res<T = ()> = Result<T, Stop>;
 
 /// One connection's state (small: an idle connection is this, its task
 /// and its armed recv).
@@ -65,7 +49,7 @@ pub(super) struct Conn {
     /// Buffers and decoder while a request is in hand; `None` while idle.
     pub(super) active: Option<Box<Active>>,
     /// When the first byte of the request being read arrived.
-    head_started: Option<Instant>,
+    pub(super) head_started: Option<Instant>,
     /// When the request in hand began (the access log's request time).
     /// Until the first request, when the connection was handed to this
     /// worker: the first request's header timeout and the shutdown grace
@@ -192,13 +176,7 @@ impl Conn {
     /// Counts why the connection stopped; dropping it closes the socket
     /// (its recv cancelled, a `close` queued on the ring).
     fn finish(self, stop: Stop) {
-        let stats = &self.ctx.stats;
-        match stop {
-            Stop::Done | Stop::Shutdown => {}
-            Stop::Timeout(kind) => stats.timeout(kind),
-            Stop::Io(e) if is_disconnect(&e) => {}
-            Stop::Io(_) => stats.error(ErrorKind::Io),
-        }
+        stop.count(&self.ctx.stats);
     }
 
     async fn run(&mut self) -> Stop {
@@ -228,89 +206,25 @@ impl Conn {
             };
             // Boxed: the answering states (sends, their timeouts, the
             // decoder loop) live only while a request is in hand, and must
-            // not make every idle connection's future larger.
-            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> =
-                Box::pin(self.answer(taken));
+            // not make every idle connection's future larger. Taking the
+            // bytes fails only on a TLS session's error, answered here.
+            let answer: Pin<Box<dyn Future<Output = Option<Stop>> + '_>> = match taken {
+                Ok(()) => Box::pin(answer::answer(self)),
+                Err(stop) => Box::pin(self.failed_answer(stop)),
+            };
             if let Some(stop) = answer.await {
                 return stop;
             }
-            self.release_active();
             // Only a TLS handshake's records leave it set: they were no
             // request's head.
             self.head_started = None;
         }
     }
 
-    /// Answers every complete request buffered, sends the answers, and reads
-    /// on while a request is incomplete; `None` once the connection is idle
-    /// between requests again. `taken`: how taking the bytes that woke the
-    /// connection went (a TLS session may have failed on them).
-    async fn answer(&mut self, taken: Res) -> Option<Stop> {
-        if let Err(stop) = taken {
-            // Boxed, as every TLS-only state here: a plain connection's
-            // per-request future must not grow by it.
-            return Some(Box::pin(self.failed(stop)).await);
-        }
-        loop {
-            loop {
-                let handled = {
-                    let io = self.io();
-                    match io.decoder.decode(&mut io.rbuf) {
-                        Ok(Some(Message::Head(req))) => {
-                            self.request_started =
-                                self.head_started.take().unwrap_or_else(Instant::now);
-                            self.handle(req)
-                        }
-                        // Bodies are consumed by the handlers.
-                        Ok(Some(_)) => continue,
-                        Ok(None) => break,
-                        Err(e) => {
-                            let Conn { active, ctx, .. } = self;
-                            let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                            driver::reject(wbuf, &ctx.stats, &e, false);
-                            Handled::Done(false)
-                        }
-                    }
-                };
-                let keep = match handled {
-                    Handled::Done(keep) => keep,
-                    // Boxed: the waiting answers' states must not make
-                    // every idle connection's future larger.
-                    Handled::Slow(slow) => {
-                        let fut: Pin<Box<dyn Future<Output = Res<bool>> + '_>> =
-                            Box::pin(self.handle_slow(slow));
-                        match fut.await {
-                            Ok(keep) => keep,
-                            Err(stop) => return Some(stop),
-                        }
-                    }
-                };
-                if !keep {
-                    return Some(Box::pin(self.close()).await);
-                }
-                if self.io().wbuf.len() >= FLUSH_AT
-                    && let Err(stop) = self.flush().await
-                {
-                    return Some(stop);
-                }
-            }
-            if let Err(stop) = self.flush().await {
-                return Some(stop);
-            }
-            if self.between_requests() {
-                if self.ctx.shutdown.get() {
-                    return Some(Stop::Shutdown);
-                }
-                return None;
-            }
-            if self.head_started.is_none() && !self.io().decoder.in_body() {
-                // Part of a head: the rest comes under the header timeout.
-                self.head_started = Some(Instant::now());
-            }
-            if let Err(stop) = self.fill().await {
-                return Some(stop);
-            }
-        }
+    /// The end of a connection whose TLS session failed on the bytes that
+    /// woke it, in [`Conn::run`]'s answering state.
+    async fn failed_answer(&mut self, stop: Stop) -> Option<Stop> {
+        Some(self.failed(stop).await)
     }
 
     /// Copies a ring buffer's bytes into the read buffer (over TLS, their
@@ -342,6 +256,10 @@ impl Conn {
     /// timeout however slowly it trickles in, a body under the idle one).
     pub(super) async fn fill(&mut self) -> Res {
         let in_body = self.io().decoder.in_body();
+        if self.head_started.is_none() && !in_body {
+            // Part of a head: the rest comes under the header timeout.
+            self.head_started = Some(Instant::now());
+        }
         let config = &self.ctx.config;
         let (at, kind) = match self.head_started.filter(|_| !in_body) {
             Some(t) => (t + config.header_timeout, TimeoutKind::Header),
@@ -416,7 +334,7 @@ impl Conn {
     /// request now answered, and the server is not shutting down. (The
     /// multishot recv has already taken whatever arrived off the socket,
     /// so the close never finds unread bytes there to turn into a reset.)
-    async fn close(&mut self) -> Stop {
+    pub(super) async fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush().await {
             return stop;
         }
@@ -458,7 +376,7 @@ impl Conn {
     }
 
     /// Gives the request-time state back to the pool (going idle).
-    fn release_active(&mut self) {
+    pub(super) fn release_active(&mut self) {
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
@@ -471,7 +389,7 @@ impl Conn {
 
     /// Handles one request without waiting, if it can (see
     /// [`respond::handle`]); what must wait comes back as `Slow`.
-    fn handle(&mut self, req: Request) -> Handled<Slow> {
+    pub(super) fn handle(&mut self, req: Request) -> Handled<Slow> {
         self.served = self.served.saturating_add(1);
         let Conn {
             ctx,

@@ -12,15 +12,17 @@
 //! cancellation rule).
 //!
 //! What a request gets is decided by the same code as on every other
-//! runtime (`http1` parses, `site::respond` and `site::plan` answer); the
-//! files here only wait:
+//! runtime (`http1` parses, `site::respond` and `site::plan` answer), and
+//! the connection loop and the worker loop are the epoll driver's too
+//! (`crate::stackless::answer` and `crate::stackless::accept`, generic over
+//! how a driver waits); the files here only wait:
 //!
 //! | file | job |
 //! |---|---|
-//! | `worker.rs` | one worker thread: the shared executor on the proactor, the dispatch port, shutdown |
+//! | `worker.rs` | one worker thread: the shared executor on the proactor, its waits on the dispatch port |
 //! | `ctx.rs` | what the connections of one worker share |
-//! | `conn.rs` | one connection's loop: recv, decode, answer, send |
-//! | `slow.rs` | the answers that wait: bodies, sleeps, jobs, files, echo |
+//! | `conn.rs` | one connection: the idle wait for the recv, the reads and sends of the shared loop, closing |
+//! | `slow.rs` | the rest of its waits for the shared loop: files, event streams |
 //! | `io.rs` | sends with an owned buffer, `sendfile(2)`, waits under a deadline |
 //! | `tls.rs` | HTTPS: the TLS session fed from completions, records sent from owned buffers |
 //! | `setup.rs` | whether io_uring is available, and the line that says why not |

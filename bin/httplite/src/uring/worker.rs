@@ -14,8 +14,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::task::Waker;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dispatch::{Batch, WorkerPort};
 use executor::Runtime;
@@ -27,6 +27,7 @@ use site::stats::WorkerStats;
 use super::conn;
 use super::ctx::WorkerCtx;
 use crate::config::Config;
+use crate::stackless::accept::{self, Worker};
 use crate::stackless::ctx::ActivePool;
 
 /// SQ entries of a worker's ring (the CQ gets four times as many).
@@ -74,7 +75,9 @@ pub fn run(
         tls,
         tls_conns: RefCell::default(),
     });
-    let result = rt.block_on(accept_loop(&mut port, ctx.clone()));
+    // Keeps `http1`'s `Date` current beside the worker loop.
+    rt.spawn(date_clock());
+    let result = rt.block_on(accept::accept_loop(&mut port, ctx.clone()));
     // Whatever is still open at the deadline is cancelled here: dropping the
     // runtime drops every connection task (its recv cancelled, its socket
     // closed), then the proactor waits for the kernel's last CQEs.
@@ -85,66 +88,65 @@ pub fn run(
     result
 }
 
-async fn accept_loop(port: &mut WorkerPort, ctx: Rc<WorkerCtx>) -> io::Result<()> {
-    executor::spawn(date_clock());
-    if ctx.access_log.is_some() {
-        let c = ctx.clone();
-        executor::spawn(async move {
-            loop {
-                proactor::time::sleep(Duration::from_secs(1)).await;
-                if let Some(log) = &c.access_log {
-                    log.flush();
-                }
-            }
-        });
-    }
-    let mut fds: Vec<OwnedFd> = Vec::with_capacity(32);
-    let deadline = loop {
-        match port.poll_batch(&mut fds)? {
-            Batch::WouldBlock => {
-                // SAFETY: the port owns its fd (the handoff pipe or its
-                // epoll) and is borrowed for this whole loop, which awaits
-                // the poll to its end; and the port outlives the runtime
-                // (`run` drops it first), whose proactor's teardown would
-                // wait for the poll's last CQE were this future dropped.
-                let poll = unsafe { proactor::op::poll(&ctx.proactor, port.fd(), libc::POLLIN) };
-                poll.await?;
-                continue;
-            }
-            Batch::Fds(_) => {}
-            Batch::Shutdown { deadline } => {
-                spawn_all(&mut fds, &ctx);
-                break deadline;
-            }
-        }
-        spawn_all(&mut fds, &ctx);
-    };
-    // Stop taking requests: idle connections close now, busy ones finish the
-    // request in hand (answered with `Connection: close`), until the deadline.
-    ctx.begin_shutdown();
-    let all_closed = std::future::poll_fn(|cx| {
-        if ctx.open.get() == 0 {
-            Poll::Ready(())
-        } else {
-            *ctx.all_closed.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    });
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    let _ = proactor::time::timeout(remaining, all_closed).await;
-    Ok(())
-}
+/// How the io_uring worker waits, for the loop both stackless workers
+/// share.
+impl Worker for WorkerCtx {
+    /// Nothing: each wait is a one-shot poll operation of its own.
+    type Handoff = ();
 
-/// One task per handed-over connection.
-/// (The connection's guard reports its close to the port.)
-fn spawn_all(fds: &mut Vec<OwnedFd>, ctx: &Rc<WorkerCtx>) {
-    for fd in fds.drain(..) {
-        // No TCP_NODELAY yet: the connection sets it before its second
-        // send (see `driver::Nagle`).
+    fn handoff(&self, _: &mut WorkerPort) -> io::Result<()> {
+        Ok(())
+    }
+
+    async fn next_batch(
+        &self,
+        _: &(),
+        port: &mut WorkerPort,
+        fds: &mut Vec<OwnedFd>,
+    ) -> io::Result<Batch> {
+        loop {
+            match port.poll_batch(fds)? {
+                Batch::WouldBlock => {}
+                batch => return Ok(batch),
+            }
+            // SAFETY: the port owns its fd (the handoff pipe or its epoll)
+            // and is borrowed for this whole wait, which awaits the poll to
+            // its end; and the port outlives the runtime (`run` drops it
+            // first), whose proactor's teardown would wait for the poll's
+            // last CQE were this future dropped.
+            let poll = unsafe { proactor::op::poll(&self.proactor, port.fd(), libc::POLLIN) };
+            poll.await?;
+        }
+    }
+
+    /// No TCP_NODELAY yet: the connection sets it before its second send
+    /// (see `driver::Nagle`). The connection's guard reports its close to
+    /// the port.
+    fn serve(self: &Rc<Self>, _: &WorkerPort, fd: OwnedFd) {
         let stream = TcpStream::from_fd(fd);
-        if let Some(task) = conn::serve(ctx.clone(), stream) {
+        if let Some(task) = conn::serve(self.clone(), stream) {
             executor::spawn(task);
         }
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> + 'static {
+        proactor::time::sleep(d)
+    }
+
+    fn access_log(&self) -> Option<&AccessLog> {
+        self.access_log.as_ref()
+    }
+
+    fn begin_shutdown(&self) {
+        WorkerCtx::begin_shutdown(self);
+    }
+
+    fn open(&self) -> &Cell<usize> {
+        &self.open
+    }
+
+    fn all_closed(&self) -> &RefCell<Option<Waker>> {
+        &self.all_closed
     }
 }
 

@@ -5,13 +5,13 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Ctx, serve};
-use crate::blocking::{BlockingIo, Deadline, IdleSet};
+use crate::blocking::{BlockingIo, Deadline, FileChunk, IdleSet};
 use crate::config::Config;
 use site::jobs::{Jobs, Retention};
 use site::routes::App;
@@ -53,13 +53,7 @@ unsafe impl BlockingIo for Script {
         Ok(buf.len())
     }
 
-    fn sendfile(
-        &mut self,
-        _: BorrowedFd<'_>,
-        _: &mut u64,
-        _: usize,
-        _: Deadline,
-    ) -> io::Result<usize> {
+    fn send_file(&mut self, _: FileChunk<'_>, _: Deadline) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
     }
 

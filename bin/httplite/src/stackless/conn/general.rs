@@ -3,32 +3,32 @@
 //! write the socket cannot take at once) and for closing. The fast path
 //! hands the connection over with a [`Resume`] and takes it back once the
 //! connection is idle between requests.
+//!
+//! The loop itself is the one both stackless drivers share
+//! (`super::super::answer`); what is here is how this driver waits, on
+//! readiness: its [`Waits`].
 
 use std::fs::File;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::AsFd;
-use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use http1::{BodyEncoder, Message};
+use http1::Request;
 use reactor::Interest;
 
+use super::super::answer::{self, Parts, Waits};
 use super::super::transport::Transport;
 use super::timer::with_deadline;
-use super::{Conn, FLUSH_AT, LINGER, Res, Resume, Stop, log};
-use site::plan::{Event, Plan, Step};
-use site::respond::{Handled, Slow};
-use site::stats::{ErrorKind, TimeoutKind};
+use super::{Conn, LINGER, Res, Resume, Stop, log};
+use site::respond::{Handled, Outcome, Slow};
+use site::stats::TimeoutKind;
 
 use crate::driver;
 
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
-
-/// The boxed slow path of one request.
-type SlowFuture<'a> = Pin<Box<dyn std::future::Future<Output = Res<bool>> + 'a>>;
 
 impl<S: Transport> Conn<S> {
     /// Runs the connection from where the fast path stopped until it is
@@ -37,75 +37,14 @@ impl<S: Transport> Conn<S> {
     pub(super) async fn run(&mut self, resume: Resume) -> Option<Stop> {
         match resume {
             Resume::Top => {}
-            Resume::Slow(slow) => match self.handle_slow(*slow).await {
+            Resume::Slow(slow) => match answer::handle_slow(self, *slow).await {
                 Ok(true) => {}
                 Ok(false) => return Some(self.close().await),
                 Err(stop) => return Some(stop),
             },
             Resume::Close => return Some(self.close().await),
         }
-        loop {
-            // Answer every complete request already buffered (pipelining).
-            loop {
-                // Nothing request-sized may be held across an await here:
-                // temporaries of a `match` live to its end, so decoding and
-                // the fast path finish in a block, and only a boxed future
-                // (one pointer) crosses the await.
-                let keep = {
-                    let next: Handled<SlowFuture<'_>> = {
-                        let io = self.io();
-                        let step = match io.decoder.decode(&mut io.rbuf) {
-                            Ok(Some(Message::Head(req))) => {
-                                self.request_started = (self.head_started.take())
-                                    .unwrap_or_else(|| self.ctx.reactor.now());
-                                self.handle(req)
-                            }
-                            // Bodies are consumed by the handlers.
-                            Ok(Some(_)) => continue,
-                            Ok(None) => break,
-                            Err(e) => {
-                                self.reject(&e);
-                                Handled::Done(false)
-                            }
-                        };
-                        match step {
-                            Handled::Done(keep) => Handled::Done(keep),
-                            Handled::Slow(slow) => Handled::Slow(Box::pin(self.handle_slow(slow))),
-                        }
-                    };
-                    match next {
-                        Handled::Done(keep) => keep,
-                        Handled::Slow(fut) => match fut.await {
-                            Ok(keep) => keep,
-                            Err(stop) => return Some(stop),
-                        },
-                    }
-                };
-                if !keep {
-                    return Some(self.close().await);
-                }
-                if self.io().wbuf.len() >= FLUSH_AT
-                    && let Err(stop) = self.flush().await
-                {
-                    return Some(stop);
-                }
-            }
-            if let Err(stop) = self.flush().await {
-                return Some(stop);
-            }
-            if self.between_requests() {
-                if self.ctx.shutdown.is_set() {
-                    return Some(Stop::Shutdown);
-                }
-                // Idle: the fast path takes over, and reads at once if the
-                // next request is already there (readiness still set).
-                self.go_idle();
-                return None;
-            }
-            if let Err(stop) = self.fill().await {
-                return Some(stop);
-            }
-        }
+        answer::answer(self).await
     }
 
     /// Writes what is buffered, then half-closes and lingers (see
@@ -292,86 +231,97 @@ impl<S: Transport> Conn<S> {
             }
         }
     }
+}
 
-    /// The answers that wait for something (see [`Conn::handle`]): the
-    /// site's [`Plan`] decides, this loop waits. The blocking driver
-    /// (`blocking/conn.rs`) has the same loop without the `.await`s; it
-    /// cannot be one piece of code, since a wait there blocks the thread of
-    /// control (a coroutine's or an OS thread's) while here it must return
-    /// `Pending` to the executor, and Rust has no way to be generic over
-    /// that.
-    async fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
-        let mut plan = Plan::new(slow);
-        let mut event = Event::Start;
-        let mut streaming = false;
-        loop {
-            let Conn { active, ctx, .. } = self;
-            let wbuf = &mut ctx.pool.ensure(active).wbuf;
-            event = match plan.next(&ctx.app, &ctx.stats, wbuf, event) {
-                Step::ReadBody { keep } => {
-                    let mut body = Vec::new();
-                    let keep = keep.then_some(&mut body);
-                    match self.read_body(keep, plan.head_only()).await {
-                        Ok(()) => Event::Body(body),
-                        Err(Stop::Done) => return Ok(false), // answered with an error
-                        Err(stop) => return Err(stop),
-                    }
-                }
-                Step::Sleep(d) => {
-                    // Earlier pipelined answers should not wait for this one.
-                    self.flush().await?;
-                    {
-                        let _asleep = self.ctx.stats.sleeping(); // the `sleeping` gauge
-                        executor::sleep(d).await;
-                    }
-                    let shutting_down = self.ctx.shutdown.is_set();
-                    Event::Slept { shutting_down }
-                }
-                Step::Tick(d) => {
-                    if !std::mem::replace(&mut streaming, true) {
-                        driver::cap_event_stream_buffer(self.stream.as_raw_fd());
-                    }
-                    self.flush().await?; // the event, under the write timeout
-                    let ended = self.tick(d).await?;
-                    Event::Ticked { ended }
-                }
-                Step::Offload(work) => match (self.ctx.app.jobs.pool())
-                    .spawn_blocking_as(site::plan::POOL_WORK, work)
-                {
-                    Ok(listing) => Event::Offloaded(Ok(listing.await)),
-                    Err(full) => Event::Offloaded(Err(full)),
-                },
-                Step::SendFile { file, offset, len } => {
-                    self.write_out(true).await?;
-                    self.send_file(&file, offset, len).await?;
-                    Event::Sent
-                }
-                Step::Echo {
-                    mut encoder,
-                    flush_first,
-                } => {
-                    if flush_first {
-                        self.flush().await?;
-                    }
-                    let sent = self.echo(&mut encoder).await?;
-                    Event::Echoed { encoder, sent }
-                }
-                Step::Done(outcome) => {
-                    let started = self.request_started;
-                    log(
-                        &self.ctx,
-                        &self.stream,
-                        &self.client,
-                        &self.on,
-                        plan.request(),
-                        outcome,
-                        Some(started),
-                    );
-                    return Ok(outcome.keep_alive);
-                }
-                Step::Close => return Ok(false),
-            };
+/// How the readiness driver waits, for the loops the two stackless drivers
+/// share (see `super::super::answer`).
+impl<S: Transport> Waits for Conn<S> {
+    #[inline]
+    fn parts(&mut self) -> Parts<'_> {
+        let Conn {
+            active,
+            ctx,
+            stream,
+            ..
+        } = self;
+        Parts {
+            active,
+            pool: &ctx.pool,
+            app: &ctx.app,
+            stats: &ctx.stats,
+            shutting_down: ctx.shutdown.is_set(),
+            fd: stream.as_raw_fd(),
         }
+    }
+
+    #[inline]
+    fn start_request(&mut self) {
+        self.request_started = (self.head_started.take()).unwrap_or_else(|| self.ctx.reactor.now());
+    }
+
+    #[inline]
+    fn handle(&mut self, req: Request) -> Handled<Slow> {
+        Conn::handle(self, req)
+    }
+
+    /// The fast path takes over, and reads at once if the next request is
+    /// already there (readiness still set).
+    fn go_idle(&mut self) {
+        Conn::go_idle(self);
+    }
+
+    fn close(&mut self) -> impl Future<Output = Stop> {
+        Conn::close(self)
+    }
+
+    fn fill(&mut self) -> impl Future<Output = Res> {
+        Conn::fill(self)
+    }
+
+    fn flush(&mut self) -> impl Future<Output = Res> {
+        Conn::flush(self)
+    }
+
+    fn flush_more(&mut self) -> impl Future<Output = Res> {
+        self.write_out(true)
+    }
+
+    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
+    /// `--sendfile-max`, copied through the worker's buffer beyond it.
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        let copy = len > self.ctx.config.sendfile_max;
+        let mut off = offset;
+        let end = offset + len;
+        self.before_write();
+        while off < end {
+            let Conn {
+                stream, timer, ctx, ..
+            } = self;
+            let deadline = || {
+                let at = ctx.reactor.now() + ctx.config.write_timeout;
+                (at, TimeoutKind::Write)
+            };
+            let chunk = (end - off).min(1 << 20) as usize;
+            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
+                if copy {
+                    driver::with_copy_buffer(|buf| {
+                        stream.poll_send_file_copied(cx, file.as_fd(), &mut off, chunk, buf)
+                    })
+                } else {
+                    stream.poll_sendfile(cx, file.as_fd(), &mut off, chunk)
+                }
+            })
+            .await?;
+            if n == 0 {
+                // The file shrank under us: the length is a lie now.
+                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> {
+        executor::sleep(d)
     }
 
     /// An event stream's wait between two events: `d`, or less if the
@@ -413,106 +363,16 @@ impl<S: Transport> Conn<S> {
         }
     }
 
-    /// Reads the rest of the current request's body into `keep`, or drops
-    /// it; a bad body is answered (without a body if `head_only`).
-    async fn read_body(&mut self, mut keep: Option<&mut Vec<u8>>, head_only: bool) -> Res {
-        loop {
-            let io = self.io();
-            match io.decoder.decode(&mut io.rbuf) {
-                Ok(Some(Message::End)) => return Ok(()),
-                Ok(Some(Message::Body(b))) => {
-                    if let Some(keep) = keep.as_deref_mut() {
-                        keep.extend_from_slice(&b);
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    // Answers to earlier pipelined requests go out before
-                    // waiting: the rest of this body may be slow, or never
-                    // come (found by the `connection` fuzz target).
-                    self.flush().await?;
-                    self.fill().await?;
-                }
-                Err(e) => {
-                    // Answered with the error; the caller flushes and closes.
-                    let Conn { active, ctx, .. } = self;
-                    let wbuf = &mut ctx.pool.ensure(active).wbuf;
-                    driver::reject(wbuf, &ctx.stats, &e, head_only);
-                    return Err(Stop::Done);
-                }
-            }
-        }
-    }
-
-    /// Streams the request body back through `enc` as it arrives; the
-    /// bytes echoed.
-    ///
-    /// This, [`Conn::read_body`] and [`Conn::send_file`] are the waiting
-    /// halves of plan steps; the blocking driver has the same loops without
-    /// `.await` (for the reason given at [`Conn::handle_slow`]). What they
-    /// decide is only how to wait: what the bytes mean is the site's.
-    async fn echo(&mut self, enc: &mut BodyEncoder) -> Res<u64> {
-        let mut sent = 0u64;
-        // A request without a body has none to stream.
-        while self.io().decoder.in_body() {
-            let io = self.io();
-            match io.decoder.decode(&mut io.rbuf) {
-                Ok(Some(Message::Body(b))) => {
-                    sent += b.len() as u64;
-                    enc.write(&mut io.wbuf, &b).map_err(|_| Stop::Done)?;
-                    if io.wbuf.len() >= FLUSH_AT {
-                        self.flush().await?;
-                    }
-                }
-                Ok(Some(Message::End)) => break,
-                Ok(Some(Message::Head(_))) => unreachable!("a head inside a body"),
-                Ok(None) => {
-                    // Stream what we have before waiting for more.
-                    self.flush().await?;
-                    self.fill().await?;
-                }
-                Err(_) => {
-                    // The head is already out: all we can do is close.
-                    self.ctx.stats.error(ErrorKind::BadRequest);
-                    self.flush().await?;
-                    return Err(Stop::Done);
-                }
-            }
-        }
-        Ok(sent)
-    }
-
-    /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
-    /// `--sendfile-max`, copied through the worker's buffer beyond it.
-    async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
-        let copy = len > self.ctx.config.sendfile_max;
-        let mut off = offset;
-        let end = offset + len;
-        self.before_write();
-        while off < end {
-            let Conn {
-                stream, timer, ctx, ..
-            } = self;
-            let deadline = || {
-                let at = ctx.reactor.now() + ctx.config.write_timeout;
-                (at, TimeoutKind::Write)
-            };
-            let chunk = (end - off).min(1 << 20) as usize;
-            let n = with_deadline(timer, &ctx.reactor, deadline, |cx| {
-                if copy {
-                    driver::with_copy_buffer(|buf| {
-                        stream.poll_send_file_copied(cx, file.as_fd(), &mut off, chunk, buf)
-                    })
-                } else {
-                    stream.poll_sendfile(cx, file.as_fd(), &mut off, chunk)
-                }
-            })
-            .await?;
-            if n == 0 {
-                // The file shrank under us: the length is a lie now.
-                return Err(Stop::Io(io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-        Ok(())
+    fn log(&self, req: &Request, outcome: Outcome) {
+        let started = Some(self.request_started);
+        log(
+            &self.ctx,
+            &self.stream,
+            &self.client,
+            &self.on,
+            req,
+            outcome,
+            started,
+        );
     }
 }
