@@ -46,6 +46,9 @@ const LINGER: Duration = Duration::from_secs(1);
 const ALREADY_THERE: Duration = Duration::from_millis(1);
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
+/// How long an idle connection on a thread of its own keeps its buffers
+/// (see `Conn::idle_wait`).
+const HOLD_BUFFERS: Duration = Duration::from_millis(50);
 
 /// What every connection of one worker shares (all `Sync`: with the
 /// `threads` design, connections run on many threads).
@@ -347,11 +350,8 @@ impl<I: BlockingIo> Conn<'_, I> {
                         return Err(Stop::Done);
                     }
                 } else {
-                    // An idle connection holds no buffer (see `BufferPool`).
-                    self.pool.put(&mut self.rbuf, &mut self.wbuf);
-                    let waited = self.io.wait_readable(timeout);
+                    let waited = self.idle_wait(timeout);
                     self.ctx.idle.leave(&self.idle);
-                    self.pool.get(&mut self.rbuf, &mut self.wbuf);
                     waited.map_err(timed(kind))?;
                 }
             }
@@ -390,6 +390,32 @@ impl<I: BlockingIo> Conn<'_, I> {
         // implementations promise exactly that of `read_uninit`.
         unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
         Ok(())
+    }
+
+    /// The wait between two requests, until `timeout`: an idle connection
+    /// holds no buffer. Coroutines hand theirs to the worker's pool, where
+    /// the next connection to wake takes them. A thread of the
+    /// connection's own would only keep them in its pool for itself, so it
+    /// holds them through a first [`HOLD_BUFFERS`] (a busy client's next
+    /// request comes within it, and costs no allocation) and frees them
+    /// for the rest of the wait.
+    fn idle_wait(&mut self, timeout: Deadline) -> io::Result<()> {
+        if !I::OWN_THREAD {
+            self.pool.put(&mut self.rbuf, &mut self.wbuf);
+            let waited = self.io.wait_readable(timeout);
+            self.pool.get(&mut self.rbuf, &mut self.wbuf);
+            return waited;
+        }
+        let until = timeout.at(|| self.io.now());
+        let hold = until.min(self.io.now() + HOLD_BUFFERS);
+        match self.io.wait_readable(Deadline::At(hold)) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut && hold < until => {}
+            waited => return waited,
+        }
+        (self.rbuf, self.wbuf) = (BytesMut::new(), BytesMut::new());
+        let waited = self.io.wait_readable(Deadline::At(until));
+        self.pool.get(&mut self.rbuf, &mut self.wbuf);
+        waited
     }
 
     /// Writes out `wbuf`. Inlined: once per request, and small (the

@@ -130,6 +130,12 @@ pub unsafe trait BlockingIo {
     /// (a short read of plaintext then says nothing of what the socket
     /// still holds; see the connection's `close`).
     const ENCRYPTED: bool = false;
+    /// Whether the thread of control running the connection is its alone
+    /// (a thread per connection, a fork child, a connection-mode pool
+    /// thread): the thread's buffer pool then keeps buffers for this one
+    /// connection, so an idle wait frees them instead (see the connection
+    /// loop's `idle_wait`). Coroutines share their worker's pool.
+    const OWN_THREAD: bool = false;
     /// The connection ends and this is its socket's only holder: a
     /// reactor-registered socket can let its close take it out of epoll
     /// (no `EPOLL_CTL_DEL`). Nothing to do for a plain blocking socket.
@@ -227,6 +233,8 @@ pub unsafe trait BlockingIoWrapper {
     type Inner: BlockingIo;
     /// [`BlockingIo::ENCRYPTED`].
     const ENCRYPTED: bool = <Self::Inner as BlockingIo>::ENCRYPTED;
+    /// [`BlockingIo::OWN_THREAD`].
+    const OWN_THREAD: bool = <Self::Inner as BlockingIo>::OWN_THREAD;
     /// The I/O underneath.
     fn inner(&self) -> &Self::Inner;
     /// The I/O underneath, to call.
@@ -318,6 +326,7 @@ pub unsafe trait BlockingIoWrapper {
 unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
     type Waits = <W::Inner as BlockingIo>::Waits;
     const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
+    const OWN_THREAD: bool = <W as BlockingIoWrapper>::OWN_THREAD;
     #[inline]
     fn will_close(&mut self) {
         BlockingIoWrapper::will_close(self);

@@ -166,6 +166,7 @@ impl Blocking {
 // `sys::read_uninit`): at most `buf.len()`, all written by the kernel.
 unsafe impl BlockingIo for Blocking {
     type Waits = super::upstream::PollWaits;
+    const OWN_THREAD: bool = true;
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],
