@@ -270,6 +270,7 @@ fn run(cli: Cli) -> Result<()> {
         exposure: exposure(&cli),
         health_path: cli.health.clone(),
         max_sleeping: cli.pool_queue as u64,
+        proxy: cli.upstream.settings(cli.runtime.place()).unwrap_or_default().routes,
     });
     let mut config = Config::from_cli(&cli);
     config.reverse_proxy.add_stats(&stats);
@@ -650,6 +651,7 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         // No sleep is bounded by the pool here (there is none): the
         // connection bound (--max-connections) holds the children.
         max_sleeping: u64::MAX,
+        proxy: cli.upstream.settings(cli.runtime.place()).unwrap_or_default().routes,
     });
     let public_count = opened.listeners.len() - opened.admin;
     let addrs: Vec<_> = opened.listeners.iter().map(|l| l.addr().clone()).collect();

@@ -62,6 +62,7 @@ fn main() {
         },
         health_path: None,
         max_sleeping: 1024,
+        proxy: Default::default(),
         root,
     };
     let worker = stats.worker(0);

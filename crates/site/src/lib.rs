@@ -52,6 +52,7 @@
 //!     exposure: Exposure::DEMO,
 //!     health_path: None,
 //!     max_sleeping: 1024,
+//!     proxy: Default::default(),
 //! };
 //! let worker = stats.worker(0);
 //! let mut wbuf = BytesMut::new();

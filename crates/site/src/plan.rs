@@ -202,8 +202,17 @@ enum Stage {
 impl Plan {
     /// The plan for a request [`handle`](crate::respond::handle) could not
     /// answer at once.
+    ///
+    /// # Panics
+    /// For a request for an upstream: the driver takes those out first
+    /// ([`Slow::into_proxied`]).
     pub fn new(slow: Slow) -> Plan {
-        slow.0
+        match slow.0 {
+            crate::respond::Waiting::Plan(plan) => plan,
+            crate::respond::Waiting::Proxied(_) => {
+                panic!("a proxied request has no plan: take it out with Slow::into_proxied")
+            }
+        }
     }
 
     /// A plan that has not started.

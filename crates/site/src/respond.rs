@@ -27,10 +27,38 @@ pub enum Handled<S> {
     Slow(S),
 }
 
-/// A request whose answer must wait: its [`Plan`],
-/// possibly with a first step already decided.
+/// A request whose answer must wait: its [`Plan`], possibly with a first
+/// step already decided, or a request for an upstream
+/// ([`Slow::into_proxied`]).
 #[derive(Debug)]
-pub struct Slow(pub(crate) crate::plan::Plan);
+pub struct Slow(pub(crate) Waiting);
+
+#[derive(Debug)]
+pub(crate) enum Waiting {
+    Plan(crate::plan::Plan),
+    Proxied(Proxied),
+}
+
+/// A request that a `--proxy` route takes: the driver sends it upstream
+/// (see [`crate::reverse_proxy`]).
+#[derive(Debug)]
+pub struct Proxied {
+    /// The request.
+    pub req: Request,
+    /// Its route.
+    pub route: std::sync::Arc<crate::reverse_proxy::Route>,
+}
+
+impl Slow {
+    /// The request for an upstream, if this is one; the plan's work back
+    /// otherwise (for [`Plan::new`]).
+    pub fn into_proxied(self) -> Result<Proxied, Slow> {
+        match self.0 {
+            Waiting::Proxied(p) => Ok(p),
+            other => Err(Slow(other)),
+        }
+    }
+}
 
 /// One answered request, for the stats and the access log.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +119,14 @@ fn routed(
     to: ReplyTo,
     log: impl FnOnce(&Request, Outcome),
 ) -> Handled<Slow> {
+    // A route of the reverse proxy takes the request whole (the public
+    // listener's; the admin listener keeps its endpoints).
+    if on == Surface::Public
+        && let Some((route, _)) = app.proxy.find(req.path())
+    {
+        let route = route.clone();
+        return Handled::Slow(Slow(Waiting::Proxied(Proxied { req, route })));
+    }
     let action = match catch_unwind(AssertUnwindSafe(|| app.route(&req, on))) {
         Ok(a) => a,
         Err(_) => {
@@ -136,10 +172,10 @@ fn routed(
                     Handled::Done(outcome.keep_alive)
                 }
                 Ok(None) => Handled::Done(false),
-                Err(()) => Handled::Slow(Slow(plan)),
+                Err(()) => Handled::Slow(Slow(Waiting::Plan(plan))),
             }
         }
-        action => Handled::Slow(Slow(Plan::waiting(req, to, action))),
+        action => Handled::Slow(Slow(Waiting::Plan(Plan::waiting(req, to, action)))),
     }
 }
 

@@ -80,14 +80,16 @@ impl Route {
 /// Every `--proxy` route; the longest matching prefix wins.
 #[derive(Debug, Clone, Default)]
 pub struct Routes {
-    routes: Vec<Route>,
+    routes: Vec<Arc<Route>>,
 }
 
 impl Routes {
     /// The routes, longest prefix first (the order of matching).
     pub fn new(mut routes: Vec<Route>) -> Routes {
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        Routes { routes }
+        Routes {
+            routes: routes.into_iter().map(Arc::new).collect(),
+        }
     }
 
     /// Whether there is no route (the common case: one branch per request).
@@ -96,7 +98,7 @@ impl Routes {
     }
 
     /// The route for `path` and the path after its prefix.
-    pub fn find<'p>(&self, path: &'p str) -> Option<(&Route, &'p str)> {
+    pub fn find<'p>(&self, path: &'p str) -> Option<(&Arc<Route>, &'p str)> {
         self.routes
             .iter()
             .find_map(|r| r.rest(path).map(|rest| (r, rest)))
@@ -104,7 +106,7 @@ impl Routes {
 
     /// Every route (for the stats document).
     pub fn iter(&self) -> impl Iterator<Item = &Route> {
-        self.routes.iter()
+        self.routes.iter().map(|r| &**r)
     }
 }
 

@@ -69,6 +69,8 @@ pub struct App {
     /// Most `/_httplite/sleep` requests asleep at once (`--pool-queue`,
     /// the bound jobs have too); one more is answered 503.
     pub max_sleeping: u64,
+    /// `--proxy`'s routes: the requests they take go upstream.
+    pub proxy: crate::reverse_proxy::Routes,
 }
 
 impl std::fmt::Debug for App {
@@ -351,6 +353,7 @@ pub(crate) mod tests {
             events: EventsConfig::default(),
             health_path: None,
             max_sleeping: 1024,
+            proxy: Default::default(),
         }
     }
 

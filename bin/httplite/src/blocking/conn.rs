@@ -253,13 +253,6 @@ impl<I: BlockingIo> Conn<'_, I> {
             ..
         } = self;
         let (client, on) = (*client, &*on);
-        let routes = &ctx.config.reverse_proxy.routes;
-        if !routes.is_empty()
-            && *on == Surface::Public
-            && let Some((route, _)) = routes.find(req.path())
-        {
-            return self.proxy(req, route);
-        }
         let handled = respond::handle(
             &ctx.app,
             &ctx.stats,
@@ -479,6 +472,10 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// the same loop with `.await` at each wait: one piece of code cannot
     /// both block a thread of control and return `Pending` to an executor.)
     fn handle_slow(&mut self, slow: Slow) -> Res<bool> {
+        let slow = match slow.into_proxied() {
+            Ok(p) => return self.proxy(p.req, &p.route),
+            Err(slow) => slow,
+        };
         let mut plan = Plan::new(slow);
         let mut event = Event::Start;
         let mut streaming = false;

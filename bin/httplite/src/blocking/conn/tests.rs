@@ -98,6 +98,7 @@ pub(super) fn ctx() -> Ctx {
             exposure: site::exposure::Exposure::DEMO,
             health_path: None,
             max_sleeping: 1024,
+            proxy: Default::default(),
         }),
         config: Arc::new(Config::from_cli(&cli)),
         stats: Stats::new(1).worker(0),
