@@ -52,6 +52,9 @@ pub struct Proxied {
 impl Slow {
     /// The request for an upstream, if this is one; the plan's work back
     /// otherwise (for [`Plan::new`]).
+    // Moved once per waiting request: boxing it would be an allocation
+    // per request for nothing.
+    #[allow(clippy::result_large_err)]
     pub fn into_proxied(self) -> Result<Proxied, Slow> {
         match self.0 {
             Waiting::Proxied(p) => Ok(p),
