@@ -21,8 +21,7 @@
 # neighbouring slice and bootstrapped (scripts/lib/ratio_ci.py); the host's
 # slow spells then land on both sides of a ratio.
 #
-# httplite runs on every design that serves --proxy (stackful, threads,
-# threadpool, fork); the others refuse the flag and are reported so.
+# httplite runs on all six designs.
 #
 # Usage: scripts/bench-proxy.sh [--slices N] [--slice S] [--cap PCT]
 #                               [--conns N] [--quick] [--no-memory]
@@ -104,10 +103,10 @@ wait_port "$UP" || { echo "the upstream nginx did not start: $(cat "$TMP/upstrea
 declare -A PORT CMD
 PROXIES=()
 add() { PROXIES+=("$1"); PORT[$1]=$(port); }
-for rt in stackful threads threadpool fork; do add "httplite-$rt"; done
+for rt in stackless uring stackful threads threadpool fork; do add "httplite-$rt"; done
 add nginx; add haproxy; add h2o; add lighttpd
 
-for rt in stackful threads threadpool fork; do
+for rt in stackless uring stackful threads threadpool fork; do
     # One worker, as every peer (fork has none: it refuses the flag).
     workers="--workers 1"; [ "$rt" = fork ] && workers=""
     CMD[httplite-$rt]="$BIN --runtime $rt $workers --bind 127.0.0.1:${PORT[httplite-$rt]} --quiet \
@@ -259,7 +258,6 @@ PY
             case "$p" in httplite-*) python3 scripts/lib/ratio_ci.py "$p" "$best" < "$OUT/slices.csv" ;; esac
         done
     fi
-    echo "# stackless, uring: n/a (--proxy is refused on these designs so far)"
 } | tee "$OUT/report.txt"
 
 [ "$MEMORY" = 1 ] || exit 0
@@ -274,7 +272,7 @@ taskset -c 1 nginx -p "$TMP/files-nginx" -c "$TMP/files-nginx/nginx.conf" > "$TM
 RUNNING+=($!)
 wait_port "$FP" || true
 rss_kb() { local t=0 p; for p in $(proc_tree "$1"); do t=$((t + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo "$t"; }
-for rt in threads stackful; do
+for rt in stackless uring threads stackful; do
     P=$(port)
     "$BIN" --runtime "$rt" --bind "127.0.0.1:$P" --quiet --proxy "/=http://127.0.0.1:$FP" > "$TMP/mem-$rt.log" 2>&1 &
     pid=$!; RUNNING+=($pid)

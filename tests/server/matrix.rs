@@ -20,12 +20,9 @@ use crate::harness::RUNTIMES;
 enum Cell {
     /// Works; the test that runs it on this design.
     Yes(&'static str),
-    /// Refused in one line at start-up (or answered 503), and why; the
-    /// test that asserts it.
-    Refused(&'static str, &'static str),
 }
 
-use Cell::{Refused, Yes};
+use Cell::Yes;
 
 /// One feature on the six designs, in [`RUNTIMES`]' order.
 struct Row {
@@ -149,20 +146,9 @@ const ROWS: &[Row] = &[
     },
     Row {
         feature: "Reverse proxy (`--proxy`)",
-        cells: [
-            Refused(PROXY_NOT_YET, PROXY_REFUSED),
-            Yes(PROXY),
-            Yes(PROXY),
-            Yes(PROXY),
-            Yes(PROXY),
-            Refused(PROXY_NOT_YET, PROXY_REFUSED),
-        ],
+        cells: all("reverse_proxy::heads_and_bodies_cross_both_ways"),
     },
 ];
-
-const PROXY: &str = "reverse_proxy::heads_and_bodies_cross_both_ways";
-const PROXY_REFUSED: &str = "reverse_proxy::stackless_and_uring_refuse_the_proxy";
-const PROXY_NOT_YET: &str = "not served yet";
 
 /// The page: a short text, the table (each cell a test reference), and the
 /// tests by number.
@@ -181,10 +167,8 @@ fn render() -> String {
     for row in ROWS {
         let _ = write!(table, "| {} |", row.feature);
         for cell in row.cells {
-            let _ = match cell {
-                Yes(test) => write!(table, " yes [{}] |", number(test)),
-                Refused(why, test) => write!(table, " refused: {why} [{}] |", number(test)),
-            };
+            let Yes(test) = cell;
+            let _ = write!(table, " yes [{}] |", number(test));
         }
         table.push('\n');
     }
@@ -196,8 +180,8 @@ fn render() -> String {
          with the test (numbered below) that runs that feature on that design in\n\
          the server suite, or that asserts its refusal. A test that loops over\n\
          every runtime of the run (`harness::runtimes()`) covers its whole row.\n\
-         A refusal is one line at start-up (exit status 2) that says why; the\n\
-         reverse proxy runs on the blocking designs so far ([server.md](server.md)).\n\n",
+         A refusal would be one line at start-up (exit status 2) that says\n\
+         why; no design refuses a feature of this table.\n\n",
     );
     page.push_str(&table);
     page.push_str("\nThe tests (in `tests/server/`):\n\n");
@@ -253,9 +237,7 @@ fn every_cell_names_a_test_that_runs_its_design() {
     let mut wrong = Vec::new();
     for row in ROWS {
         for (design, cell) in RUNTIMES.iter().zip(row.cells) {
-            let test = match cell {
-                Yes(t) | Refused(_, t) => t,
-            };
+            let Yes(test) = cell;
             let Some(body) = test_body(test) else {
                 wrong.push(format!("{}: {design}: no test {test}", row.feature));
                 continue;

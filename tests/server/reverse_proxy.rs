@@ -2,8 +2,7 @@
 //! clients, errors and their counters, the pool of upstream connections,
 //! balancing and passive health, smuggling refused before the upstream,
 //! and a large answer streamed with flat memory. Against the test upstream
-//! in `reverse_proxy/upstream.rs`, on every design that serves the proxy
-//! (the blocking ones); the two that do not refuse `--proxy` in one line.
+//! in `reverse_proxy/upstream.rs`, on every design.
 
 mod upstream;
 
@@ -11,21 +10,6 @@ use std::time::{Duration, Instant};
 
 use super::harness::*;
 use upstream::TestUpstream;
-
-/// The designs that serve `--proxy`, of this run's; a line on stderr names
-/// each one left out and why.
-fn proxy_runtimes() -> Vec<&'static str> {
-    let (kept, left): (Vec<_>, Vec<_>) = runtimes()
-        .iter()
-        .copied()
-        .partition(|rt| !matches!(*rt, "stackless" | "uring"));
-    for rt in left {
-        eprintln!(
-            "[{rt}] skipped: --proxy is refused there (stackless_and_uring_refuse_the_proxy)"
-        );
-    }
-    kept
-}
 
 fn proxy(rt: &str, routes: &[String], extra: &[&str]) -> Server {
     let mut args: Vec<&str> = Vec::new();
@@ -45,7 +29,7 @@ fn header_line<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn heads_and_bodies_cross_both_ways() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(None);
         let server = proxy(rt, &[format!("/api/={}", up.url())], &[]);
         let mut c = server.connect();
@@ -141,7 +125,7 @@ fn heads_and_bodies_cross_both_ways() {
 
 #[test]
 fn curl_gets_posts_ten_mib_and_uploads_chunked() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(None);
         // Larger than the default --max-body (1 MiB), which applies to
         // proxied requests too.
@@ -190,7 +174,7 @@ fn curl_gets_posts_ten_mib_and_uploads_chunked() {
 
 #[test]
 fn upstream_failures_answer_502_or_504_and_are_counted() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(None);
         // A port nothing listens on: bound, then closed.
         let dead = std::net::TcpListener::bind("127.0.0.1:0")
@@ -247,7 +231,7 @@ fn upstream_failures_answer_502_or_504_and_are_counted() {
 
 #[test]
 fn upstream_connections_are_pooled_and_an_idle_close_fails_nothing() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(Some(Duration::from_millis(100)));
         let server = proxy(rt, &[format!("/p/={}", up.url())], &[]);
         let mut c = server.connect();
@@ -272,7 +256,7 @@ fn upstream_connections_are_pooled_and_an_idle_close_fails_nothing() {
 
 #[test]
 fn two_upstreams_share_the_load_and_a_dead_one_is_skipped() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let (a, b) = (TestUpstream::start(None), TestUpstream::start(None));
         let server = proxy(rt, &[format!("/lb/={},{}", a.url(), b.url())], &[]);
         for _ in 0..10 {
@@ -298,7 +282,7 @@ fn two_upstreams_share_the_load_and_a_dead_one_is_skipped() {
 
 #[test]
 fn smuggling_attempts_never_reach_the_upstream() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(None);
         let server = proxy(rt, &[format!("/s/={}", up.url())], &[]);
         for attempt in [
@@ -317,7 +301,7 @@ fn smuggling_attempts_never_reach_the_upstream() {
 #[test]
 fn a_large_answer_streams_through_with_flat_memory() {
     let _heavy = heavy_lock();
-    for rt in proxy_runtimes().into_iter().filter(|rt| !is_fork(rt)) {
+    for rt in runtimes().iter().copied().filter(|rt| !is_fork(rt)) {
         let up = TestUpstream::start(None);
         let server = proxy(rt, &[format!("/big={}", up.url())], &[]);
         let rss = || {
@@ -344,26 +328,6 @@ fn a_large_answer_streams_through_with_flat_memory() {
 }
 
 #[test]
-fn stackless_and_uring_refuse_the_proxy() {
-    for rt in ["stackless", "uring"] {
-        let out = run_binary(
-            &[
-                "--runtime",
-                rt,
-                "--proxy",
-                "/a=http://127.0.0.1:9",
-                "--bind",
-                "127.0.0.1:0",
-            ],
-            Duration::from_secs(10),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "[{rt}] {err}");
-        assert!(err.contains("does not serve it yet"), "[{rt}] {err}");
-    }
-}
-
-#[test]
 fn bad_proxy_values_are_usage_errors() {
     for (value, says) in [
         ("/a", "PREFIX=URL"),
@@ -382,7 +346,7 @@ fn bad_proxy_values_are_usage_errors() {
 
 #[test]
 fn the_access_log_names_each_upstream_its_status_and_time() {
-    for rt in proxy_runtimes() {
+    for rt in runtimes() {
         let up = TestUpstream::start(None);
         let dead = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()

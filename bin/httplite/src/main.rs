@@ -112,18 +112,6 @@ fn check_runtime_flags(cli: &Cli, matches: &clap::ArgMatches) -> Result<(), Stri
     }
     check_admin_binds(cli)?;
     cli.upstream.settings(cli.runtime.place())?;
-    if !cli.upstream.routes.is_empty()
-        && matches!(cli.runtime, RuntimeKind::Stackless | RuntimeKind::Uring)
-    {
-        return Err(format!(
-            "--proxy: the reverse proxy runs on the blocking designs (--runtime stackful, \
-             threads, threadpool, fork); --runtime {} does not serve it yet",
-            match cli.runtime {
-                RuntimeKind::Uring => "uring",
-                _ => "stackless",
-            }
-        ));
-    }
     if !cli.proxy_protocol.is_empty() && cli.trusted_proxy.is_empty() {
         return Err(
             "--proxy-protocol needs --trusted-proxy: the proxies allowed to send \
@@ -270,7 +258,11 @@ fn run(cli: Cli) -> Result<()> {
         exposure: exposure(&cli),
         health_path: cli.health.clone(),
         max_sleeping: cli.pool_queue as u64,
-        proxy: cli.upstream.settings(cli.runtime.place()).unwrap_or_default().routes,
+        proxy: cli
+            .upstream
+            .settings(cli.runtime.place())
+            .unwrap_or_default()
+            .routes,
     });
     let mut config = Config::from_cli(&cli);
     config.reverse_proxy.add_stats(&stats);
@@ -651,7 +643,11 @@ fn run_fork(cli: &Cli, root: Option<StaticRoot>) -> Result<()> {
         // No sleep is bounded by the pool here (there is none): the
         // connection bound (--max-connections) holds the children.
         max_sleeping: u64::MAX,
-        proxy: cli.upstream.settings(cli.runtime.place()).unwrap_or_default().routes,
+        proxy: cli
+            .upstream
+            .settings(cli.runtime.place())
+            .unwrap_or_default()
+            .routes,
     });
     let public_count = opened.listeners.len() - opened.admin;
     let addrs: Vec<_> = opened.listeners.iter().map(|l| l.addr().clone()).collect();

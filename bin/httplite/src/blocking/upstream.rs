@@ -155,17 +155,7 @@ impl<W: UpstreamWaits> std::fmt::Debug for Upstream<W> {
 impl<W: UpstreamWaits> Upstream<W> {
     /// Connects to `addr`, giving up at `deadline` (`TimedOut`).
     pub fn connect(addr: &UpstreamAddr, deadline: Instant) -> io::Result<Upstream<W>> {
-        let (fd, connected) = match addr {
-            UpstreamAddr::Tcp(a) => {
-                let fd = sys::tcp_socket(*a)?;
-                let connected = sys::connect(fd.as_fd(), *a)?;
-                // A head and then a body are two writes: no Nagle delay
-                // between them.
-                sys::set_nodelay(fd.as_fd(), true)?;
-                (fd, connected)
-            }
-            UpstreamAddr::Unix(path) => unix_connect(path)?,
-        };
+        let (fd, connected) = start_connect(addr)?;
         let up = Upstream::adopt(fd, false)?;
         if !connected {
             W::wait_writable(&up.reg, up.fd.as_fd(), deadline)?;
@@ -221,6 +211,24 @@ impl<W: UpstreamWaits> Upstream<W> {
         let Upstream { reg, fd, .. } = self;
         drop(reg);
         fd
+    }
+}
+
+/// A new non-blocking socket with its connect to `addr` begun: the socket,
+/// and whether the connect is done already (else it ends when the socket
+/// turns writable, and `SO_ERROR` says how). Every design's proxy starts
+/// its connects here.
+pub(crate) fn start_connect(addr: &UpstreamAddr) -> io::Result<(OwnedFd, bool)> {
+    match addr {
+        UpstreamAddr::Tcp(a) => {
+            let fd = sys::tcp_socket(*a)?;
+            let connected = sys::connect(fd.as_fd(), *a)?;
+            // A head and then a body are two writes: no Nagle delay
+            // between them.
+            sys::set_nodelay(fd.as_fd(), true)?;
+            Ok((fd, connected))
+        }
+        UpstreamAddr::Unix(path) => unix_connect(path),
     }
 }
 

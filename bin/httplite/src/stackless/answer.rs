@@ -17,11 +17,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http1::{BodyEncoder, Message, Request};
+use site::access_log::UpstreamLog;
 use site::plan::{Event, Plan, Step};
 use site::respond::{Handled, Outcome, Slow};
 use site::routes::App;
@@ -119,6 +120,18 @@ pub(crate) trait Waits {
     fn tick(&mut self, d: Duration) -> impl Future<Output = Res<bool>>;
     /// The trace and access-log lines of one answer.
     fn log(&self, req: &Request, outcome: Outcome);
+    /// A socket to an upstream of the reverse proxy, waited on this
+    /// driver's way (see [`super::upstream`]).
+    type Upstream: super::upstream::UpstreamSocket;
+    /// Adopts `fd` (non-blocking; connected or connecting) as an upstream
+    /// socket.
+    fn upstream(&self, fd: OwnedFd) -> io::Result<Self::Upstream>;
+    /// What the reverse proxy needs of the connection.
+    fn proxy_context(&self) -> super::proxy::ProxyContext<'_>;
+    /// The driver's clock (the reactor's cached one where it has one).
+    fn now(&self) -> Instant;
+    /// The trace and access-log lines of a proxied request.
+    fn log_proxied(&self, req: &Request, outcome: Outcome, upstream: UpstreamLog<'_>);
 }
 
 /// The boxed waiting answer of one request.
@@ -203,6 +216,10 @@ pub(crate) async fn answer<C: Waits>(conn: &mut C) -> Option<Stop> {
 /// must return `Pending` to the executor, and Rust has no way to be generic
 /// over that.
 pub(crate) async fn handle_slow<C: Waits>(conn: &mut C, slow: Slow) -> Res<bool> {
+    let slow = match slow.into_proxied() {
+        Ok(p) => return super::proxy::proxy(conn, p.req, &p.route).await,
+        Err(slow) => slow,
+    };
     let mut plan = Plan::new(slow);
     let mut event = Event::Start;
     let mut streaming = false;

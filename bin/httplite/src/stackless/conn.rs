@@ -385,7 +385,28 @@ fn log<S: Transport>(
         driver::trace_outcome(fd, req, out, started());
     }
     if ctx.access_log.is_some() {
-        access_log(ctx, stream, client, on, req, out, started());
+        access_log(ctx, stream, client, on, req, out, started(), None);
+    }
+}
+
+/// [`log`] for a proxied request, whose line names its upstream.
+#[allow(clippy::too_many_arguments)]
+fn log_proxied<S: Transport>(
+    ctx: &WorkerCtx,
+    stream: &S,
+    client: &Option<Box<SocketAddr>>,
+    on: &Surface,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+    upstream: site::access_log::UpstreamLog<'_>,
+) {
+    if reactor::trace::active() {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+        driver::trace_outcome(fd, req, out, started);
+    }
+    if ctx.access_log.is_some() {
+        access_log(ctx, stream, client, on, req, out, started, Some(upstream));
     }
 }
 
@@ -393,6 +414,7 @@ fn log<S: Transport>(
 /// inlined into carry only the `is_some` test when logging is off.
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn access_log<S: Transport>(
     ctx: &WorkerCtx,
     stream: &S,
@@ -401,17 +423,14 @@ fn access_log<S: Transport>(
     req: &Request,
     out: Outcome,
     started: Instant,
+    upstream: Option<site::access_log::UpstreamLog<'_>>,
 ) {
     let Some(log) = &ctx.access_log else { return };
     let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
     let client = client.as_deref().copied();
     let peer = (ctx.config.proxy).client_of(client, fd, req, || stream.peer_addr().ok());
-    log.log(&Entry::new(
-        peer,
-        req,
-        *on,
-        out.status.code(),
-        out.bytes,
-        Some(started),
-    ));
+    log.log(&Entry {
+        upstream,
+        ..Entry::new(peer, req, *on, out.status.code(), out.bytes, Some(started))
+    });
 }

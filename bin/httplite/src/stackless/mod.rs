@@ -5,7 +5,9 @@ pub(crate) mod answer;
 mod conn;
 pub(crate) mod ctx;
 mod proxied;
+pub(crate) mod proxy;
 pub mod transport;
+pub(crate) mod upstream;
 mod worker;
 
 pub use worker::run;

@@ -1,7 +1,8 @@
 //! The reverse proxy's settings and its pool of idle upstream connections:
 //! what every design shares. The decisions (routes, the balancer, the
 //! heads) are the site's ([`site::reverse_proxy`]); each driver does the
-//! waiting (the blocking designs: [`crate::blocking`]'s `proxy`).
+//! waiting (the blocking designs in `blocking/conn/proxy.rs`, the
+//! stackless ones in `stackless/proxy.rs`).
 
 pub mod args;
 pub mod idle;

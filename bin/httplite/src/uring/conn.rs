@@ -471,6 +471,31 @@ pub(super) fn log(
     out: Outcome,
     started: Instant,
 ) {
+    log_with(ctx, fd, on, req, out, started, None);
+}
+
+/// [`log`] for a proxied request, whose line names its upstream.
+pub(super) fn log_proxied(
+    ctx: &WorkerCtx,
+    fd: std::os::fd::RawFd,
+    on: Surface,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+    upstream: site::access_log::UpstreamLog<'_>,
+) {
+    log_with(ctx, fd, on, req, out, started, Some(upstream));
+}
+
+fn log_with(
+    ctx: &WorkerCtx,
+    fd: std::os::fd::RawFd,
+    on: Surface,
+    req: &Request,
+    out: Outcome,
+    started: Instant,
+    upstream: Option<site::access_log::UpstreamLog<'_>>,
+) {
     driver::trace_outcome(fd, req, out, started);
     if let Some(log) = &ctx.access_log {
         // The client a PROXY header named, if this connection sent one.
@@ -483,14 +508,10 @@ pub(super) fn log(
             // connection ends, after this call.
             reactor::sys::peer_addr(unsafe { BorrowedFd::borrow_raw(fd) }).ok()
         });
-        log.log(&Entry::new(
-            peer,
-            req,
-            on,
-            out.status.code(),
-            out.bytes,
-            Some(started),
-        ));
+        log.log(&Entry {
+            upstream,
+            ..Entry::new(peer, req, on, out.status.code(), out.bytes, Some(started))
+        });
     }
 }
 

@@ -36,6 +36,7 @@ pub mod setup;
 mod slow;
 mod tls;
 pub mod trace;
+mod upstream;
 mod worker;
 
 pub use worker::run;

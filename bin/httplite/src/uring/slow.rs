@@ -12,6 +12,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use http1::Request;
+use site::access_log::UpstreamLog;
 use site::respond::{Handled, Outcome, Slow};
 
 use super::conn::{Conn, Res, Stop, log};
@@ -164,5 +165,37 @@ impl Waits for Conn {
     fn log(&self, req: &Request, outcome: Outcome) {
         let fd = self.stream.as_raw_fd();
         log(&self.ctx, fd, self.on, req, outcome, self.request_started);
+    }
+
+    type Upstream = super::upstream::RingUpstream;
+
+    fn upstream(&self, fd: std::os::fd::OwnedFd) -> io::Result<Self::Upstream> {
+        Ok(super::upstream::RingUpstream::new(fd))
+    }
+
+    fn proxy_context(&self) -> crate::stackless::proxy::ProxyContext<'_> {
+        let config = &self.ctx.config;
+        let fd = self.stream.as_raw_fd();
+        let trusted = &config.proxy.trusted;
+        let client = self.ctx.proxy_clients.borrow().get(&fd).copied();
+        // SAFETY: `fd` is this connection's socket, open while it lives.
+        let peer = || reactor::sys::peer_addr(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
+        crate::stackless::proxy::ProxyContext {
+            settings: &config.reverse_proxy,
+            trusted_peer: !trusted.is_empty() && trusted.trusts(crate::proxy::peer_of(fd)),
+            client: client.or_else(|| peer().ok()),
+            https: self.tls,
+            fd,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn log_proxied(&self, req: &Request, outcome: Outcome, upstream: UpstreamLog<'_>) {
+        let fd = self.stream.as_raw_fd();
+        let started = self.request_started;
+        super::conn::log_proxied(&self.ctx, fd, self.on, req, outcome, started, upstream);
     }
 }

@@ -21,7 +21,8 @@ use reactor::Interest;
 use super::super::answer::{self, Parts, Waits};
 use super::super::transport::Transport;
 use super::timer::with_deadline;
-use super::{Conn, LINGER, Res, Resume, Stop, log};
+use super::{Conn, LINGER, Res, Resume, Stop, log, log_proxied};
+use site::access_log::UpstreamLog;
 use site::respond::{Handled, Outcome, Slow};
 use site::stats::TimeoutKind;
 
@@ -373,6 +374,43 @@ impl<S: Transport> Waits for Conn<S> {
             req,
             outcome,
             started,
+        );
+    }
+
+    type Upstream = crate::stackless::upstream::EpollUpstream;
+
+    fn upstream(&self, fd: std::os::fd::OwnedFd) -> io::Result<Self::Upstream> {
+        crate::stackless::upstream::EpollUpstream::new(fd)
+    }
+
+    fn proxy_context(&self) -> crate::stackless::proxy::ProxyContext<'_> {
+        let config = &self.ctx.config;
+        let fd = self.stream.as_raw_fd();
+        let trusted = &config.proxy.trusted;
+        crate::stackless::proxy::ProxyContext {
+            settings: &config.reverse_proxy,
+            trusted_peer: !trusted.is_empty() && trusted.trusts(crate::proxy::peer_of(fd)),
+            client: (self.client.as_deref().copied()).or_else(|| self.stream.peer_addr().ok()),
+            https: S::WRITES_ITSELF,
+            fd,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.ctx.reactor.now()
+    }
+
+    fn log_proxied(&self, req: &Request, outcome: Outcome, upstream: UpstreamLog<'_>) {
+        let started = self.request_started;
+        log_proxied(
+            &self.ctx,
+            &self.stream,
+            &self.client,
+            &self.on,
+            req,
+            outcome,
+            started,
+            upstream,
         );
     }
 }

@@ -1,0 +1,132 @@
+//! A socket to an upstream of the reverse proxy, for the stackless model:
+//! the shared proxy loop (`stackless::proxy`) makes plain non-blocking
+//! calls on it and, when one says `EAGAIN`, waits the driver's way. The
+//! epoll driver waits for the reactor's next edge ([`EpollUpstream`]); the
+//! io_uring driver, whose data path is completions, waits for readiness
+//! with a one-shot `IORING_OP_POLL_ADD` on the ring (`uring::upstream`),
+//! as it already does for `sendfile(2)` on a full socket: an upstream
+//! socket is a second, short-lived socket of the connection's task, and
+//! readiness keeps its buffers the proxy's own.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::task::Poll;
+use std::time::Instant;
+
+use executor::io::Async;
+use reactor::{Interest, Reactor};
+
+use crate::lazy_timer::LazyTimer;
+
+/// An upstream socket, waited on the driver's way.
+pub(crate) trait UpstreamSocket {
+    /// Runs `op` (a non-blocking call on the socket) until it does not say
+    /// `EAGAIN`, waiting for readability (writability with `write`)
+    /// between tries, until `at` (then `TimedOut`).
+    fn io<R>(
+        &mut self,
+        write: bool,
+        at: Instant,
+        op: impl FnMut(BorrowedFd<'_>) -> io::Result<R>,
+    ) -> impl Future<Output = io::Result<R>>;
+    /// Waits until the socket is writable (a connect has ended, either
+    /// way), until `at`.
+    fn writable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
+    /// The socket, for the idle pool (its registration, if any, ends).
+    fn into_fd(self) -> OwnedFd;
+}
+
+/// An upstream socket registered with the worker's reactor.
+#[derive(Debug)]
+pub(crate) struct EpollUpstream {
+    io: Async<OwnedFd>,
+    reactor: Reactor,
+}
+
+impl EpollUpstream {
+    /// Registers `fd` (non-blocking) with the current worker's reactor.
+    pub(crate) fn new(fd: OwnedFd) -> io::Result<EpollUpstream> {
+        Ok(EpollUpstream {
+            io: Async::new(fd)?,
+            reactor: Reactor::current(),
+        })
+    }
+
+    /// Waits for `interest` (after an `EAGAIN`, or for a connect's end)
+    /// with `op` tried at each edge, under a timer armed for `at` on first
+    /// need and taken out of the heap however the wait ends.
+    async fn wait<R>(
+        &self,
+        interest: Interest,
+        at: Instant,
+        mut op: impl FnMut(BorrowedFd<'_>) -> io::Result<R>,
+        ready_is_enough: bool,
+    ) -> io::Result<Option<R>> {
+        let mut timer = TimerGuard {
+            reactor: &self.reactor,
+            timer: None,
+        };
+        let reg = self.io.registration();
+        let fd = self.io.get_ref().as_fd();
+        std::future::poll_fn(|cx| {
+            if ready_is_enough {
+                if reg.poll_ready(cx, interest).is_ready() {
+                    return Poll::Ready(Ok(None));
+                }
+            } else if let Poll::Ready(r) = reg.poll_io(cx, interest, || op(fd)) {
+                return Poll::Ready(r.map(Some));
+            }
+            let t = (timer.timer).get_or_insert_with(|| LazyTimer::new(&self.reactor, at));
+            if t.poll_expired(&self.reactor, cx, at) {
+                return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// Takes a wait's timer out of the reactor's heap when the wait ends,
+/// completed or dropped (the client left mid-wait).
+struct TimerGuard<'a> {
+    reactor: &'a Reactor,
+    timer: Option<LazyTimer>,
+}
+
+impl Drop for TimerGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.remove(self.reactor);
+        }
+    }
+}
+
+impl UpstreamSocket for EpollUpstream {
+    async fn io<R>(
+        &mut self,
+        write: bool,
+        at: Instant,
+        op: impl FnMut(BorrowedFd<'_>) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let interest = if write {
+            Interest::Writable
+        } else {
+            Interest::Readable
+        };
+        match self.wait(interest, at, op, false).await? {
+            Some(r) => Ok(r),
+            None => unreachable!("an operation's wait returns its result"),
+        }
+    }
+
+    async fn writable(&mut self, at: Instant) -> io::Result<()> {
+        let never = |_: BorrowedFd<'_>| -> io::Result<()> { Ok(()) };
+        self.wait(Interest::Writable, at, never, true)
+            .await
+            .map(drop)
+    }
+
+    fn into_fd(self) -> OwnedFd {
+        self.io.into_inner()
+    }
+}
