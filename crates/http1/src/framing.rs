@@ -145,23 +145,23 @@ impl Semantics {
     #[inline(never)]
     fn framing_header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length(value),
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            14 if folds_to(name, b"content-length") => self.content_length(value),
+            17 if folds_to(name, b"transfer-encoding") => {
                 self.transfer_encoding(value);
                 Ok(())
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if folds_to(name, b"connection") => {
                 for token in list(value) {
-                    if token.eq_ignore_ascii_case(b"close") {
+                    if folds_to(token, b"close") {
                         self.conn_close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    } else if folds_to(token, b"keep-alive") {
                         self.conn_keep_alive = true;
                     }
                 }
                 Ok(())
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
-                if trim(value).eq_ignore_ascii_case(b"100-continue") {
+            6 if folds_to(name, b"expect") => {
+                if folds_to(trim(value), b"100-continue") {
                     self.expect_continue = true;
                 }
                 Ok(())
@@ -188,7 +188,7 @@ impl Semantics {
     fn transfer_encoding(&mut self, value: &[u8]) {
         self.te_seen = true;
         for coding in list(value) {
-            if coding.eq_ignore_ascii_case(b"chunked") {
+            if folds_to(coding, b"chunked") {
                 self.te_chunked_count += 1;
                 self.te_last_chunked = true;
             } else {
@@ -312,6 +312,24 @@ fn list(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .split(|&b| b == b',')
         .map(trim)
         .filter(|item| !item.is_empty())
+}
+
+/// `s.eq_ignore_ascii_case(lower)` for a lower-case literal, which the
+/// compiler turns into a few word compares instead of a loop that
+/// lowercases byte by byte: at a letter of `lower`, setting bit 5 of the
+/// byte must give that letter (only the letter and its upper-case form
+/// do); anywhere else the byte must be equal.
+#[inline(always)]
+fn folds_to<const N: usize>(s: &[u8], lower: &[u8; N]) -> bool {
+    let Ok(s) = <&[u8; N]>::try_from(s) else {
+        return false;
+    };
+    let mut diff = 0;
+    for (&b, &l) in s.iter().zip(lower) {
+        let fold = if l.is_ascii_lowercase() { 0x20 } else { 0 };
+        diff |= (b | fold) ^ l;
+    }
+    diff == 0
 }
 
 pub(crate) fn trim(mut s: &[u8]) -> &[u8] {

@@ -107,9 +107,13 @@ fn is_value_stop(b: u8) -> bool {
 /// Sixteen bytes at a time, written so that the compiler vectorizes it: the
 /// test of each byte becomes a few vector compares that set each byte of a
 /// 16-byte mask to `0xff` or `0`, and [`stop_bits`] gathers the mask into
-/// bits. No branch per byte. The last, partial block goes byte by byte:
-/// padding it to 16 would take a `memcpy` call, and any call in the header
-/// loop makes it reload all its vector constants on every line.
+/// bits. No branch per byte. Fewer than 16 bytes before the end of the
+/// buffer (where every head's last line is, when the client waits for
+/// its answer) are tested as the buffer's last 16 bytes, with the bits of
+/// those before `from` shifted out: one more block, not a loop byte by
+/// byte (nor a `memcpy` into a padded block: any call in the header loop
+/// makes it reload all its vector constants on every line). Only a buffer
+/// shorter than 16 bytes goes byte by byte.
 #[inline(always)]
 fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8)> {
     let mut at = from;
@@ -121,6 +125,20 @@ fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8
             return Some((at + i, block[i & 15]));
         }
         at += 16;
+    }
+    if at >= buf.len() {
+        return None;
+    }
+    if let Some(base) = buf.len().checked_sub(16) {
+        // `at - base` is below 16 here: the block ends where the buffer
+        // does, and `at` is in it.
+        let block = buf.last_chunk::<16>()?;
+        let bits = stop_bits(block, &stop) >> (at - base);
+        if bits == 0 {
+            return None;
+        }
+        let i = (at - base) + bits.trailing_zeros() as usize;
+        return Some((base + i, block[i & 15]));
     }
     while let Some(&b) = buf.get(at) {
         if stop(b) {
@@ -343,7 +361,13 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         // `Host` equal to this connection's last one, which was checked.
         let mut known_cr = None;
         match Semantics::relevance(line.get(..colon - at)?) {
-            Relevance::Value => with_value |= 1 << index.min(INLINE_HEADERS),
+            // `Connection: keep-alive` (a ten-letter name in its slot)
+            // decides nothing in HTTP/1.1, where it is the default: its
+            // line needs no second look.
+            Relevance::Value => match keep_alive_cr(b, colon) {
+                Some(cr) if colon - at == 10 && version == Version::Http11 => known_cr = Some(cr),
+                _ => with_value |= 1 << index.min(INLINE_HEADERS),
+            },
             Relevance::Host => {
                 hosts += 1;
                 known_cr = host.hit(b, colon);
@@ -433,14 +457,14 @@ fn plain_host_end(b: &[u8], at: usize) -> Option<usize> {
 
 /// Where the port that starts at `at` ends (at its CR): at most five
 /// digits, at most 65535, none allowed (`port = *DIGIT`). Eight bytes at
-/// once: a port is too short for a loop to pay. `None` also when fewer
-/// than eight bytes follow (the general path decides those).
+/// once ([`load8`]): a port is too short for a loop to pay.
 #[inline(always)]
 fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    let w = u64::from_le_bytes(*b.get(at..)?.first_chunk::<8>()?);
+    let w = load8(b, at)?;
     // Digits become 0..=9; the top bit of each byte that is not a digit is
-    // set by one of the two terms (`+ 0x76` reaches 0x80 from 10). A carry
+    // set by one of the two terms (`+ 0x76` reaches 0x80 from 10; the zero
+    // bytes `load8` puts past the end are no digits either). A carry
     // out of a byte that is no digit can only mark the next byte too, so
     // the first marked byte is the first that is no digit.
     let d = w ^ (ONES * 0x30);
@@ -457,6 +481,58 @@ fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
         return None;
     }
     Some(at + n)
+}
+
+/// The 16 bytes of `b` from `at` as a little-endian word, with zero bytes
+/// for those past its end (which no byte of a head is); `None` if `at` is
+/// past the end or `b` is shorter than 16 bytes. Near the end, the load
+/// is of `b`'s last 16 bytes, shifted: no copy, no call.
+#[inline(always)]
+fn load16(b: &[u8], at: usize) -> Option<u128> {
+    if let Some(bytes) = b.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+        return Some(u128::from_le_bytes(*bytes));
+    }
+    let base = b.len().checked_sub(16)?;
+    // Here `at - base` is 1..=15 when `at` is inside `b`.
+    (at < b.len()).then(|| {
+        u128::from_le_bytes(*b.last_chunk::<16>().unwrap_or(&[0; 16])) >> (8 * (at - base))
+    })
+}
+
+/// [`load16`] for 8 bytes.
+#[inline(always)]
+fn load8(b: &[u8], at: usize) -> Option<u64> {
+    if let Some(bytes) = b.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        return Some(u64::from_le_bytes(*bytes));
+    }
+    let base = b.len().checked_sub(8)?;
+    (at < b.len())
+        .then(|| u64::from_le_bytes(*b.last_chunk::<8>().unwrap_or(&[0; 8])) >> (8 * (at - base)))
+}
+
+/// Where the CR is if the value after `colon` is ` keep-alive` (one space,
+/// any case) and nothing else: one load, one `or`, one `and`, one compare.
+#[inline(always)]
+fn keep_alive_cr(b: &[u8], colon: usize) -> Option<usize> {
+    const PATTERN: &[u8; 12] = b" keep-alive\r";
+    const LEN: usize = PATTERN.len();
+    // The pattern's bytes, and bit 5 of those that are letters.
+    const WORD_FOLD: (u128, u128) = {
+        let (mut word, mut fold) = ([0u8; 16], [0u8; 16]);
+        let mut i = 0;
+        while i < LEN {
+            word[i] = PATTERN[i];
+            fold[i] = if PATTERN[i].is_ascii_lowercase() {
+                0x20
+            } else {
+                0
+            };
+            i += 1;
+        }
+        (u128::from_le_bytes(word), u128::from_le_bytes(fold))
+    };
+    const MASK: u128 = u128::MAX >> (8 * (16 - LEN));
+    ((load16(b, colon + 1)? | WORD_FOLD.1) & MASK == WORD_FOLD.0).then_some(colon + LEN)
 }
 
 /// The last `Host` value a connection's fast path found valid, with the CR
@@ -490,18 +566,18 @@ impl HostCache {
     #[inline(always)]
     fn hit(&self, b: &[u8], colon: usize) -> Option<usize> {
         let start = colon + 2;
-        let bytes = b.get(start..).and_then(<[u8]>::first_chunk::<16>)?;
-        (b[colon + 1] == b' ' && u128::from_le_bytes(*bytes) & self.mask == self.word)
-            .then_some(start + self.cr)
+        // A CR the word expects past the end of `b` meets a zero byte.
+        let word = load16(b, start)?;
+        (b[colon + 1] == b' ' && word & self.mask == self.word).then_some(start + self.cr)
     }
 
     /// Remembers the valid value `b[at..cr]`.
     #[inline(always)]
     fn remember(&mut self, b: &[u8], at: usize, cr: usize) {
         let len = cr + 1 - at;
-        if let (true, Some(bytes)) = (len <= 16, b.get(at..).and_then(<[u8]>::first_chunk::<16>)) {
+        if let (true, Some(word)) = (len <= 16, load16(b, at)) {
             self.mask = u128::MAX >> (8 * (16 - len));
-            self.word = u128::from_le_bytes(*bytes) & self.mask;
+            self.word = word & self.mask;
             self.cr = cr - at;
         }
     }
