@@ -536,18 +536,30 @@ fn keep_alive_cr(b: &[u8], colon: usize) -> Option<usize> {
 }
 
 /// The last `Host` value a connection's fast path found valid, with the CR
-/// after it, as up to 16 bytes and a mask of them: one load, one `and`
-/// and one compare tell whether the next request's value is the same, and
-/// where its line ends, without scanning it. Only a value after exactly
-/// one space is taken this way (every client sends that); one longer than
-/// 15 bytes (16 with its CR) is not kept, and is checked every time.
+/// after it: its first 16 bytes as a word, masked when the value is
+/// shorter, and up to [`HOST_MORE`] more words. A load, an `and` and a
+/// compare tell whether the next request's value is the same, and where
+/// its line ends, without scanning it; a longer value compares its other
+/// words out of the header loop's way. Only a value after exactly one
+/// space is taken this way (every client sends that); one longer than
+/// `16 * (1 + HOST_MORE) - 1` bytes is not kept, and is checked every
+/// time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HostCache {
     word: u128,
     mask: u128,
     /// Where the CR is, counted from the value's start.
     cr: usize,
+    /// How many of `more` the value and its CR go on into.
+    more_len: usize,
+    /// The words after the first, the last masked with `more_mask`.
+    more: [u128; HOST_MORE],
+    more_mask: u128,
 }
+
+/// The words a [`HostCache`] holds after the first: values up to 63
+/// bytes, which host names with a port nearly always are.
+const HOST_MORE: usize = 3;
 
 impl Default for HostCache {
     /// Empty: no bytes masked in can equal a word of 1.
@@ -556,6 +568,9 @@ impl Default for HostCache {
             word: 1,
             mask: 0,
             cr: 0,
+            more_len: 0,
+            more: [0; HOST_MORE],
+            more_mask: 0,
         }
     }
 }
@@ -566,20 +581,62 @@ impl HostCache {
     #[inline(always)]
     fn hit(&self, b: &[u8], colon: usize) -> Option<usize> {
         let start = colon + 2;
-        // A CR the word expects past the end of `b` meets a zero byte.
+        // A CR the words expect past the end of `b` meets a zero byte.
         let word = load16(b, start)?;
-        (b[colon + 1] == b' ' && word & self.mask == self.word).then_some(start + self.cr)
+        (b[colon + 1] == b' '
+            && word & self.mask == self.word
+            && (self.more_len == 0 || self.more_match(b, start)))
+        .then_some(start + self.cr)
+    }
+
+    /// Whether the words after the first match those from `start + 16`.
+    /// Out of line: the call costs the header loop a reload of its vector
+    /// constants, which only heads with a long value pay; comparing in
+    /// line would cost every head registers.
+    #[cold]
+    #[inline(never)]
+    fn more_match(&self, b: &[u8], start: usize) -> bool {
+        let last = self.more_len - 1;
+        self.more
+            .iter()
+            .take(last)
+            .enumerate()
+            .all(|(i, &w)| load16(b, start + 16 * (i + 1)) == Some(w))
+            && load16(b, start + 16 * self.more_len).map(|w| w & self.more_mask)
+                == self.more.get(last).copied()
     }
 
     /// Remembers the valid value `b[at..cr]`.
     #[inline(always)]
     fn remember(&mut self, b: &[u8], at: usize, cr: usize) {
-        let len = cr + 1 - at;
-        if let (true, Some(word)) = (len <= 16, load16(b, at)) {
-            self.mask = u128::MAX >> (8 * (16 - len));
-            self.word = word & self.mask;
-            self.cr = cr - at;
+        let bytes = cr + 1 - at;
+        let (Some(word), true) = (load16(b, at), bytes <= 16 * (1 + HOST_MORE)) else {
+            return;
+        };
+        if bytes <= 16 {
+            self.mask = u128::MAX >> (8 * (16 - bytes));
+            self.more_len = 0;
+        } else {
+            self.remember_more(b, at, bytes);
+            self.mask = u128::MAX;
         }
+        self.word = word & self.mask;
+        self.cr = cr - at;
+    }
+
+    /// Remembers the words after the first of a value of `bytes` bytes
+    /// (its CR included), from 17 up to `16 * (1 + HOST_MORE)`.
+    #[cold]
+    #[inline(never)]
+    fn remember_more(&mut self, b: &[u8], at: usize, bytes: usize) {
+        let more_len = bytes.div_ceil(16) - 1;
+        for i in 0..more_len {
+            // The CR is in `b`, so each of these words starts inside it.
+            self.more[i] = load16(b, at + 16 * (i + 1)).unwrap_or(0);
+        }
+        self.more_mask = u128::MAX >> (8 * (16 * (more_len + 1) - bytes));
+        self.more[more_len - 1] &= self.more_mask;
+        self.more_len = more_len;
     }
 }
 
