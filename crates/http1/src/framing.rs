@@ -64,10 +64,12 @@ impl Decision {
 }
 
 /// For each name length below 32, the lowercased first letter of the one
-/// header name of that length whose value [`Semantics::value`] must see,
-/// or 0: `Expect`, `Connection`, `Content-Length`, `Transfer-Encoding`.
+/// header name of that length that [`Semantics::relevance`] picks, or 0:
+/// `Host`, and those whose value [`Semantics::value`] must see: `Expect`,
+/// `Connection`, `Content-Length`, `Transfer-Encoding`.
 static RELEVANT_FIRST: [u8; 32] = {
     let mut t = [0u8; 32];
+    t[4] = b'h';
     t[6] = b'e';
     t[10] = b'c';
     t[14] = b'c';
@@ -104,26 +106,26 @@ impl Semantics {
     /// left are compared in [`value`](Semantics::value).
     #[inline(always)]
     pub(crate) fn relevance(name: &[u8]) -> Relevance {
-        // `Host` first: every request has one.
-        if name.len() == 4 {
-            return if is_host(name) {
-                Relevance::Host
-            } else {
-                Relevance::None
-            };
-        }
         let Some(&first) = name.first() else {
             return Relevance::None;
         };
         // Setting bit 5 lowercases an ASCII letter, and the only bytes it
         // maps to a lowercase letter are that letter and its uppercase
         // form; no byte maps to 0. Longer names share slots (`& 31`), which
-        // only sends a few odd names on to the full comparison.
-        if RELEVANT_FIRST[name.len() & 31] == first | 0x20 {
-            Relevance::Value
-        } else {
-            Relevance::None
+        // only sends a few odd names on to the full comparison. Most names
+        // are sorted out by this one look-up and compare.
+        if RELEVANT_FIRST[name.len() & 31] != first | 0x20 {
+            return Relevance::None;
         }
+        // Slot 4 is `Host`'s, which only four-byte names can be.
+        if name.len() & 31 == 4 {
+            return if is_host(name) {
+                Relevance::Host
+            } else {
+                Relevance::None
+            };
+        }
+        Relevance::Value
     }
 
     /// Counts `n` more `Host` lines.

@@ -572,6 +572,22 @@ fn header_lookup_matches_whole_names_only() {
 }
 
 #[test]
+fn stops_are_the_byte_classes() {
+    for b in 0..=255u8 {
+        assert_eq!(is_value_stop(b), b < 0x20 || b >= 0x7f, "{b:#x}");
+        let letter_or_dash = b.is_ascii_alphabetic() || b == b'-';
+        assert_eq!(is_name_stop(b), !letter_or_dash, "{b:#x}");
+        let visible = (0x21..0x7f).contains(&b);
+        assert_eq!(
+            is_target_stop(b),
+            !visible || b == b'?' || b == b'#',
+            "{b:#x}"
+        );
+        assert_eq!(is_query_stop(b), !visible || b == b'#', "{b:#x}");
+    }
+}
+
+#[test]
 fn find_finds_the_first_stop() {
     let stops: [fn(u8) -> bool; 4] = [is_name_stop, is_target_stop, is_query_stop, is_value_stop];
     for stop in stops {
