@@ -574,7 +574,7 @@ fn header_lookup_matches_whole_names_only() {
 #[test]
 fn stops_are_the_byte_classes() {
     for b in 0..=255u8 {
-        assert_eq!(is_value_stop(b), b < 0x20 || b >= 0x7f, "{b:#x}");
+        assert_eq!(is_value_stop(b), !(0x20..0x7f).contains(&b), "{b:#x}");
         let letter_or_dash = b.is_ascii_alphabetic() || b == b'-';
         assert_eq!(is_name_stop(b), !letter_or_dash, "{b:#x}");
         let visible = (0x21..0x7f).contains(&b);
