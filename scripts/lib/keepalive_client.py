@@ -1,20 +1,33 @@
 #!/usr/bin/env python3
 """Sends K plaintext requests over one keep-alive connection and checks every
 answer. Usage: keepalive_client.py PORT K DEPTH [PATH [HEADER]]
+          or: keepalive_client.py PORT K DEPTH --head FILE [PORT_SUFFIX]
 
 DEPTH 1 sends one request at a time; DEPTH 16 writes 16 pipelined requests
 per send and waits for their 16 answers. With a PATH (and optionally one
 extra header line, e.g. "If-None-Match: ..."), every answer is counted by
-its status line instead of the plaintext body."""
+its status line instead of the plaintext body.
+
+With --head, the request is FILE's head (see scripts/heads/README.md):
+its lines joined with CRLF, `{port}` replaced by PORT_SUFFIX (empty, or
+e.g. ":8080"), then the empty line; every answer is checked for the
+plaintext body."""
 import socket
 import sys
 import time
 
 port, k, depth = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-path = sys.argv[4] if len(sys.argv) > 4 else "/_httplite/plaintext"
-header = f"{sys.argv[5]}\r\n" if len(sys.argv) > 5 else ""
-req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{header}\r\n".encode()
-marker = b"\r\n\r\nHello, World!" if len(sys.argv) <= 4 else b"HTTP/1.1 "
+if len(sys.argv) > 4 and sys.argv[4] == "--head":
+    suffix = sys.argv[6] if len(sys.argv) > 6 else ""
+    with open(sys.argv[5], encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f if line.strip()]
+    req = ("\r\n".join(lines).replace("{port}", suffix) + "\r\n\r\n").encode()
+    marker = b"\r\n\r\nHello, World!"
+else:
+    path = sys.argv[4] if len(sys.argv) > 4 else "/_httplite/plaintext"
+    header = f"{sys.argv[5]}\r\n" if len(sys.argv) > 5 else ""
+    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{header}\r\n".encode()
+    marker = b"\r\n\r\nHello, World!" if len(sys.argv) <= 4 else b"HTTP/1.1 "
 
 deadline = time.time() + 30
 while True:

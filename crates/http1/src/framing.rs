@@ -64,10 +64,12 @@ impl Decision {
 }
 
 /// For each name length below 32, the lowercased first letter of the one
-/// header name of that length whose value [`Semantics::value`] must see,
-/// or 0: `Expect`, `Connection`, `Content-Length`, `Transfer-Encoding`.
+/// header name of that length that [`Semantics::relevance`] picks, or 0:
+/// `Host`, and those whose value [`Semantics::value`] must see: `Expect`,
+/// `Connection`, `Content-Length`, `Transfer-Encoding`.
 static RELEVANT_FIRST: [u8; 32] = {
     let mut t = [0u8; 32];
+    t[4] = b'h';
     t[6] = b'e';
     t[10] = b'c';
     t[14] = b'c';
@@ -104,26 +106,26 @@ impl Semantics {
     /// left are compared in [`value`](Semantics::value).
     #[inline(always)]
     pub(crate) fn relevance(name: &[u8]) -> Relevance {
-        // `Host` first: every request has one.
-        if name.len() == 4 {
-            return if is_host(name) {
-                Relevance::Host
-            } else {
-                Relevance::None
-            };
-        }
         let Some(&first) = name.first() else {
             return Relevance::None;
         };
         // Setting bit 5 lowercases an ASCII letter, and the only bytes it
         // maps to a lowercase letter are that letter and its uppercase
         // form; no byte maps to 0. Longer names share slots (`& 31`), which
-        // only sends a few odd names on to the full comparison.
-        if RELEVANT_FIRST[name.len() & 31] == first | 0x20 {
-            Relevance::Value
-        } else {
-            Relevance::None
+        // only sends a few odd names on to the full comparison. Most names
+        // are sorted out by this one look-up and compare.
+        if RELEVANT_FIRST[name.len() & 31] != first | 0x20 {
+            return Relevance::None;
         }
+        // Slot 4 is `Host`'s, which only four-byte names can be.
+        if name.len() & 31 == 4 {
+            return if is_host(name) {
+                Relevance::Host
+            } else {
+                Relevance::None
+            };
+        }
+        Relevance::Value
     }
 
     /// Counts `n` more `Host` lines.
@@ -145,23 +147,23 @@ impl Semantics {
     #[inline(never)]
     fn framing_header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length(value),
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            14 if folds_to(name, b"content-length") => self.content_length(value),
+            17 if folds_to(name, b"transfer-encoding") => {
                 self.transfer_encoding(value);
                 Ok(())
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if folds_to(name, b"connection") => {
                 for token in list(value) {
-                    if token.eq_ignore_ascii_case(b"close") {
+                    if folds_to(token, b"close") {
                         self.conn_close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    } else if folds_to(token, b"keep-alive") {
                         self.conn_keep_alive = true;
                     }
                 }
                 Ok(())
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
-                if trim(value).eq_ignore_ascii_case(b"100-continue") {
+            6 if folds_to(name, b"expect") => {
+                if folds_to(trim(value), b"100-continue") {
                     self.expect_continue = true;
                 }
                 Ok(())
@@ -188,7 +190,7 @@ impl Semantics {
     fn transfer_encoding(&mut self, value: &[u8]) {
         self.te_seen = true;
         for coding in list(value) {
-            if coding.eq_ignore_ascii_case(b"chunked") {
+            if folds_to(coding, b"chunked") {
                 self.te_chunked_count += 1;
                 self.te_last_chunked = true;
             } else {
@@ -312,6 +314,24 @@ fn list(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .split(|&b| b == b',')
         .map(trim)
         .filter(|item| !item.is_empty())
+}
+
+/// `s.eq_ignore_ascii_case(lower)` for a lower-case literal, which the
+/// compiler turns into a few word compares instead of a loop that
+/// lowercases byte by byte: at a letter of `lower`, setting bit 5 of the
+/// byte must give that letter (only the letter and its upper-case form
+/// do); anywhere else the byte must be equal.
+#[inline(always)]
+fn folds_to<const N: usize>(s: &[u8], lower: &[u8; N]) -> bool {
+    let Ok(s) = <&[u8; N]>::try_from(s) else {
+        return false;
+    };
+    let mut diff = 0;
+    for (&b, &l) in s.iter().zip(lower) {
+        let fold = if l.is_ascii_lowercase() { 0x20 } else { 0 };
+        diff |= (b | fold) ^ l;
+    }
+    diff == 0
 }
 
 pub(crate) fn trim(mut s: &[u8]) -> &[u8] {

@@ -62,6 +62,15 @@ pub(crate) fn is_tchar(b: u8) -> bool {
     TOKEN[usize::from(b)]
 }
 
+/// Whether `b` is in `lo..lo + n` (`n` below 128), as one add and one
+/// signed compare: SSE2 has no unsigned byte compare, and an unsigned
+/// range test would take it several operations per 16 bytes. Adding
+/// `0x80 - lo` moves the range to the bottom of the signed bytes.
+#[inline(always)]
+fn in_range(b: u8, lo: u8, n: u8) -> bool {
+    (b.wrapping_add(0x80u8.wrapping_sub(lo)) as i8) < (n as i8).wrapping_sub(-128i8)
+}
+
 /// Where a header name's common run ends: anything but ASCII letters and
 /// `-`. Other token characters (digits among them) are checked one by one
 /// where they stop the run. Setting bit 5 maps exactly the letters into
@@ -69,20 +78,20 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 /// keeps in registers.
 #[inline(always)]
 fn is_name_stop(b: u8) -> bool {
-    !((b | 0x20).wrapping_sub(b'a') < 26 || b == b'-')
+    !(in_range(b | 0x20, b'a', 26) || b == b'-')
 }
 
 /// Where the path ends: anything but visible ASCII, `?`, and `#` (no
 /// fragment may reach a server: the general path rejects it).
 #[inline(always)]
 fn is_target_stop(b: u8) -> bool {
-    !(0x21..0x7f).contains(&b) || b == b'?' || b == b'#'
+    !in_range(b, 0x21, 0x7f - 0x21) || b == b'?' || b == b'#'
 }
 
 /// Where the query ends: anything but visible ASCII, and `#`.
 #[inline(always)]
 fn is_query_stop(b: u8) -> bool {
-    !(0x21..0x7f).contains(&b) || b == b'#'
+    !in_range(b, 0x21, 0x7f - 0x21) || b == b'#'
 }
 
 /// Where the common run of a `Host` value ends: anything but letters,
@@ -94,11 +103,14 @@ fn is_host_stop(b: u8) -> bool {
 }
 
 /// Where a run of header-value characters ends: controls (tab included,
-/// the caller steps over it) and `0x7f`. Bytes from `0x80` up are
-/// obs-text, which httparse allows in values.
+/// the caller steps over it), `0x7f`, and the bytes from `0x80` up. Those
+/// are obs-text, which httparse allows in values, and which the caller
+/// steps over too: they are rare, and with them in the stop set, the test
+/// is one add and one signed compare per 16 bytes (`b + 1` as a signed
+/// byte is below 33 exactly for these bytes).
 #[inline(always)]
 fn is_value_stop(b: u8) -> bool {
-    b < 0x20 || b == 0x7f
+    (b.wrapping_add(1) as i8) < 33
 }
 
 /// Index and value of the first byte at or after `from` that `stop` is true
@@ -107,9 +119,13 @@ fn is_value_stop(b: u8) -> bool {
 /// Sixteen bytes at a time, written so that the compiler vectorizes it: the
 /// test of each byte becomes a few vector compares that set each byte of a
 /// 16-byte mask to `0xff` or `0`, and [`stop_bits`] gathers the mask into
-/// bits. No branch per byte. The last, partial block goes byte by byte:
-/// padding it to 16 would take a `memcpy` call, and any call in the header
-/// loop makes it reload all its vector constants on every line.
+/// bits. No branch per byte. Fewer than 16 bytes before the end of the
+/// buffer (where every head's last line is, when the client waits for
+/// its answer) are tested as the buffer's last 16 bytes, with the bits of
+/// those before `from` shifted out: one more block, not a loop byte by
+/// byte (nor a `memcpy` into a padded block: any call in the header loop
+/// makes it reload all its vector constants on every line). Only a buffer
+/// shorter than 16 bytes goes byte by byte.
 #[inline(always)]
 fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8)> {
     let mut at = from;
@@ -121,6 +137,20 @@ fn find(buf: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<(usize, u8
             return Some((at + i, block[i & 15]));
         }
         at += 16;
+    }
+    if at >= buf.len() {
+        return None;
+    }
+    if let Some(base) = buf.len().checked_sub(16) {
+        // `at - base` is below 16 here: the block ends where the buffer
+        // does, and `at` is in it.
+        let block = buf.last_chunk::<16>()?;
+        let bits = stop_bits(block, &stop) >> (at - base);
+        if bits == 0 {
+            return None;
+        }
+        let i = (at - base) + bits.trailing_zeros() as usize;
+        return Some((base + i, block[i & 15]));
     }
     while let Some(&b) = buf.get(at) {
         if stop(b) {
@@ -343,7 +373,13 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         // `Host` equal to this connection's last one, which was checked.
         let mut known_cr = None;
         match Semantics::relevance(line.get(..colon - at)?) {
-            Relevance::Value => with_value |= 1 << index.min(INLINE_HEADERS),
+            // `Connection: keep-alive` (a ten-letter name in its slot)
+            // decides nothing in HTTP/1.1, where it is the default: its
+            // line needs no second look.
+            Relevance::Value => match keep_alive_cr(b, colon) {
+                Some(cr) if colon - at == 10 && version == Version::Http11 => known_cr = Some(cr),
+                _ => with_value |= 1 << index.min(INLINE_HEADERS),
+            },
             Relevance::Host => {
                 hosts += 1;
                 known_cr = host.hit(b, colon);
@@ -369,7 +405,7 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
                     if stop == b'\r' {
                         break cr;
                     }
-                    if stop != b'\t' {
+                    if stop != b'\t' && stop < 0x80 {
                         return None;
                     }
                     cr += 1;
@@ -433,14 +469,14 @@ fn plain_host_end(b: &[u8], at: usize) -> Option<usize> {
 
 /// Where the port that starts at `at` ends (at its CR): at most five
 /// digits, at most 65535, none allowed (`port = *DIGIT`). Eight bytes at
-/// once: a port is too short for a loop to pay. `None` also when fewer
-/// than eight bytes follow (the general path decides those).
+/// once ([`load8`]): a port is too short for a loop to pay.
 #[inline(always)]
 fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    let w = u64::from_le_bytes(*b.get(at..)?.first_chunk::<8>()?);
+    let w = load8(b, at)?;
     // Digits become 0..=9; the top bit of each byte that is not a digit is
-    // set by one of the two terms (`+ 0x76` reaches 0x80 from 10). A carry
+    // set by one of the two terms (`+ 0x76` reaches 0x80 from 10; the zero
+    // bytes `load8` puts past the end are no digits either). A carry
     // out of a byte that is no digit can only mark the next byte too, so
     // the first marked byte is the first that is no digit.
     let d = w ^ (ONES * 0x30);
@@ -459,19 +495,83 @@ fn plain_port_end(b: &[u8], at: usize) -> Option<usize> {
     Some(at + n)
 }
 
+/// The 16 bytes of `b` from `at` as a little-endian word, with zero bytes
+/// for those past its end (which no byte of a head is); `None` if `at` is
+/// past the end or `b` is shorter than 16 bytes. Near the end, the load
+/// is of `b`'s last 16 bytes, shifted: no copy, no call.
+#[inline(always)]
+fn load16(b: &[u8], at: usize) -> Option<u128> {
+    if let Some(bytes) = b.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+        return Some(u128::from_le_bytes(*bytes));
+    }
+    let base = b.len().checked_sub(16)?;
+    // Here `at - base` is 1..=15 when `at` is inside `b`.
+    (at < b.len()).then(|| {
+        u128::from_le_bytes(*b.last_chunk::<16>().unwrap_or(&[0; 16])) >> (8 * (at - base))
+    })
+}
+
+/// [`load16`] for 8 bytes.
+#[inline(always)]
+fn load8(b: &[u8], at: usize) -> Option<u64> {
+    if let Some(bytes) = b.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        return Some(u64::from_le_bytes(*bytes));
+    }
+    let base = b.len().checked_sub(8)?;
+    (at < b.len())
+        .then(|| u64::from_le_bytes(*b.last_chunk::<8>().unwrap_or(&[0; 8])) >> (8 * (at - base)))
+}
+
+/// Where the CR is if the value after `colon` is ` keep-alive` (one space,
+/// any case) and nothing else: one load, one `or`, one `and`, one compare.
+#[inline(always)]
+fn keep_alive_cr(b: &[u8], colon: usize) -> Option<usize> {
+    const PATTERN: &[u8; 12] = b" keep-alive\r";
+    const LEN: usize = PATTERN.len();
+    // The pattern's bytes, and bit 5 of those that are letters.
+    const WORD_FOLD: (u128, u128) = {
+        let (mut word, mut fold) = ([0u8; 16], [0u8; 16]);
+        let mut i = 0;
+        while i < LEN {
+            word[i] = PATTERN[i];
+            fold[i] = if PATTERN[i].is_ascii_lowercase() {
+                0x20
+            } else {
+                0
+            };
+            i += 1;
+        }
+        (u128::from_le_bytes(word), u128::from_le_bytes(fold))
+    };
+    const MASK: u128 = u128::MAX >> (8 * (16 - LEN));
+    ((load16(b, colon + 1)? | WORD_FOLD.1) & MASK == WORD_FOLD.0).then_some(colon + LEN)
+}
+
 /// The last `Host` value a connection's fast path found valid, with the CR
-/// after it, as up to 16 bytes and a mask of them: one load, one `and`
-/// and one compare tell whether the next request's value is the same, and
-/// where its line ends, without scanning it. Only a value after exactly
-/// one space is taken this way (every client sends that); one longer than
-/// 15 bytes (16 with its CR) is not kept, and is checked every time.
+/// after it: its first 16 bytes as a word, masked when the value is
+/// shorter, and up to [`HOST_MORE`] more words. A load, an `and` and a
+/// compare tell whether the next request's value is the same, and where
+/// its line ends, without scanning it; a longer value compares its other
+/// words out of the header loop's way. Only a value after exactly one
+/// space is taken this way (every client sends that); one longer than
+/// `16 * (1 + HOST_MORE) - 1` bytes is not kept, and is checked every
+/// time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HostCache {
     word: u128,
     mask: u128,
     /// Where the CR is, counted from the value's start.
     cr: usize,
+    /// How many of `more` the value and its CR go on into.
+    more_len: usize,
+    /// The words after the first, the last masked with `more_mask`.
+    more: [u128; HOST_MORE],
+    more_mask: u128,
 }
+
+/// The words a [`HostCache`] holds after the first: values up to 63
+/// bytes, which host names with a port nearly always are.
+const HOST_MORE: usize = 3;
 
 impl Default for HostCache {
     /// Empty: no bytes masked in can equal a word of 1.
@@ -480,6 +580,9 @@ impl Default for HostCache {
             word: 1,
             mask: 0,
             cr: 0,
+            more_len: 0,
+            more: [0; HOST_MORE],
+            more_mask: 0,
         }
     }
 }
@@ -490,20 +593,62 @@ impl HostCache {
     #[inline(always)]
     fn hit(&self, b: &[u8], colon: usize) -> Option<usize> {
         let start = colon + 2;
-        let bytes = b.get(start..).and_then(<[u8]>::first_chunk::<16>)?;
-        (b[colon + 1] == b' ' && u128::from_le_bytes(*bytes) & self.mask == self.word)
-            .then_some(start + self.cr)
+        // A CR the words expect past the end of `b` meets a zero byte.
+        let word = load16(b, start)?;
+        (b[colon + 1] == b' '
+            && word & self.mask == self.word
+            && (self.more_len == 0 || self.more_match(b, start)))
+        .then_some(start + self.cr)
+    }
+
+    /// Whether the words after the first match those from `start + 16`.
+    /// Out of line: the call costs the header loop a reload of its vector
+    /// constants, which only heads with a long value pay; comparing in
+    /// line would cost every head registers.
+    #[cold]
+    #[inline(never)]
+    fn more_match(&self, b: &[u8], start: usize) -> bool {
+        let last = self.more_len - 1;
+        self.more
+            .iter()
+            .take(last)
+            .enumerate()
+            .all(|(i, &w)| load16(b, start + 16 * (i + 1)) == Some(w))
+            && load16(b, start + 16 * self.more_len).map(|w| w & self.more_mask)
+                == self.more.get(last).copied()
     }
 
     /// Remembers the valid value `b[at..cr]`.
     #[inline(always)]
     fn remember(&mut self, b: &[u8], at: usize, cr: usize) {
-        let len = cr + 1 - at;
-        if let (true, Some(bytes)) = (len <= 16, b.get(at..).and_then(<[u8]>::first_chunk::<16>)) {
-            self.mask = u128::MAX >> (8 * (16 - len));
-            self.word = u128::from_le_bytes(*bytes) & self.mask;
-            self.cr = cr - at;
+        let bytes = cr + 1 - at;
+        let (Some(word), true) = (load16(b, at), bytes <= 16 * (1 + HOST_MORE)) else {
+            return;
+        };
+        if bytes <= 16 {
+            self.mask = u128::MAX >> (8 * (16 - bytes));
+            self.more_len = 0;
+        } else {
+            self.remember_more(b, at, bytes);
+            self.mask = u128::MAX;
         }
+        self.word = word & self.mask;
+        self.cr = cr - at;
+    }
+
+    /// Remembers the words after the first of a value of `bytes` bytes
+    /// (its CR included), from 17 up to `16 * (1 + HOST_MORE)`.
+    #[cold]
+    #[inline(never)]
+    fn remember_more(&mut self, b: &[u8], at: usize, bytes: usize) {
+        let more_len = bytes.div_ceil(16) - 1;
+        for i in 0..more_len {
+            // The CR is in `b`, so each of these words starts inside it.
+            self.more[i] = load16(b, at + 16 * (i + 1)).unwrap_or(0);
+        }
+        self.more_mask = u128::MAX >> (8 * (16 * (more_len + 1) - bytes));
+        self.more[more_len - 1] &= self.more_mask;
+        self.more_len = more_len;
     }
 }
 

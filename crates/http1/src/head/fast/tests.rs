@@ -421,6 +421,11 @@ fn ordinary_shapes_are_taken() {
     for input in [
         &b"GET / HTTP/1.1\r\n\r\n"[..],
         b"GET /_httplite/plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
+        // `Host` last, fewer than 16 bytes (or 8 of port) before the end.
+        b"GET /_httplite/plaintext HTTP/1.1\r\nHost: example.com:80\r\n\r\n",
+        b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a.b:80\r\n\r\n",
+        b"GET /_httplite/plaintext HTTP/1.1\r\nHost: a.b\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
         b"PURGE /a?b?c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"POST /p HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
         b"POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -567,6 +572,22 @@ fn header_lookup_matches_whole_names_only() {
 }
 
 #[test]
+fn stops_are_the_byte_classes() {
+    for b in 0..=255u8 {
+        assert_eq!(is_value_stop(b), !(0x20..0x7f).contains(&b), "{b:#x}");
+        let letter_or_dash = b.is_ascii_alphabetic() || b == b'-';
+        assert_eq!(is_name_stop(b), !letter_or_dash, "{b:#x}");
+        let visible = (0x21..0x7f).contains(&b);
+        assert_eq!(
+            is_target_stop(b),
+            !visible || b == b'?' || b == b'#',
+            "{b:#x}"
+        );
+        assert_eq!(is_query_stop(b), !visible || b == b'#', "{b:#x}");
+    }
+}
+
+#[test]
 fn find_finds_the_first_stop() {
     let stops: [fn(u8) -> bool; 4] = [is_name_stop, is_target_stop, is_query_stop, is_value_stop];
     for stop in stops {
@@ -580,6 +601,26 @@ fn find_finds_the_first_stop() {
                     if at > 0 {
                         let want = want.filter(|&(i, _)| i >= 1);
                         assert_eq!(find(&buf, 1, stop), want, "{buf:?} from 1");
+                    }
+                }
+            }
+        }
+        // From anywhere, the last block of a buffer included.
+        for len in 0..40 {
+            for at in 0..len {
+                for b in [
+                    0, b'\t', b'\r', b' ', b':', b'-', b'0', b'?', b'#', 0x7f, 0x80, 0xff,
+                ] {
+                    let mut buf = vec![b'a'; len];
+                    buf[at] = b;
+                    for from in 0..=len + 1 {
+                        let want = buf
+                            .iter()
+                            .enumerate()
+                            .skip(from)
+                            .find(|&(_, &c)| stop(c))
+                            .map(|(i, &c)| (i, c));
+                        assert_eq!(find(&buf, from, stop), want, "{buf:?} from {from}");
                     }
                 }
             }
@@ -658,8 +699,62 @@ fn plain_ports_to_the_letter() {
     assert_eq!(end(b"8a\r\n\r\nxxx"), None);
     assert_eq!(end(b"8\xb9\r\n\r\nxxx"), None);
     assert_eq!(end(b"8:\r\n\r\nxxx"), None);
-    // Fewer than eight bytes: the general path decides.
+    // Fewer than eight bytes to the end of the buffer: the last eight are
+    // loaded and shifted.
+    let head = b"GET / HTTP/1.1\r\nHost: a:80\r\n\r\n";
+    assert_eq!(plain_port_end(head, head.len() - 6), Some(head.len() - 4));
+    assert_eq!(plain_port_end(b"xxxxxx:80\r", 7), Some(9));
+    assert_eq!(plain_port_end(b"xxxxxx:80", 7), None);
+    assert_eq!(plain_port_end(b"xxxxxx:8", 9), None);
+    // Shorter than eight bytes in all: the general path decides.
     assert_eq!(end(b"80\r\n\r\n"), None);
+}
+
+#[test]
+fn loads_near_the_end_pad_with_zeros() {
+    let buf: Vec<u8> = (1..=40).collect();
+    for len in 0..=buf.len() {
+        let b = &buf[..len];
+        for at in 0..=len + 1 {
+            let naive = |n: usize| {
+                let mut w = [0u8; 16];
+                for (i, x) in w.iter_mut().take(n).enumerate() {
+                    *x = b.get(at + i).copied().unwrap_or(0);
+                }
+                u128::from_le_bytes(w)
+            };
+            let want16 = (len >= 16 && at < len).then(|| naive(16));
+            assert_eq!(load16(b, at), want16, "{len} {at}");
+            let want8 = (len >= 8 && at < len).then(|| naive(8) as u64);
+            assert_eq!(load8(b, at), want8, "{len} {at}");
+        }
+    }
+}
+
+#[test]
+fn keep_alive_in_http11_needs_no_second_look_and_changes_nothing() {
+    let limits = Limits::default();
+    for (version, value, keep_alive) in [
+        ("1.1", "keep-alive", true),
+        ("1.1", "Keep-Alive", true),
+        ("1.1", "KEEP-ALIVE", true),
+        ("1.1", "keep-alive ", true),
+        ("1.1", "keep-alive, close", false),
+        ("1.1", "keep-alivex", true),
+        ("1.1", "keep_alive", true),
+        ("1.1", "close", false),
+        ("1.0", "keep-alive", true),
+        ("1.0", "Keep-alive", true),
+        ("1.0", "close", false),
+        ("1.0", "keep-alivex", false),
+    ] {
+        for last in ["", "Accept: */*\r\n"] {
+            let input =
+                format!("GET / HTTP/{version}\r\nHost: a\r\nConnection: {value}\r\n{last}\r\n");
+            let req = check(input.as_bytes(), &limits).expect(&input);
+            assert_eq!(req.keep_alive(), keep_alive, "{input:?}");
+        }
+    }
 }
 
 /// One connection's decoder sending Host values in a row: the remembered
@@ -687,6 +782,24 @@ fn host_cache_never_changes_an_answer() {
         b"a-very-long-host-name.example:443",
         b"a-very-long-host-name.example:443",
         b"a-very-long-host-name.example:99999",
+        b"api.example.com:8080",
+        b"api.example.com:8080",
+        b"api.example.com:8081",
+        b"api.example.com:80",
+        b"api.example.com:8",
+        b"api.example.com:",
+        b"api.example.com",
+        b"api.example.com:8080",
+        b"api.example.com:8080/",
+        b"api.example.com:8080",
+        b"0123456789abcdef",
+        b"0123456789abcdef",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdf",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde",
         b"[::1]:80",
         b"",
     ];
@@ -694,21 +807,25 @@ fn host_cache_never_changes_an_answer() {
         require_host: true,
         ..Limits::default()
     };
-    let mut shared = crate::Decoder::new(limits);
-    for host in hosts {
-        let mut input = b"GET / HTTP/1.1\r\nHost: ".to_vec();
-        input.extend_from_slice(host);
-        input.extend_from_slice(b"\r\nAccept: */*\r\n\r\n");
-        let verdict = |d: &mut crate::Decoder| match d.decode(&mut BytesMut::from(&input[..])) {
-            Ok(Some(Message::Head(req))) => Ok(req.header("host").map(<[u8]>::to_vec)),
-            Ok(other) => panic!("{other:?}"),
-            Err(e) => Err(e.status().code()),
-        };
-        let fresh = verdict(&mut crate::Decoder::new(limits));
-        assert_eq!(verdict(&mut shared), fresh, "{}", host.escape_ascii());
-        if fresh.is_err() {
-            // A failed decoder stays failed: go on with a new connection.
-            shared = crate::Decoder::new(limits);
+    // With a line after `Host`, and with `Host` last, near the end of the
+    // buffer.
+    for rest in [&b"\r\nAccept: */*\r\n\r\n"[..], b"\r\n\r\n"] {
+        let mut shared = crate::Decoder::new(limits);
+        for host in hosts {
+            let mut input = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+            input.extend_from_slice(host);
+            input.extend_from_slice(rest);
+            let verdict = |d: &mut crate::Decoder| match d.decode(&mut BytesMut::from(&input[..])) {
+                Ok(Some(Message::Head(req))) => Ok(req.header("host").map(<[u8]>::to_vec)),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.status().code()),
+            };
+            let fresh = verdict(&mut crate::Decoder::new(limits));
+            assert_eq!(verdict(&mut shared), fresh, "{}", host.escape_ascii());
+            if fresh.is_err() {
+                // A failed decoder stays failed: go on with a new connection.
+                shared = crate::Decoder::new(limits);
+            }
         }
     }
 }
