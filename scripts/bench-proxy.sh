@@ -11,8 +11,10 @@
 # (-t1, --conns connections, default 256) share CPU 1. Each proxy keeps
 # idle upstream connections: nginx `keepalive 32` with
 # `proxy_http_version 1.1`, HAProxy 2.6 `http-reuse always`, H2O
-# `proxy.reverse.url` (it pools by default), lighttpd `mod_proxy`, httplite
-# `--proxy-keepalive 32`. One worker each.
+# `proxy.reverse.url` (it pools by default), lighttpd `mod_proxy` (which
+# opens a connection to the upstream per request: it has no pool), httplite
+# its default `--proxy-keepalive` (256 idle connections per upstream). One
+# worker each.
 #
 # Method: after a warm-up of every proxy, --slices rounds of one --slice
 # (default 1 s) of load on each proxy in turn (A, B, C, ..., then again);
@@ -110,7 +112,7 @@ for rt in stackless uring stackful threads threadpool fork; do
     # One worker, as every peer (fork has none: it refuses the flag).
     workers="--workers 1"; [ "$rt" = fork ] && workers=""
     CMD[httplite-$rt]="$BIN --runtime $rt $workers --bind 127.0.0.1:${PORT[httplite-$rt]} --quiet \
-        --proxy /=http://127.0.0.1:$UP --proxy-keepalive 32"
+        --proxy /=http://127.0.0.1:$UP"
 done
 mkdir -p "$TMP/nginx"
 cat > "$TMP/nginx/nginx.conf" <<CONF
@@ -142,7 +144,8 @@ mkdir -p "$TMP/haproxy"
 cat > "$TMP/haproxy/haproxy.cfg" <<CONF
 global
     nbthread 1
-    maxconn 20000
+    # Two fds a connection: within the 20,000 fds a process may open here.
+    maxconn 9000
 defaults
     mode http
     timeout connect 5s
@@ -183,7 +186,6 @@ server.max-connections = 10000
 server.max-keep-alive-requests = 100000000
 server.max-keep-alive-idle = 600
 proxy.server = ( "" => ( ( "host" => "127.0.0.1", "port" => $UP ) ) )
-proxy.header = ( "connect-timeout" => 5 )
 CONF
 CMD[lighttpd]="lighttpd -D -f $TMP/lighttpd/lighttpd.conf"
 

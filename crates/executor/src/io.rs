@@ -42,6 +42,18 @@ impl<T: AsFd> Async<T> {
     /// Makes `io`'s fd non-blocking and registers it.
     pub fn new(io: T) -> io::Result<Async<T>> {
         sys::set_nonblocking(io.as_fd(), true)?;
+        Async::from_nonblocking(io)
+    }
+
+    /// [`Async::new`] for an fd that is non-blocking already (a socket made
+    /// with `SOCK_NONBLOCK`): registered without the `fcntl`. A blocking fd
+    /// here would stall the whole thread on its first wait; debug builds
+    /// check the flag.
+    pub fn from_nonblocking(io: T) -> io::Result<Async<T>> {
+        debug_assert!(
+            sys::is_nonblocking(io.as_fd()).unwrap_or(true),
+            "Async::from_nonblocking: a blocking fd"
+        );
         // SAFETY: `io` moves into the Async, which drops the registration
         // before it (Drop, `into_inner`); in between safe code reaches it
         // only as `&T`, and a type that lends out its fd from `&self`

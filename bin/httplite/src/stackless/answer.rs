@@ -126,8 +126,10 @@ pub(crate) trait Waits {
     /// Adopts `fd` (non-blocking; connected or connecting) as an upstream
     /// socket.
     fn upstream(&self, fd: OwnedFd) -> io::Result<Self::Upstream>;
-    /// What the reverse proxy needs of the connection.
-    fn proxy_context(&self) -> super::proxy::ProxyContext<'_>;
+    /// `--proxy`'s settings.
+    fn proxy_settings(&self) -> &crate::upstream::ReverseProxy;
+    /// Who is asking, for the forwarding fields.
+    fn proxy_peer(&self) -> super::proxy::ProxyPeer;
     /// The driver's clock (the reactor's cached one where it has one).
     fn now(&self) -> Instant;
     /// The trace and access-log lines of a proxied request.

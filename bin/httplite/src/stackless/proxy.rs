@@ -14,7 +14,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -31,25 +30,21 @@ use site::reverse_proxy::{Balancer, Route, UpstreamStats, upstream_target};
 
 use super::answer::{FLUSH_AT, Res, Stop, Waits};
 use super::upstream::UpstreamSocket;
-use crate::upstream::ReverseProxy;
 use crate::upstream::idle;
 
 /// Most bytes of an upstream's response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
-/// What the proxy needs of the connection besides its buffers.
+/// Who is asking, for the forwarding fields (asked once per request: the
+/// socket's peer is a system call).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ProxyContext<'a> {
-    /// `--proxy`'s settings.
-    pub settings: &'a ReverseProxy,
+pub(crate) struct ProxyPeer {
     /// Whether the peer is a `--trusted-proxy` (its forwarding fields stay).
     pub trusted_peer: bool,
     /// The client (a PROXY header's, or the socket's peer).
     pub client: Option<SocketAddr>,
     /// Whether the client came over TLS.
     pub https: bool,
-    /// The client's socket (for trace lines).
-    pub fd: RawFd,
 }
 
 /// How one try at an upstream ended, when not with an answer (see the
@@ -141,14 +136,14 @@ fn upstream_head<C: Waits>(
     rest: &str,
     body: BodyFraming,
 ) -> BytesMut {
-    let cx = conn.proxy_context();
+    let cx = conn.proxy_peer();
     let up = &balancer.upstreams()[i];
     let target = upstream_target(&up.base_path, rest, req.query());
     let fwd = Forwarding {
         client: cx.client.map(|a| a.ip()),
         https: cx.https,
         trusted_peer: cx.trusted_peer,
-        host: cx.settings.host,
+        host: conn.proxy_settings().host,
         upstream_authority: &up.authority,
         tunnel: false,
     };
@@ -176,7 +171,7 @@ async fn connect<C: Waits>(
             .map(|up| (up, true))
             .map_err(|_| refused());
     }
-    let at = conn.now() + conn.proxy_context().settings.connect_timeout;
+    let at = conn.now() + conn.proxy_settings().connect_timeout;
     let connected = async {
         let (fd, done) = crate::blocking::upstream::start_connect(&b.upstreams()[i].addr)?;
         let mut up = conn.upstream(fd)?;
@@ -253,8 +248,7 @@ async fn exchange<C: Waits>(
     (i, began): (usize, Instant),
 ) -> Result<bool, Failed> {
     let stats = b.upstreams()[i].stats();
-    let cx = conn.proxy_context();
-    let (timeout, fd) = (cx.settings.read_timeout, cx.fd);
+    let (timeout, fd) = (conn.proxy_settings().read_timeout, conn.parts().fd);
     reactor::trace!(
         "upstream",
         "fd={fd} to={} reused={reused}",
@@ -353,7 +347,7 @@ async fn exchange<C: Waits>(
         }
     };
     if answer.keep_alive() && decoder.is_done() && ubuf.is_empty() {
-        let keep = conn.proxy_context().settings.keepalive;
+        let keep = conn.proxy_settings().keepalive;
         idle::shared().put(b, i, up.into_fd(), keep);
     }
     let out = Outcome {
@@ -383,7 +377,7 @@ async fn send_body<C: Waits>(
         http1::encode_continue(&mut conn.parts().io().wbuf);
         conn.flush().await.map_err(Failed::Stop)?;
     }
-    let timeout = conn.proxy_context().settings.read_timeout;
+    let timeout = conn.proxy_settings().read_timeout;
     let mut chunk = BytesMut::new();
     loop {
         let piece = {
@@ -446,7 +440,7 @@ async fn stream_answer<C: Waits>(
     ubuf: &mut BytesMut,
     framing: ClientFraming,
 ) -> Result<u64, Cut> {
-    let timeout = conn.proxy_context().settings.read_timeout;
+    let timeout = conn.proxy_settings().read_timeout;
     let mut sent = 0u64;
     loop {
         match decoder.decode(ubuf) {
@@ -501,7 +495,7 @@ fn proxy_error<C: Waits>(
     b: &Balancer,
     (i, began): (usize, Instant),
 ) -> Res<bool> {
-    let fd = conn.proxy_context().fd;
+    let fd = conn.parts().fd;
     reactor::trace!(
         "upstream",
         "fd={fd} failed status={} why={why}",

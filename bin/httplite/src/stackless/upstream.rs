@@ -44,10 +44,11 @@ pub(crate) struct EpollUpstream {
 }
 
 impl EpollUpstream {
-    /// Registers `fd` (non-blocking) with the current worker's reactor.
+    /// Registers `fd` (non-blocking: every upstream socket is made so)
+    /// with the current worker's reactor.
     pub(crate) fn new(fd: OwnedFd) -> io::Result<EpollUpstream> {
         Ok(EpollUpstream {
-            io: Async::new(fd)?,
+            io: Async::from_nonblocking(fd)?,
             reactor: Reactor::current(),
         })
     }

@@ -51,8 +51,9 @@ pub struct ProxyArgs {
     pub proxy_timeout_read: Duration,
 
     /// Idle keep-alive connections kept per upstream for the next request
-    /// (0: a new connection per request).
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    /// (0: a new connection per request). Below the number of requests in
+    /// flight at once, the rest of them open and close a connection each.
+    #[arg(long, value_name = "N", default_value_t = 256)]
     pub proxy_keepalive: usize,
 
     /// The Host header an upstream gets.

@@ -173,19 +173,20 @@ impl Waits for Conn {
         Ok(super::upstream::RingUpstream::new(fd))
     }
 
-    fn proxy_context(&self) -> crate::stackless::proxy::ProxyContext<'_> {
-        let config = &self.ctx.config;
+    fn proxy_settings(&self) -> &crate::upstream::ReverseProxy {
+        &self.ctx.config.reverse_proxy
+    }
+
+    fn proxy_peer(&self) -> crate::stackless::proxy::ProxyPeer {
         let fd = self.stream.as_raw_fd();
-        let trusted = &config.proxy.trusted;
+        let trusted = &self.ctx.config.proxy.trusted;
         let client = self.ctx.proxy_clients.borrow().get(&fd).copied();
         // SAFETY: `fd` is this connection's socket, open while it lives.
         let peer = || reactor::sys::peer_addr(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
-        crate::stackless::proxy::ProxyContext {
-            settings: &config.reverse_proxy,
+        crate::stackless::proxy::ProxyPeer {
             trusted_peer: !trusted.is_empty() && trusted.trusts(crate::proxy::peer_of(fd)),
             client: client.or_else(|| peer().ok()),
             https: self.tls,
-            fd,
         }
     }
 

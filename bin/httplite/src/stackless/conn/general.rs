@@ -383,16 +383,21 @@ impl<S: Transport> Waits for Conn<S> {
         crate::stackless::upstream::EpollUpstream::new(fd)
     }
 
-    fn proxy_context(&self) -> crate::stackless::proxy::ProxyContext<'_> {
-        let config = &self.ctx.config;
-        let fd = self.stream.as_raw_fd();
-        let trusted = &config.proxy.trusted;
-        crate::stackless::proxy::ProxyContext {
-            settings: &config.reverse_proxy,
-            trusted_peer: !trusted.is_empty() && trusted.trusts(crate::proxy::peer_of(fd)),
-            client: (self.client.as_deref().copied()).or_else(|| self.stream.peer_addr().ok()),
+    fn proxy_settings(&self) -> &crate::upstream::ReverseProxy {
+        &self.ctx.config.reverse_proxy
+    }
+
+    fn proxy_peer(&self) -> crate::stackless::proxy::ProxyPeer {
+        let trusted = &self.ctx.config.proxy.trusted;
+        let peer = (self.client.as_deref().copied()).or_else(|| self.stream.peer_addr().ok());
+        let trusted_peer = !trusted.is_empty() && {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
+            trusted.trusts(crate::proxy::peer_of(fd))
+        };
+        crate::stackless::proxy::ProxyPeer {
+            trusted_peer,
+            client: peer,
             https: S::WRITES_ITSELF,
-            fd,
         }
     }
 
