@@ -129,7 +129,7 @@ pub(crate) trait Waits {
     /// `--proxy`'s settings.
     fn proxy_settings(&self) -> &crate::upstream::ReverseProxy;
     /// Who is asking, for the forwarding fields.
-    fn proxy_peer(&self) -> super::proxy::ProxyPeer;
+    fn proxy_peer(&self) -> crate::upstream::exchange::Peer;
     /// The driver's clock (the reactor's cached one where it has one).
     fn now(&self) -> Instant;
     /// The trace and access-log lines of a proxied request.

@@ -1,6 +1,7 @@
 //! The reverse proxy of the stackless model, for both of its drivers: the
 //! blocking designs' exchange (`blocking/conn/proxy.rs`, which explains
-//! the steps) with `.await` at each wait. One task runs both sockets, one
+//! the steps) with `.await` at each wait; what does not wait is shared
+//! with it ([`crate::upstream::exchange`]). One task runs both sockets, one
 //! after the other: the upstream's answer is read only after the last
 //! piece of it was written to the client, so a slow client slows the
 //! upstream (back-pressure), and at most one read buffer is held however
@@ -8,152 +9,65 @@
 //! upstream connection is closed, not pooled. When the task is dropped
 //! (the worker stops), its upstream socket closes with it.
 //!
-//! Each upstream socket waits the driver's way ([`UpstreamSocket`]); the
-//! decisions are the site's ([`site::reverse_proxy`]), the same as every
-//! design's.
+//! Each upstream socket waits the driver's way ([`UpstreamSocket`]).
 
 use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-use bytes::{BufMut, BytesMut};
-use http1::{
-    BodyKind, Message, Method, ReplyTo, Request, ResponseDecoder, ResponseMessage, Status,
-};
+use bytes::BytesMut;
+use http1::{Message, Method, Request, ResponseDecoder, Status};
 use reactor::sys;
-use site::access_log::UpstreamLog;
-use site::respond::Outcome;
-use site::reverse_proxy::answer::{ClientFraming, client_framing, write_response_head};
-use site::reverse_proxy::forward::{BodyFraming, Forwarding, write_request_head};
-use site::reverse_proxy::{Balancer, Route, UpstreamStats, upstream_target};
+use site::reverse_proxy::answer::write_response_head;
+use site::reverse_proxy::forward::BodyFraming;
+use site::reverse_proxy::{Balancer, Route, UpstreamStats};
 
 use super::answer::{FLUSH_AT, Res, Stop, Waits};
 use super::upstream::UpstreamSocket;
+use crate::upstream::exchange::{
+    self as x, BodyStep, CONNECT_FAILED, CONNECT_TIMED_OUT, Cut, MAX_RESPONSE_HEAD, Next, count,
+};
 use crate::upstream::idle;
 
-/// Most bytes of an upstream's response head.
-const MAX_RESPONSE_HEAD: usize = 64 * 1024;
-
-/// Who is asking, for the forwarding fields (asked once per request: the
-/// socket's peer is a system call).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ProxyPeer {
-    /// Whether the peer is a `--trusted-proxy` (its forwarding fields stay).
-    pub trusted_peer: bool,
-    /// The client (a PROXY header's, or the socket's peer).
-    pub client: Option<SocketAddr>,
-    /// Whether the client came over TLS.
-    pub https: bool,
-}
-
-/// How one try at an upstream ended, when not with an answer (see the
-/// blocking designs' `Failed`).
-enum Failed {
-    Retry,
-    Answer(Status, &'static str, bool),
-    Stop(Stop),
-}
-
-/// Why an answer that had begun was cut.
-enum Cut {
-    Client(Stop),
-    Timeout,
-    Upstream,
-    Malformed,
-}
-
-/// What a failed connect answers (502), and a timed-out one (504): the
-/// two failures after which the next upstream is tried.
-const CONNECT_FAILED: &str = "upstream refused the connection";
-const CONNECT_TIMED_OUT: &str = "upstream connect timed out";
-
-fn count(c: &AtomicU64) {
-    c.fetch_add(1, Relaxed);
-}
+type Failed = x::Failed<Stop>;
 
 /// Forwards `req` on `route`; whether the client's connection stays open.
 pub(crate) async fn proxy<C: Waits>(conn: &mut C, req: Request, route: &Route) -> Res<bool> {
     let rest = route.rest(req.path()).unwrap_or_default();
-    let balancer = &*route.balancer;
-    let body = match req.body_kind() {
-        BodyKind::None | BodyKind::Length(0) => BodyFraming::None,
-        BodyKind::Length(n) => BodyFraming::Length(n),
-        BodyKind::Chunked => BodyFraming::Chunked,
-    };
-    let mut tried = Vec::new();
-    let mut retried = false;
+    let b = &*route.balancer;
+    let body = x::body_framing(&req);
+    let (mut tried, mut retried) = (Vec::new(), false);
     loop {
-        let now = conn.now();
-        let i = balancer.pick(now, &tried);
+        let began = conn.now();
+        let i = b.pick(began, &tried);
         tried.push(i);
-        let began = (i, now);
-        let attempt = match connect(conn, balancer, i, retried, body).await {
+        let attempt = match connect(conn, b, i, retried, body).await {
             Ok(up) => {
-                let head = upstream_head(conn, &req, balancer, i, rest, body);
-                exchange(conn, &req, up, &head, body, balancer, began).await
+                let peer = conn.proxy_peer();
+                let host = conn.proxy_settings().host;
+                let head = x::request_head(&req, b, i, rest, body, peer, host);
+                exchange(conn, &req, up, &head, body, b, (i, began)).await
             }
             Err(f) => Err(f),
         };
-        let now = conn.now();
-        match attempt {
-            Ok(keep) => {
-                balancer.finished(i, true, now);
-                return Ok(keep);
+        match x::after(b, i, attempt, &mut tried, &mut retried, conn.now()) {
+            Next::Answered(keep) => return Ok(keep),
+            Next::Again => {}
+            Next::Error(status, why, body_left) => {
+                return Ok(proxy_error(
+                    conn,
+                    &req,
+                    (status, why, body_left),
+                    b,
+                    (i, began),
+                ));
             }
-            Err(Failed::Retry) if !retried => {
-                balancer.finished(i, true, now);
-                tried.pop();
-                retried = true;
-            }
-            Err(Failed::Retry) => {
-                balancer.finished(i, false, now);
-                let why = "upstream closed";
-                return proxy_error(conn, &req, Status::BAD_GATEWAY, why, false, balancer, began);
-            }
-            Err(Failed::Answer(status, why, body_left)) => {
-                balancer.finished(i, false, now);
-                let untried = tried.len() < balancer.upstreams().len();
-                if matches!(why, CONNECT_FAILED | CONNECT_TIMED_OUT) && untried {
-                    continue;
-                }
-                return proxy_error(conn, &req, status, why, body_left, balancer, began);
-            }
-            Err(Failed::Stop(stop)) => {
-                balancer.finished(i, true, now);
-                return Err(stop);
-            }
+            Next::Stop(stop) => return Err(stop),
         }
     }
 }
 
-/// The head sent to upstream `i`.
-fn upstream_head<C: Waits>(
-    conn: &C,
-    req: &Request,
-    balancer: &Balancer,
-    i: usize,
-    rest: &str,
-    body: BodyFraming,
-) -> BytesMut {
-    let cx = conn.proxy_peer();
-    let up = &balancer.upstreams()[i];
-    let target = upstream_target(&up.base_path, rest, req.query());
-    let fwd = Forwarding {
-        client: cx.client.map(|a| a.ip()),
-        https: cx.https,
-        trusted_peer: cx.trusted_peer,
-        host: conn.proxy_settings().host,
-        upstream_authority: &up.authority,
-        tunnel: false,
-    };
-    let mut head = BytesMut::with_capacity(512);
-    write_request_head(&mut head, req, &target, &fwd, body);
-    head
-}
-
 /// A pooled connection to upstream `i`, or a new one (always new when
-/// `fresh`).
+/// `fresh`); whether it was pooled.
 async fn connect<C: Waits>(
     conn: &C,
     b: &Balancer,
@@ -227,15 +141,6 @@ async fn read<U: UpstreamSocket>(up: &mut U, buf: &mut BytesMut, at: Instant) ->
     Ok(n)
 }
 
-/// Whether the request may be sent again after a failure that may have
-/// reached the upstream (RFC 9110 §9.2.2).
-fn idempotent(req: &Request) -> bool {
-    matches!(
-        req.method(),
-        Method::Get | Method::Head | Method::Options | Method::Put | Method::Delete | Method::Trace
-    )
-}
-
 /// Sends the request on `up` and streams the answer back; whether the
 /// client's connection stays open.
 async fn exchange<C: Waits>(
@@ -254,7 +159,7 @@ async fn exchange<C: Waits>(
         "fd={fd} to={} reused={reused}",
         b.upstreams()[i].addr
     );
-    let retry_ok = reused && body == BodyFraming::None && idempotent(req);
+    let retry_ok = x::retry_allowed(req, reused, body);
     if write_all(&mut up, head, conn.now() + timeout)
         .await
         .is_err()
@@ -278,89 +183,65 @@ async fn exchange<C: Waits>(
     let mut ubuf = BytesMut::with_capacity(16 * 1024);
     let mut received = false;
     let answer = loop {
-        match decoder.decode(&mut ubuf) {
-            Ok(Some(ResponseMessage::Head(h))) if h.is_interim() => {}
-            Ok(Some(ResponseMessage::Head(h))) if h.status() == 101 => {
-                count(&stats.malformed);
-                let why = "upstream switched protocols unasked";
-                return Err(Failed::Answer(Status::BAD_GATEWAY, why, false));
-            }
-            Ok(Some(ResponseMessage::Head(h))) => break h,
-            Ok(Some(_)) => unreachable!("a body before its head"),
-            Ok(None) => match read(&mut up, &mut ubuf, conn.now() + timeout).await {
-                Ok(0) | Err(_) if retry_ok && !received => return Err(Failed::Retry),
-                Ok(0) => {
-                    count(&stats.closed_early);
-                    return Err(Failed::Answer(
-                        Status::BAD_GATEWAY,
-                        "upstream closed",
-                        false,
-                    ));
-                }
-                Ok(_) => received = true,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                    count(&stats.read_timeout);
-                    let why = "upstream timed out";
-                    return Err(Failed::Answer(Status::GATEWAY_TIMEOUT, why, false));
-                }
-                Err(_) => {
-                    count(&stats.closed_early);
-                    return Err(Failed::Answer(
-                        Status::BAD_GATEWAY,
-                        "upstream failed",
-                        false,
-                    ));
-                }
-            },
-            Err(e) => {
-                count(&stats.malformed);
-                return Err(Failed::Answer(Status::BAD_GATEWAY, e.reason(), false));
-            }
+        if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats)? {
+            break h;
         }
+        let read = read(&mut up, &mut ubuf, conn.now() + timeout).await;
+        x::head_read(read, retry_ok, received, stats)?;
+        received = true;
     };
     reactor::trace!("upstream", "fd={fd} answer status={}", answer.status());
-    let framing = client_framing(&answer, req.version());
-    let close = !req.keep_alive() || framing == ClientFraming::Close || conn.parts().shutting_down;
+    let (framing, close) = x::client_side(&answer, req, conn.parts().shutting_down);
     {
         let mut parts = conn.parts();
         parts.stats.response(answer.status());
         write_response_head(&mut parts.io().wbuf, &answer, framing, close);
     }
-    let sent = match stream_answer(conn, &mut up, &mut decoder, &mut ubuf, framing).await {
-        Ok(sent) => sent,
-        Err(why) => {
-            let stop = match why {
-                Cut::Client(stop) => {
-                    count(&stats.cancelled);
-                    stop
+    let mut sent = 0;
+    loop {
+        let step = {
+            let mut parts = conn.parts();
+            let wbuf = &mut parts.io().wbuf;
+            x::body_step(&mut decoder, &mut ubuf, wbuf, framing, &mut sent, FLUSH_AT)
+        };
+        let cut = match step {
+            Ok(BodyStep::Copied(false)) => continue,
+            Ok(BodyStep::Copied(true)) => conn.flush().await.err().map(Cut::Client),
+            Ok(BodyStep::Done) => break,
+            // Out with what we have before waiting on the upstream.
+            Ok(BodyStep::Read) => match conn.flush().await {
+                Err(stop) => Some(Cut::Client(stop)),
+                Ok(()) => {
+                    let read = read(&mut up, &mut ubuf, conn.now() + timeout).await;
+                    match x::body_read(read, &mut decoder) {
+                        Ok(false) => None,
+                        Ok(true) => {
+                            x::end_body(&mut conn.parts().io().wbuf, framing);
+                            break;
+                        }
+                        Err(cut) => Some(cut),
+                    }
                 }
-                other => {
-                    count(match other {
-                        Cut::Timeout => &stats.read_timeout,
-                        Cut::Upstream => &stats.closed_early,
-                        _ => &stats.malformed,
-                    });
-                    conn.flush().await.err().unwrap_or(Stop::Done)
-                }
+            },
+            Err(cut) => Some(cut),
+        };
+        if let Some(cut) = cut {
+            // The head is out: all that is left is to close both.
+            count(cut.counter(stats));
+            let stop = match cut {
+                Cut::Client(stop) => stop,
+                _ => conn.flush().await.err().unwrap_or(Stop::Done),
             };
             return Err(Failed::Stop(stop));
         }
-    };
+    }
     if answer.keep_alive() && decoder.is_done() && ubuf.is_empty() {
         let keep = conn.proxy_settings().keepalive;
         idle::shared().put(b, i, up.into_fd(), keep);
     }
-    let out = Outcome {
-        status: Status::from_code(answer.status()).unwrap_or(Status::OK),
-        bytes: sent,
-        keep_alive: !close,
-    };
-    let addr = b.upstreams()[i].addr.to_string();
-    let upstream = UpstreamLog {
-        addr: &addr,
-        status: Some(answer.status()),
-        micros: micros_since(began, conn.now()),
-    };
+    let out = x::answered(&answer, sent, close);
+    let mut addr = String::new();
+    let upstream = x::upstream_log(&mut addr, b, i, Some(answer.status()), began, conn.now());
     conn.log_proxied(req, out, upstream);
     Ok(!close)
 }
@@ -403,133 +284,50 @@ async fn send_body<C: Waits>(
             conn.fill().await.map_err(Failed::Stop)?;
             continue;
         };
-        let bytes: &[u8] = match body {
-            BodyFraming::Chunked => {
-                chunk.clear();
-                http1::encode_chunk(&mut chunk, &piece);
-                &chunk
-            }
-            _ => &piece,
-        };
+        let bytes = x::upstream_piece(&piece, body, &mut chunk);
         if write_all(up, bytes, conn.now() + timeout).await.is_err() {
             count(&stats.closed_early);
             return Err(Failed::Answer(Status::BAD_GATEWAY, "upstream closed", true));
         }
     }
-    if body == BodyFraming::Chunked {
-        chunk.clear();
-        http1::encode_last_chunk(&mut chunk);
-        if write_all(up, &chunk, conn.now() + timeout).await.is_err() {
-            count(&stats.closed_early);
-            return Err(Failed::Answer(
-                Status::BAD_GATEWAY,
-                "upstream closed",
-                false,
-            ));
-        }
+    if body == BodyFraming::Chunked
+        && write_all(up, x::last_chunk(&mut chunk), conn.now() + timeout)
+            .await
+            .is_err()
+    {
+        count(&stats.closed_early);
+        return Err(Failed::Answer(
+            Status::BAD_GATEWAY,
+            "upstream closed",
+            false,
+        ));
     }
     Ok(())
 }
 
-/// Copies the answer's body from `up` to the client as it comes; the body
-/// bytes sent.
-async fn stream_answer<C: Waits>(
-    conn: &mut C,
-    up: &mut C::Upstream,
-    decoder: &mut ResponseDecoder,
-    ubuf: &mut BytesMut,
-    framing: ClientFraming,
-) -> Result<u64, Cut> {
-    let timeout = conn.proxy_settings().read_timeout;
-    let mut sent = 0u64;
-    loop {
-        match decoder.decode(ubuf) {
-            Ok(Some(ResponseMessage::Body(b))) => {
-                sent += b.len() as u64;
-                let full = {
-                    let mut parts = conn.parts();
-                    let wbuf = &mut parts.io().wbuf;
-                    match framing {
-                        ClientFraming::Chunked => http1::encode_chunk(wbuf, &b),
-                        _ => wbuf.put_slice(&b),
-                    }
-                    wbuf.len() >= FLUSH_AT
-                };
-                if full {
-                    conn.flush().await.map_err(Cut::Client)?;
-                }
-            }
-            Ok(Some(ResponseMessage::End)) => break,
-            Ok(Some(ResponseMessage::Head(_))) => return Err(Cut::Malformed),
-            Ok(None) => {
-                // Out with what we have before waiting on the upstream.
-                conn.flush().await.map_err(Cut::Client)?;
-                match read(up, ubuf, conn.now() + timeout).await {
-                    // The end of a body the close delimits, or a cut.
-                    Ok(0) => match decoder.eof() {
-                        Ok(Some(ResponseMessage::End)) => break,
-                        _ => return Err(Cut::Upstream),
-                    },
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(Cut::Timeout),
-                    Err(_) => return Err(Cut::Upstream),
-                }
-            }
-            Err(_) => return Err(Cut::Malformed),
-        }
-    }
-    if framing == ClientFraming::Chunked {
-        http1::encode_last_chunk(&mut conn.parts().io().wbuf);
-    }
-    Ok(sent)
-}
-
-/// Answers `status` for a request no upstream answered; whether the
-/// connection stays open (not if the client's body was left unread).
+/// Answers a request no upstream answered; whether the connection stays
+/// open.
 fn proxy_error<C: Waits>(
     conn: &mut C,
     req: &Request,
-    status: Status,
-    why: &str,
-    body_left: bool,
+    error: (Status, &'static str, bool),
     b: &Balancer,
     (i, began): (usize, Instant),
-) -> Res<bool> {
+) -> bool {
     let fd = conn.parts().fd;
     reactor::trace!(
         "upstream",
-        "fd={fd} failed status={} why={why}",
-        status.code()
+        "fd={fd} failed status={} why={}",
+        error.0.code(),
+        error.1
     );
-    let keep = req.keep_alive() && !body_left && !conn.parts().shutting_down;
-    let to = ReplyTo {
-        keep_alive: keep,
-        ..ReplyTo::new(req)
-    };
-    let text = format!("{why}\n");
-    {
+    let out = {
         let mut parts = conn.parts();
-        parts.stats.response(status.code());
-        let wbuf = &mut parts.io().wbuf;
-        http1::encode_response(wbuf, to, status, Some(http1::TEXT_PLAIN), text.as_bytes());
-    }
-    let out = Outcome {
-        status,
-        bytes: text.len() as u64,
-        keep_alive: keep,
+        let (stats, shutting_down) = (parts.stats, parts.shutting_down);
+        x::error_answer(&mut parts.io().wbuf, stats, req, error, shutting_down)
     };
-    let addr = b.upstreams()[i].addr.to_string();
-    let upstream = UpstreamLog {
-        addr: &addr,
-        status: None,
-        micros: micros_since(began, conn.now()),
-    };
+    let mut addr = String::new();
+    let upstream = x::upstream_log(&mut addr, b, i, None, began, conn.now());
     conn.log_proxied(req, out, upstream);
-    Ok(keep)
-}
-
-fn micros_since(t: Instant, now: Instant) -> u64 {
-    now.saturating_duration_since(t)
-        .as_micros()
-        .min(u128::from(u64::MAX)) as u64
+    out.keep_alive
 }

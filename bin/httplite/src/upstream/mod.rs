@@ -5,6 +5,7 @@
 //! stackless ones in `stackless/proxy.rs`).
 
 pub mod args;
+pub mod exchange;
 pub mod idle;
 pub mod shared;
 

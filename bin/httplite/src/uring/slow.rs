@@ -177,13 +177,13 @@ impl Waits for Conn {
         &self.ctx.config.reverse_proxy
     }
 
-    fn proxy_peer(&self) -> crate::stackless::proxy::ProxyPeer {
+    fn proxy_peer(&self) -> crate::upstream::exchange::Peer {
         let fd = self.stream.as_raw_fd();
         let trusted = &self.ctx.config.proxy.trusted;
         let client = self.ctx.proxy_clients.borrow().get(&fd).copied();
         // SAFETY: `fd` is this connection's socket, open while it lives.
         let peer = || reactor::sys::peer_addr(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
-        crate::stackless::proxy::ProxyPeer {
+        crate::upstream::exchange::Peer {
             trusted_peer: !trusted.is_empty() && trusted.trusts(crate::proxy::peer_of(fd)),
             client: client.or_else(|| peer().ok()),
             https: self.tls,

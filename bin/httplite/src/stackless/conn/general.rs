@@ -387,14 +387,14 @@ impl<S: Transport> Waits for Conn<S> {
         &self.ctx.config.reverse_proxy
     }
 
-    fn proxy_peer(&self) -> crate::stackless::proxy::ProxyPeer {
+    fn proxy_peer(&self) -> crate::upstream::exchange::Peer {
         let trusted = &self.ctx.config.proxy.trusted;
         let peer = (self.client.as_deref().copied()).or_else(|| self.stream.peer_addr().ok());
         let trusted_peer = !trusted.is_empty() && {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
             trusted.trusts(crate::proxy::peer_of(fd))
         };
-        crate::stackless::proxy::ProxyPeer {
+        crate::upstream::exchange::Peer {
             trusted_peer,
             client: peer,
             https: S::WRITES_ITSELF,
