@@ -25,6 +25,7 @@ use http1::{BodyEncoder, Message, Request};
 use site::access_log::UpstreamLog;
 use site::plan::{Event, Plan, Step};
 use site::respond::{Handled, Outcome, Slow};
+use site::reverse_proxy::Balancer;
 use site::routes::App;
 use site::stats::{ErrorKind, TimeoutKind, WorkerStats};
 
@@ -126,6 +127,12 @@ pub(crate) trait Waits {
     /// Adopts `fd` (non-blocking; connected or connecting) as an upstream
     /// socket.
     fn upstream(&self, fd: OwnedFd) -> io::Result<Self::Upstream>;
+    /// A live idle socket to upstream `i` of `b`, from the driver's pool
+    /// (see `upstream::idle`).
+    fn take_idle(&self, b: &Balancer, i: usize) -> Option<Self::Upstream>;
+    /// Keeps `up` for the next request to upstream `i` of `b` (at most
+    /// `keepalive` per upstream).
+    fn put_idle(&self, b: &Balancer, i: usize, up: Self::Upstream, keepalive: usize);
     /// `--proxy`'s settings.
     fn proxy_settings(&self) -> &crate::upstream::ReverseProxy;
     /// Who is asking, for the forwarding fields.

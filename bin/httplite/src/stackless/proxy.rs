@@ -26,7 +26,6 @@ use super::upstream::UpstreamSocket;
 use crate::upstream::exchange::{
     self as x, BodyStep, CONNECT_FAILED, CONNECT_TIMED_OUT, Cut, MAX_RESPONSE_HEAD, Next, count,
 };
-use crate::upstream::idle;
 
 type Failed = x::Failed<Stop>;
 
@@ -78,12 +77,9 @@ async fn connect<C: Waits>(
     let stats = b.upstreams()[i].stats();
     let body_left = body != BodyFraming::None;
     let refused = || Failed::Answer(Status::BAD_GATEWAY, CONNECT_FAILED, body_left);
-    if !fresh && let Some(fd) = idle::shared().take(b, i) {
+    if !fresh && let Some(up) = conn.take_idle(b, i) {
         count(&stats.reused);
-        return conn
-            .upstream(fd)
-            .map(|up| (up, true))
-            .map_err(|_| refused());
+        return Ok((up, true));
     }
     let at = conn.now() + conn.proxy_settings().connect_timeout;
     let connected = async {
@@ -237,7 +233,7 @@ async fn exchange<C: Waits>(
     }
     if answer.keep_alive() && decoder.is_done() && ubuf.is_empty() {
         let keep = conn.proxy_settings().keepalive;
-        idle::shared().put(b, i, up.into_fd(), keep);
+        conn.put_idle(b, i, up, keep);
     }
     let out = x::answered(&answer, sent, close);
     let mut addr = String::new();

@@ -8,6 +8,7 @@
 //! socket is a second, short-lived socket of the connection's task, and
 //! readiness keeps its buffers the proxy's own.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::task::Poll;
@@ -16,7 +17,10 @@ use std::time::Instant;
 use executor::io::Async;
 use reactor::{Interest, Reactor};
 
+use site::reverse_proxy::Balancer;
+
 use crate::lazy_timer::LazyTimer;
+use crate::upstream::idle::Idle;
 
 /// An upstream socket, waited on the driver's way.
 pub(crate) trait UpstreamSocket {
@@ -85,6 +89,31 @@ impl EpollUpstream {
         })
         .await
     }
+}
+
+impl AsFd for EpollUpstream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+thread_local! {
+    /// This worker's idle upstream sockets, still registered with its
+    /// reactor (see `upstream::idle`).
+    static IDLE: RefCell<Idle<EpollUpstream>> = RefCell::new(Idle::default());
+}
+
+/// A live idle socket to upstream `i` of `b` from this worker's pool.
+pub(crate) fn take_idle(b: &Balancer, i: usize) -> Option<EpollUpstream> {
+    IDLE.with(|p| p.borrow_mut().take(b, i))
+}
+
+/// Keeps `up` in this worker's pool (at most `keepalive` per upstream).
+pub(crate) fn put_idle(b: &Balancer, i: usize, up: EpollUpstream, keepalive: usize) {
+    // Taken out of the pool's borrow before a socket beyond the bound is
+    // dropped: its deregistration must not run inside the borrow.
+    let over = IDLE.with(|p| p.borrow_mut().put(b, i, up, keepalive));
+    drop(over);
 }
 
 /// Takes a wait's timer out of the reactor's heap when the wait ends,

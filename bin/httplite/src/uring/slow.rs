@@ -173,6 +173,24 @@ impl Waits for Conn {
         Ok(super::upstream::RingUpstream::new(fd))
     }
 
+    /// The process's pool of fds: a ring socket has no registration to
+    /// keep.
+    fn take_idle(&self, b: &site::reverse_proxy::Balancer, i: usize) -> Option<Self::Upstream> {
+        let fd = crate::upstream::idle::shared().take(b, i)?;
+        Some(super::upstream::RingUpstream::new(fd))
+    }
+
+    fn put_idle(
+        &self,
+        b: &site::reverse_proxy::Balancer,
+        i: usize,
+        up: Self::Upstream,
+        keep: usize,
+    ) {
+        use crate::stackless::upstream::UpstreamSocket as _;
+        crate::upstream::idle::shared().put(b, i, up.into_fd(), keep);
+    }
+
     fn proxy_settings(&self) -> &crate::upstream::ReverseProxy {
         &self.ctx.config.reverse_proxy
     }

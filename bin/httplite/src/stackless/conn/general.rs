@@ -383,6 +383,20 @@ impl<S: Transport> Waits for Conn<S> {
         crate::stackless::upstream::EpollUpstream::new(fd)
     }
 
+    fn take_idle(&self, b: &site::reverse_proxy::Balancer, i: usize) -> Option<Self::Upstream> {
+        crate::stackless::upstream::take_idle(b, i)
+    }
+
+    fn put_idle(
+        &self,
+        b: &site::reverse_proxy::Balancer,
+        i: usize,
+        up: Self::Upstream,
+        keep: usize,
+    ) {
+        crate::stackless::upstream::put_idle(b, i, up, keep);
+    }
+
     fn proxy_settings(&self) -> &crate::upstream::ReverseProxy {
         &self.ctx.config.reverse_proxy
     }
