@@ -214,20 +214,7 @@ impl<I: BlockingIo> Conn<'_, I> {
             idle::shared().put(b, i, up.into_idle(), keep);
         }
         let out = x::answered(&answer, sent, close);
-        let mut addr = String::new();
-        let upstream =
-            x::upstream_log(&mut addr, b, i, Some(answer.status()), began, self.io.now());
-        let (ctx, started) = (self.ctx, self.request_started);
-        log_proxied(
-            ctx,
-            &self.io,
-            self.client,
-            self.on,
-            req,
-            out,
-            started,
-            upstream,
-        );
+        self.log_answer(req, out, b, i, Some(answer.status()), began);
         Ok(!close)
     }
 
@@ -283,6 +270,33 @@ impl<I: BlockingIo> Conn<'_, I> {
         Ok(())
     }
 
+    /// The trace and access-log lines of a proxied request, with its
+    /// upstream's fields.
+    fn log_answer(
+        &self,
+        req: &Request,
+        out: site::respond::Outcome,
+        b: &Balancer,
+        i: usize,
+        status: Option<u16>,
+        began: Instant,
+    ) {
+        let mut addr = String::new();
+        let now = self.io.now();
+        let upstream = x::upstream_log(&mut addr, b, i, status, began, now);
+        let (ctx, started) = (self.ctx, self.request_started);
+        log_proxied(
+            ctx,
+            &self.io,
+            self.client,
+            self.on,
+            req,
+            out,
+            started,
+            upstream,
+        );
+    }
+
     /// Answers a request no upstream answered; whether the connection stays
     /// open.
     fn proxy_error(
@@ -301,19 +315,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         );
         let shutting_down = self.ctx.idle.is_shutting_down();
         let out = x::error_answer(&mut self.wbuf, &self.ctx.stats, req, error, shutting_down);
-        let mut addr = String::new();
-        let upstream = x::upstream_log(&mut addr, b, i, None, began, self.io.now());
-        let (ctx, started) = (self.ctx, self.request_started);
-        log_proxied(
-            ctx,
-            &self.io,
-            self.client,
-            self.on,
-            req,
-            out,
-            started,
-            upstream,
-        );
+        self.log_answer(req, out, b, i, None, began);
         out.keep_alive
     }
 }
