@@ -125,7 +125,8 @@ filtered_step "cargo test --test server over TLS (HTTPLITE_TEST_TLS=1)" 15 \
     env HTTPLITE_TEST_TLS=1 cargo test -p httplite --test server -- \
     basics:: pipelining:: static_files:: limits:: curl:: conformance:: \
     file_features:: precompressed:: file_cache:: timeouts:: large_files:: exposure:: \
-    reverse_proxy:: \
+    reverse_proxy:: shutdown::sigterm_closes_idle_connections_at_once \
+    shutdown::a_connection_accepted_just_before_sigterm \
     --skip basics::sleep_does_not_block_other_connections \
     --skip pipelining::chunked_echo_round_trip \
     --skip pipelining::content_length_echo_streams_a_large_body \

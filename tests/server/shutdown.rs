@@ -130,6 +130,35 @@ fn sigterm_closes_idle_connections_at_once() {
 }
 
 #[test]
+fn a_connection_accepted_just_before_sigterm_gets_its_first_request_answered() {
+    for rt in runtimes() {
+        let mut server = Server::start(rt, &["--shutdown-timeout", "10s"]);
+        let mut c = server.connect();
+        // Accepted (under fork: its child forked) before the signal; the
+        // stats request's own connection is the second.
+        let open = wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+            server.stats().get("connections.open") >= 2
+        });
+        assert!(open, "[{rt}] {}", server.stats().0);
+        server.signal(libc::SIGTERM);
+        // The stop is under way when the request leaves: well within the
+        // first-request grace (1 s from the accept), well after the signal.
+        std::thread::sleep(Duration::from_millis(150));
+        c.send(&get_req("/_httplite/plaintext"));
+        let r = c
+            .try_read_response(false)
+            .unwrap_or_else(|e| panic!("[{rt}] the first request was not answered: {e}"));
+        assert_eq!(r.status, 200, "[{rt}] {r:?}");
+        assert!(r.says_close(), "[{rt}] answered during shutdown: {r:?}");
+        c.expect_closed(Duration::from_secs(3));
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("[{rt}] did not exit after SIGTERM"));
+        assert_eq!(status.code(), Some(0), "[{rt}] {}", server.stderr());
+    }
+}
+
+#[test]
 fn sigint_also_shuts_down_cleanly() {
     for rt in runtimes() {
         let mut server = Server::start(rt, &[]);

@@ -256,12 +256,19 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
     /// that it runs inside the driver's idle wait, which shutdown can end,
     /// rather than inside a read, which it cannot. One deadline for the
     /// whole wait: a client trickling a handshake gains no time per byte.
+    ///
+    /// The deadline can pass between the wait and the receive (a socket
+    /// read refuses to start after it): that is this wait's timeout, not
+    /// an error for the read that follows, which would wait under the
+    /// caller's next deadline (the header timeout, which shutdown does not
+    /// end) for a handshake the caller meant to give up on.
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         let deadline = Deadline::At(deadline.at(|| self.inner.now()));
         while self.session.needs_input() {
             self.inner.wait_readable(deadline)?;
             let (session, mut raw) = self.parts(deadline);
             match session.step(&mut raw) {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
                 Ok(0) | Err(_) => break, // the read that follows reports it
                 Ok(_) => {}
             }
@@ -316,5 +323,55 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
             session.close(&mut raw);
         }
         self.inner.shutdown(how)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A socket whose wait reports bytes that its read then refuses to
+    /// take: the deadline passed in between.
+    struct LateRead;
+
+    // SAFETY: `read_uninit` never returns `Ok`.
+    unsafe impl BlockingIo for LateRead {
+        type Waits = super::super::upstream::PollWaits;
+        fn read_uninit(&mut self, _: &mut [MaybeUninit<u8>], _: Deadline) -> io::Result<usize> {
+            Err(io::ErrorKind::TimedOut.into())
+        }
+        fn write(&mut self, buf: &[u8], _: Deadline) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn send_file(&mut self, _: FileChunk<'_>, _: Deadline) -> io::Result<usize> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+        fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
+            Ok(())
+        }
+        fn sleep(&mut self, _: Duration) {}
+        fn now(&self) -> Instant {
+            Instant::now()
+        }
+        fn shutdown(&mut self, _: Shutdown) -> io::Result<()> {
+            Ok(())
+        }
+        fn fd(&self) -> std::os::fd::RawFd {
+            -1
+        }
+        fn peer_addr(&self) -> Option<SocketAddr> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_deadline_that_passes_before_the_receive_is_the_waits_timeout() {
+        let (tls, _) = crate::tls::session::tests::server(false);
+        let mut io = TlsIo::new(LateRead, &tls).unwrap();
+        let e = BlockingIo::wait_readable(&mut io, Deadline::After(Duration::from_millis(1)))
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 }

@@ -13,7 +13,11 @@
 //! `SIGTERM` blocked, except inside the wait for a next request, which is a
 //! `ppoll(2)` that unblocks them atomically: a connection at rest between
 //! requests closes at once, and one with a request under way answers it
-//! first (the signal stays pending until the loop goes idle again).
+//! first (the signal stays pending until the loop goes idle again). A
+//! connection younger than [`crate::driver::FIRST_REQUEST_GRACE`] is not
+//! at rest: its first request may be on the way (the parent forked for it
+//! just before, or, in an upgrade, at, the stop), so the stop waits until
+//! that age, as the other designs' first-request wait does.
 
 use std::io;
 use std::net::{Shutdown, TcpStream};
@@ -55,9 +59,11 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx
                 let stream = TcpStream::from(conn);
                 if stream.set_nonblocking(false).is_ok() {
                     let _ = stream.set_nodelay(true);
+                    let grace = crate::driver::FIRST_REQUEST_GRACE.min(ctx.config.header_timeout);
                     let io = ChildIo {
                         inner: Blocking::new(stream),
                         idle: &ctx.idle,
+                        young_until: Instant::now() + grace,
                     };
                     crate::blocking::tls::serve(ctx, io);
                 }
@@ -169,6 +175,9 @@ struct ChildIo<'a> {
     /// that answers from then on say `Connection: close` and the idle wait
     /// ends (as a worker's `begin_shutdown` does under `threads`).
     idle: &'a IdleSet,
+    /// Until then a stop request does not end a wait: the first request
+    /// may still be on its way (see the module doc).
+    young_until: Instant,
 }
 
 impl ChildIo<'_> {
@@ -180,25 +189,37 @@ impl ChildIo<'_> {
         }
     }
 
-    /// Waits for input with every signal unblocked; on a stop request,
-    /// shuts the read side down so that the read that follows sees the
-    /// end of the stream and the connection closes cleanly.
+    /// Waits for input with every signal unblocked; on a stop request
+    /// (once the connection is no longer young), shuts the read side down
+    /// so that the read that follows sees the end of the stream and the
+    /// connection closes cleanly.
     fn wait_idle(&mut self, deadline: Deadline) -> io::Result<()> {
         let at = deadline.at(Instant::now);
         let fd = self.inner.fd();
         let open = sigset(&[]);
         loop {
-            if STOP.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let stopping = STOP.load(Ordering::Relaxed);
+            if stopping {
+                // From now on answers say `Connection: close`.
                 self.stop();
-                let _ = self.inner.shutdown(Shutdown::Read);
-                return Ok(());
+                if now >= self.young_until {
+                    let _ = self.inner.shutdown(Shutdown::Read);
+                    return Ok(());
+                }
             }
-            // To the nanosecond: a timeout short of the deadline would
-            // wake to find nothing due and wait again.
-            let left = at.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if now >= at {
                 return Err(io::ErrorKind::TimedOut.into());
             }
+            // To the nanosecond: a timeout short of the deadline would
+            // wake to find nothing due and wait again. A stop asked while
+            // the connection is young is taken when it stops being so.
+            let wake = if stopping {
+                at.min(self.young_until)
+            } else {
+                at
+            };
+            let left = wake.saturating_duration_since(now);
             let ts = libc::timespec {
                 tv_sec: left.as_secs() as libc::time_t,
                 tv_nsec: left.subsec_nanos() as libc::c_long,
@@ -211,7 +232,7 @@ impl ChildIo<'_> {
             // SAFETY: one valid pollfd, a valid timespec and sigset, all
             // alive for the call.
             match reactor::syscall!(unsafe { libc::ppoll(&mut pfd, 1, &ts, &open) }) {
-                Ok(0) => continue, // the deadline has passed (checked above)
+                Ok(0) => continue, // a wake-up time has passed (checked above)
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -279,6 +300,7 @@ mod tests {
         let mut io = ChildIo {
             inner: Blocking::new(socket),
             idle: &idle,
+            young_until: Instant::now(),
         };
         for micros in [1_900, 2_500, 100, 2_000] {
             let deadline = Deadline::After(Duration::from_micros(micros));

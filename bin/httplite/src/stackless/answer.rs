@@ -99,6 +99,11 @@ pub(crate) trait Waits {
     /// Nothing of a next request has arrived and everything is sent: the
     /// connection goes idle (its request state back to the pool).
     fn go_idle(&mut self);
+    /// At shutdown: whether the connection has yet to send its first
+    /// request and was accepted less than [`driver::FIRST_REQUEST_GRACE`]
+    /// ago, so that it goes idle rather than closing (its idle wait closes
+    /// it when the grace ends).
+    fn awaiting_first_request(&mut self) -> bool;
     /// Sends what is buffered and closes (lingering if the client may
     /// still be sending); why the connection ended.
     fn close(&mut self) -> impl Future<Output = Stop>;
@@ -204,7 +209,8 @@ pub(crate) async fn answer<C: Waits>(conn: &mut C) -> Option<Stop> {
         let parts = conn.parts();
         let idle = parts.active.as_ref();
         if idle.is_none_or(|a| a.is_between_requests()) {
-            if parts.shutting_down {
+            // (Only a TLS handshake's records get here without a request.)
+            if parts.shutting_down && !conn.awaiting_first_request() {
                 return Some(Stop::Shutdown);
             }
             conn.go_idle();

@@ -506,4 +506,4 @@ impl Drop for Session {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -239,6 +239,15 @@ impl Conn {
         Ok(())
     }
 
+    /// Until when, at shutdown, a connection that has sent no request yet
+    /// waits for its first one ([`driver::FIRST_REQUEST_GRACE`] from the
+    /// accept); `None` once it has sent one.
+    pub(super) fn first_request_grace_end(&self) -> Option<Instant> {
+        (self.served == 0).then(|| {
+            self.request_started + driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout)
+        })
+    }
+
     /// The next bytes of the connection (`None`: the client closed), or a
     /// timeout of `kind` at `at`; an idle wait also ends at shutdown
     /// (after the first-request grace, see [`driver::FIRST_REQUEST_GRACE`]).
@@ -438,13 +447,14 @@ impl Future for Recv<'_> {
             return Poll::Ready(r.map_err(Stop::Io));
         }
         if this.waiting == Waiting::Idle && conn.ctx.shutdown.get() {
-            let grace_end = conn.request_started
-                + driver::FIRST_REQUEST_GRACE.min(conn.ctx.config.header_timeout);
             // A client accepted just before shutdown has its first
             // request on the way: it gets the grace, not a close.
-            if conn.served != 0 || Instant::now() >= grace_end {
+            let Some(grace_end) = conn
+                .first_request_grace_end()
+                .filter(|&end| Instant::now() < end)
+            else {
                 return Poll::Ready(Err(Stop::Shutdown));
-            }
+            };
             if !this.in_grace {
                 this.in_grace = true;
                 this.sleep = proactor::time::sleep_until(grace_end);

@@ -58,6 +58,11 @@ impl Waits for Conn {
         self.release_active();
     }
 
+    fn awaiting_first_request(&mut self) -> bool {
+        self.first_request_grace_end()
+            .is_some_and(|end| Instant::now() < end)
+    }
+
     /// Boxed: closing's states (the TLS alert, the linger) must not make
     /// every connection's per-request future larger.
     fn close(&mut self) -> impl Future<Output = Stop> {

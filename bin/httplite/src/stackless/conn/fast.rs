@@ -42,7 +42,7 @@ impl<S: Transport> Conn<S> {
     /// At shutdown: whether this connection has yet to send its first
     /// request and was accepted less than [`driver::FIRST_REQUEST_GRACE`]
     /// ago; if so, its timer is set to wake it when that ends.
-    fn in_first_request_grace(&mut self) -> bool {
+    pub(super) fn in_first_request_grace(&mut self) -> bool {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return false;
         };

@@ -271,6 +271,10 @@ impl<S: Transport> Waits for Conn<S> {
         Conn::go_idle(self);
     }
 
+    fn awaiting_first_request(&mut self) -> bool {
+        self.in_first_request_grace()
+    }
+
     fn close(&mut self) -> impl Future<Output = Stop> {
         Conn::close(self)
     }

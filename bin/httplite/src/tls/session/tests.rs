@@ -40,7 +40,9 @@ impl RawIo for Pipe {
     }
 }
 
-fn server(redirect: bool) -> (Arc<Tls>, Arc<rustls::ClientConfig>) {
+/// A server configuration with a fresh self-signed certificate for
+/// `localhost`, and a client configuration that trusts it.
+pub(crate) fn server(redirect: bool) -> (Arc<Tls>, Arc<rustls::ClientConfig>) {
     let dir = std::env::temp_dir().join(format!(
         "httplite-session-test-{}-{}",
         std::process::id(),
