@@ -1087,6 +1087,15 @@ impl Client {
         Ok(())
     }
 
+    /// The next `n` bytes the server sends, raw (what follows a `101`).
+    pub fn read_bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            self.fill()
+                .unwrap_or_else(|e| panic!("reading {n} bytes: {e}; got {}", self.buf.len()));
+        }
+        self.buf.drain(..n).collect()
+    }
+
     /// Bytes received but not parsed yet.
     pub fn buffered(&self) -> String {
         String::from_utf8_lossy(&self.buf).into_owned()

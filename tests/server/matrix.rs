@@ -148,6 +148,10 @@ const ROWS: &[Row] = &[
         feature: "Reverse proxy (`--proxy`)",
         cells: all("reverse_proxy::heads_and_bodies_cross_both_ways"),
     },
+    Row {
+        feature: "WebSocket through the proxy (`101`, then a tunnel)",
+        cells: all("reverse_proxy::a_websocket_upgrade_becomes_a_tunnel_until_either_side_closes"),
+    },
 ];
 
 /// The page: a short text, the table (each cell a test reference), and the

@@ -280,6 +280,125 @@ fn two_upstreams_share_the_load_and_a_dead_one_is_skipped() {
     }
 }
 
+/// A WebSocket handshake through the proxy, with a first message sent in
+/// the same write as the head.
+fn websocket_open(server: &Server, path: &str, first: &[u8]) -> (Client, Response) {
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    let mut c = server.connect();
+    let mut out = format!(
+        "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\
+         Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .into_bytes();
+    out.extend_from_slice(first);
+    c.send(&out);
+    let r = c.read_response();
+    (c, r)
+}
+
+/// The next frame the server sends: opcode and payload.
+fn read_frame(c: &mut Client) -> (u8, Vec<u8>) {
+    let mut buf = c.read_bytes(2);
+    let extra = match buf[1] & 0x7f {
+        126 => 2,
+        127 => 8,
+        _ => 0,
+    };
+    buf.extend(c.read_bytes(extra));
+    let len = match extra {
+        2 => usize::from(u16::from_be_bytes([buf[2], buf[3]])),
+        8 => u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
+        _ => usize::from(buf[1] & 0x7f),
+    };
+    buf.extend(c.read_bytes(len));
+    let (opcode, payload, _) = upstream::frame(&buf).expect("a whole frame");
+    (opcode, payload)
+}
+
+#[test]
+fn a_websocket_upgrade_becomes_a_tunnel_until_either_side_closes() {
+    for rt in runtimes() {
+        let up = TestUpstream::start(None);
+        let server = proxy(
+            rt,
+            &[format!("/app/={}", up.url())],
+            &["--idle-timeout", "2s"],
+        );
+        let mask = [1, 2, 3, 4];
+        let hello = upstream::client_frame(1, b"hello", mask);
+        let (mut c, r) = websocket_open(&server, "/app/ws", &hello);
+        assert_eq!(r.status, 101, "[{rt}] {r:?}");
+        assert_eq!(r.header("Upgrade"), Some("websocket"), "[{rt}] {r:?}");
+        assert!(
+            r.header("Connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("upgrade")),
+            "[{rt}] {r:?}"
+        );
+        assert_eq!(
+            r.header("Sec-WebSocket-Accept"),
+            Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+            "[{rt}] RFC 6455's example key"
+        );
+        // The upstream got the upgrade, not the client's other hop fields.
+        let head = up.heads().pop().unwrap();
+        assert_eq!(
+            header_line(&head, "upgrade"),
+            Some("websocket"),
+            "[{rt}] {head}"
+        );
+        assert_eq!(
+            header_line(&head, "connection"),
+            Some("upgrade"),
+            "[{rt}] {head}"
+        );
+        // The message sent with the head, then messages both ways: a large
+        // one crosses in many reads.
+        assert_eq!(read_frame(&mut c), (1, b"hello".to_vec()), "[{rt}]");
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        c.send(&upstream::client_frame(2, &big, mask));
+        let (opcode, echoed) = read_frame(&mut c);
+        assert!(
+            opcode == 2 && echoed == big,
+            "[{rt}] {} bytes back",
+            echoed.len()
+        );
+        c.send(&upstream::client_frame(1, b"again", mask));
+        assert_eq!(read_frame(&mut c), (1, b"again".to_vec()), "[{rt}]");
+        // The close handshake, then the upstream's end closes the client.
+        c.send(&upstream::client_frame(8, &[3, 232], mask));
+        assert_eq!(read_frame(&mut c), (8, vec![3, 232]), "[{rt}]");
+        c.expect_closed(Duration::from_secs(3));
+        let stats = server.stats();
+        assert_eq!(stats.get("tunnels"), 1, "[{rt}] {}", stats.0);
+
+        // A tunnel silent both ways for --idle-timeout closes.
+        let (mut c, r) = websocket_open(&server, "/app/ws?hold", &[]);
+        assert_eq!(r.status, 101, "[{rt}] {r:?}");
+        let t = Instant::now();
+        c.expect_closed(Duration::from_secs(5));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(1500),
+            "[{rt}] closed after {waited:?}, before the idle timeout"
+        );
+
+        // The client's end closes the upstream's side too: the next
+        // tunnel's upstream connection is a new one, and the old one is
+        // not reused for a plain request.
+        let accepted = up.accepted();
+        let (mut c, r) = websocket_open(&server, "/app/ws?hold", &[]);
+        assert_eq!(r.status, 101, "[{rt}] {r:?}");
+        c.shutdown_write();
+        c.expect_closed(Duration::from_secs(3));
+        assert_eq!(server.get("/app/fast").status, 200, "[{rt}]");
+        assert_eq!(
+            up.accepted(),
+            accepted + 2,
+            "[{rt}] a tunnel's socket was pooled"
+        );
+    }
+}
+
 #[test]
 fn smuggling_attempts_never_reach_the_upstream() {
     for rt in runtimes() {

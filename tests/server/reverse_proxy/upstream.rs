@@ -13,6 +13,8 @@
 //! | `/big?bytes=N` | `200`, N bytes of a pattern, written 64 KiB at a time |
 //! | `/malformed` | both `Content-Length` and `Transfer-Encoding` |
 //! | `/cut` | `Content-Length: 100`, 10 bytes, then a close |
+//! | `/ws` | with `Upgrade: websocket`: `101`, then a WebSocket echo (each message back, unmasked; a close answered and the connection closed) |
+//! | `/ws?hold` | the same, but the `101` alone: then it only reads, echoing nothing |
 //!
 //! It counts the connections it accepted and keeps every request head; with
 //! `idle_close`, it closes a keep-alive connection idle that long (as an
@@ -103,6 +105,10 @@ fn serve(mut conn: TcpStream, s: &Shared, idle_close: Option<Duration>) {
                     req = Some(r);
                     continue;
                 }
+                if r.path() == "/ws" {
+                    websocket(conn, &r, buf);
+                    return;
+                }
                 if !answer(&mut conn, &r, &[]) {
                     return;
                 }
@@ -190,4 +196,143 @@ fn answer(conn: &mut TcpStream, req: &http1::Request, body: &[u8]) -> bool {
         _ => conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
     };
     sent.is_ok() && req.keep_alive()
+}
+
+/// `/ws`: the handshake's `101` (RFC 6455 §4.2.2), then an echo of each
+/// message, until a close frame (answered) or the end of the stream.
+/// `buf` holds what followed the request's head.
+fn websocket(mut conn: TcpStream, req: &http1::Request, mut buf: BytesMut) {
+    let key = req
+        .headers()
+        .find(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-key"))
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default();
+    let asked = req
+        .headers()
+        .any(|(n, v)| n.eq_ignore_ascii_case("upgrade") && v.eq_ignore_ascii_case(b"websocket"));
+    if !asked {
+        let _ = conn.write_all(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n");
+        return;
+    }
+    let head = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        websocket_accept(&key)
+    );
+    if conn.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let hold = req.query() == Some("hold");
+    loop {
+        while let Some((opcode, payload, len)) = frame(&buf) {
+            let _ = buf.split_to(len);
+            if hold {
+                continue;
+            }
+            if conn.write_all(&server_frame(opcode, &payload)).is_err() || opcode == 8 {
+                return;
+            }
+        }
+        let mut chunk = [0u8; 64 * 1024];
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// `Sec-WebSocket-Accept` for `key`: base64 of the SHA-1 of the key and
+/// RFC 6455's GUID.
+pub fn websocket_accept(key: &str) -> String {
+    use sha1::Digest as _;
+    let digest = sha1::Sha1::digest(format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11"));
+    base64(&digest)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            *group.get(1).unwrap_or(&0),
+            *group.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= group.len() {
+                out.push(ABC[(n >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The first whole frame in `buf`: its opcode, its payload (unmasked) and
+/// its length on the wire.
+pub fn frame(buf: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    if buf.len() < 2 {
+        return None;
+    }
+    let opcode = buf[0] & 0x0f;
+    let masked = buf[1] & 0x80 != 0;
+    let (len, mut at) = match buf[1] & 0x7f {
+        126 => (
+            u64::from(u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?)),
+            4,
+        ),
+        127 => (u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?), 10),
+        n => (u64::from(n), 2),
+    };
+    let mask: Option<[u8; 4]> = if masked {
+        let m = buf.get(at..at + 4)?.try_into().ok()?;
+        at += 4;
+        Some(m)
+    } else {
+        None
+    };
+    let end = at + usize::try_from(len).ok()?;
+    let mut payload = buf.get(at..end)?.to_vec();
+    if let Some(m) = mask {
+        for (i, b) in payload.iter_mut().enumerate() {
+            *b ^= m[i % 4];
+        }
+    }
+    Some((opcode, payload, end))
+}
+
+/// A frame with `payload` as a server sends it (final, unmasked).
+pub fn server_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    encode_frame(opcode, payload, None)
+}
+
+/// A frame with `payload` as a client sends it (final, masked with `mask`).
+pub fn client_frame(opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    encode_frame(opcode, payload, Some(mask))
+}
+
+fn encode_frame(opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+    let mut out = vec![0x80 | opcode];
+    let bit = if mask.is_some() { 0x80 } else { 0 };
+    match payload.len() {
+        n if n < 126 => out.push(bit | n as u8),
+        n if n <= 0xffff => {
+            out.push(bit | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(bit | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    match mask {
+        Some(m) => {
+            out.extend_from_slice(&m);
+            out.extend(payload.iter().enumerate().map(|(i, b)| b ^ m[i % 4]));
+        }
+        None => out.extend_from_slice(payload),
+    }
+    out
 }

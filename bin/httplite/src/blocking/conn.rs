@@ -667,6 +667,7 @@ mod buffers;
 mod log;
 pub mod park;
 mod proxy;
+mod tunnel;
 
 pub use park::{Feed, Parked, Turn};
 

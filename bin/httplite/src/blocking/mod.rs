@@ -167,6 +167,16 @@ pub unsafe trait BlockingIo {
     fn send_file(&mut self, chunk: FileChunk<'_>, deadline: Deadline) -> io::Result<usize>;
     /// Waits until a read would not block (data, end of stream, error).
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()>;
+    /// A proxied tunnel's wait (after an upstream's `101`): until a read
+    /// of this connection (under TLS: of its plaintext) or of `up` would
+    /// not block, or `deadline` (`TimedOut`); which side, the client's if
+    /// both. An I/O without sockets (a test's memory) answers
+    /// `Unsupported`.
+    fn wait_either(
+        &mut self,
+        up: &upstream::Upstream<Self::Waits>,
+        deadline: Deadline,
+    ) -> io::Result<upstream::Side>;
     /// The thread pool's event mode, where the connection loop would wait
     /// for the next bytes of a head: takes in what the socket holds if
     /// `readable` (it was seen readable and nothing has read it since),
@@ -278,6 +288,15 @@ pub unsafe trait BlockingIoWrapper {
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         self.inner_mut().wait_readable(deadline)
     }
+    /// [`BlockingIo::wait_either`].
+    #[inline]
+    fn wait_either(
+        &mut self,
+        up: &upstream::Upstream<<Self::Inner as BlockingIo>::Waits>,
+        deadline: Deadline,
+    ) -> io::Result<upstream::Side> {
+        self.inner_mut().wait_either(up, deadline)
+    }
     /// [`BlockingIo::settle`].
     #[inline]
     fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {
@@ -358,6 +377,14 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
     #[inline]
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         BlockingIoWrapper::wait_readable(self, deadline)
+    }
+    #[inline]
+    fn wait_either(
+        &mut self,
+        up: &upstream::Upstream<Self::Waits>,
+        deadline: Deadline,
+    ) -> io::Result<upstream::Side> {
+        BlockingIoWrapper::wait_either(self, up, deadline)
     }
     #[inline]
     fn settle(&mut self, readable: bool, deadline: Deadline) -> io::Result<bool> {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use reactor::sys;
 
+use super::upstream::Side;
 use super::{BlockingIo, Deadline, FileChunk};
 
 /// A blocking socket with deadline-driven timeouts.
@@ -206,6 +207,43 @@ unsafe impl BlockingIo for Blocking {
 
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
         self.wait(libc::POLLIN | libc::POLLRDHUP, deadline)
+    }
+
+    /// `poll(2)` on both sockets: level-triggered, so a side it reports
+    /// can be read at once.
+    fn wait_either(
+        &mut self,
+        up: &super::upstream::Upstream<super::upstream::PollWaits>,
+        deadline: Deadline,
+    ) -> io::Result<Side> {
+        let at = deadline.at(Instant::now);
+        let mut pfds = [
+            libc::pollfd {
+                fd: self.stream.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: up.fd().as_raw_fd(),
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            },
+        ];
+        loop {
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let ms = super::poll_timeout_ms(left);
+            // SAFETY: `pfds` holds two valid pollfds for the call.
+            match reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) }) {
+                Ok(0) => continue, // the deadline has passed (checked above)
+                Ok(_) if pfds[0].revents != 0 => return Ok(Side::Client),
+                Ok(_) => return Ok(Side::Upstream),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn sleep(&mut self, d: Duration) {

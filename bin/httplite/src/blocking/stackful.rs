@@ -20,6 +20,7 @@ use dispatch::{Batch, Closer, WorkerPort};
 use reactor::{Interest, Reactor, Tick};
 
 use super::conn::Ctx;
+use super::upstream::Side;
 use super::{BlockingIo, Deadline, FileChunk};
 use crate::date_clock::DateClock;
 use crate::lazy_timer::LazyTimer;
@@ -214,6 +215,42 @@ unsafe impl BlockingIo for Stackful {
         Ok(())
     }
 
+    /// Parks until either registration has an edge, each checked with a
+    /// one-byte peek: readiness is edge-triggered and stays set after a
+    /// read that emptied the socket exactly, and a read of a stale side
+    /// would park this coroutine on that side alone.
+    fn wait_either(
+        &mut self,
+        up: &super::upstream::Upstream<super::upstream::CoroutineWaits>,
+        deadline: Deadline,
+    ) -> io::Result<Side> {
+        let up_reg = up.waits();
+        let side = self.wait(deadline, |s, cx| {
+            loop {
+                let mut stale = false;
+                if s.poll_readable(cx).is_ready() {
+                    if readable_now(s.registration()) {
+                        return Poll::Ready(Ok(Side::Client));
+                    }
+                    stale = true;
+                }
+                if up_reg.poll_ready(cx, Interest::Readable).is_ready() {
+                    if readable_now(up_reg) {
+                        return Poll::Ready(Ok(Side::Upstream));
+                    }
+                    stale = true;
+                }
+                // A stale side's readiness is cleared now: polling again
+                // stores the waker for its next edge.
+                if !stale {
+                    return Poll::Pending;
+                }
+            }
+        })?;
+        self.woken_readable = side == Side::Client;
+        Ok(side)
+    }
+
     fn sleep(&mut self, d: Duration) {
         coroutine::sleep(d);
     }
@@ -244,6 +281,26 @@ unsafe impl BlockingIo for Stackful {
         let handle = pool.spawn_blocking_as(site::plan::POOL_WORK, f)?;
         Ok(coroutine::await_future(handle).unwrap_or(Err(pool::JoinError::Cancelled)))
     }
+}
+
+/// Whether a read of `reg`'s socket would return now (bytes, the end of
+/// the stream, an error), by a one-byte `MSG_PEEK`; if not, its read
+/// readiness is cleared (the `EAGAIN` of the edge-triggered contract).
+fn readable_now(reg: &reactor::Registration) -> bool {
+    let peeked = reg.try_io(Interest::Readable, || {
+        let mut byte = 0u8;
+        // SAFETY: one writable byte for the call; the fd is the
+        // registration's, open while it is.
+        reactor::syscall!(unsafe {
+            libc::recv(
+                reg.fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        })
+    });
+    !matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// Counts a connection open until dropped, also when its coroutine is

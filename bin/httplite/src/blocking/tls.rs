@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::conn::{self, Ctx};
+use super::upstream::Side;
 use super::{BlockingIo, BlockingIoWrapper, Deadline, FileChunk};
 use crate::tls::session::RawIo;
 use crate::tls::{Session, Tls};
@@ -276,6 +277,29 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
         Ok(())
     }
 
+    /// A tunnel's wait: as [`TlsIo::wait_readable`] (the client's side is
+    /// ready once the session holds plaintext or is over), ended early by
+    /// the upstream's side.
+    fn wait_either(
+        &mut self,
+        up: &super::upstream::Upstream<I::Waits>,
+        deadline: Deadline,
+    ) -> io::Result<Side> {
+        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
+        while self.session.needs_input() {
+            if self.inner.wait_either(up, deadline)? == Side::Upstream {
+                return Ok(Side::Upstream);
+            }
+            let (session, mut raw) = self.parts(deadline);
+            match session.step(&mut raw) {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+                Ok(0) | Err(_) => break, // the read that follows reports it
+                Ok(_) => {}
+            }
+        }
+        Ok(Side::Client)
+    }
+
     /// What the socket holds, taken without waiting for the client (a
     /// readable socket's receive returns at once, and only one receive is
     /// made): a step of the session, so that the handshake advances a
@@ -350,6 +374,13 @@ mod tests {
         }
         fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
             Ok(())
+        }
+        fn wait_either(
+            &mut self,
+            _: &super::super::upstream::Upstream<Self::Waits>,
+            _: Deadline,
+        ) -> io::Result<Side> {
+            Err(io::ErrorKind::Unsupported.into())
         }
         fn sleep(&mut self, _: Duration) {}
         fn now(&self) -> Instant {

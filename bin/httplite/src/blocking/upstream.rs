@@ -18,6 +18,16 @@ use bytes::BytesMut;
 use reactor::sys;
 use site::reverse_proxy::UpstreamAddr;
 
+/// Which side of a tunnel can be read without waiting
+/// ([`crate::blocking::BlockingIo::wait_either`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client's connection (bytes, its end, or an error).
+    Client,
+    /// The upstream's.
+    Upstream,
+}
+
 /// How a design waits on an upstream socket.
 pub trait UpstreamWaits {
     /// What a socket needs to be waited on (a reactor registration, or
@@ -203,6 +213,17 @@ impl<W: UpstreamWaits> Upstream<W> {
             bytes = &bytes[n..];
         }
         Ok(())
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// What waits need of the socket (its reactor registration, under
+    /// stackful).
+    pub fn waits(&self) -> &W::Reg {
+        &self.reg
     }
 
     /// The socket, for the idle pool (its registration, if any, ends

@@ -146,6 +146,13 @@ pub(crate) trait Waits {
     fn now(&self) -> Instant;
     /// The trace and access-log lines of a proxied request.
     fn log_proxied(&self, req: &Request, outcome: Outcome, upstream: UpstreamLog<'_>);
+    /// A proxied tunnel's read (see [`super::tunnel`]): what the client
+    /// sent (under TLS, its plaintext) into `rbuf`, until `at` (then
+    /// `TimedOut`); 0 at its end. Dropped before it is ready, it has taken
+    /// nothing, so that it can race the upstream's read.
+    fn read_client(&mut self, at: Instant) -> impl Future<Output = io::Result<usize>>;
+    /// `--idle-timeout` (a tunnel silent both ways that long closes).
+    fn idle_timeout(&self) -> Duration;
 }
 
 /// The boxed waiting answer of one request.

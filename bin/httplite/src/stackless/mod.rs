@@ -7,6 +7,7 @@ pub(crate) mod ctx;
 mod proxied;
 pub(crate) mod proxy;
 pub mod transport;
+mod tunnel;
 pub(crate) mod upstream;
 mod worker;
 

@@ -9,7 +9,9 @@
 //! upstream connection is closed, not pooled. When the task is dropped
 //! (the worker stops), its upstream socket closes with it.
 //!
-//! Each upstream socket waits the driver's way ([`UpstreamSocket`]).
+//! Each upstream socket waits the driver's way ([`UpstreamSocket`]). An
+//! upstream's `101` to a request that asked to switch protocols makes the
+//! connection a tunnel ([`super::tunnel`]).
 
 use std::io;
 use std::time::Instant;
@@ -113,7 +115,11 @@ async fn connect<C: Waits>(
 }
 
 /// Writes all of `bytes` to the upstream, until `at`.
-async fn write_all<U: UpstreamSocket>(up: &mut U, mut bytes: &[u8], at: Instant) -> io::Result<()> {
+pub(super) async fn write_all<U: UpstreamSocket>(
+    up: &mut U,
+    mut bytes: &[u8],
+    at: Instant,
+) -> io::Result<()> {
     while !bytes.is_empty() {
         let n = up.io(true, at, |fd| sys::send(fd, bytes)).await?;
         if n == 0 {
@@ -125,7 +131,11 @@ async fn write_all<U: UpstreamSocket>(up: &mut U, mut bytes: &[u8], at: Instant)
 }
 
 /// Reads what the upstream sent into `buf`'s spare room; 0 at its end.
-async fn read<U: UpstreamSocket>(up: &mut U, buf: &mut BytesMut, at: Instant) -> io::Result<usize> {
+pub(super) async fn read<U: UpstreamSocket>(
+    up: &mut U,
+    buf: &mut BytesMut,
+    at: Instant,
+) -> io::Result<usize> {
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(16 * 1024);
     }
@@ -178,8 +188,9 @@ async fn exchange<C: Waits>(
     decoder.expect(req.method() == Method::Head);
     let mut ubuf = BytesMut::with_capacity(16 * 1024);
     let mut received = false;
+    let tunnel = x::wants_tunnel(req, body);
     let answer = loop {
-        if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats)? {
+        if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats, tunnel)? {
             break h;
         }
         let read = read(&mut up, &mut ubuf, conn.now() + timeout).await;
@@ -187,6 +198,21 @@ async fn exchange<C: Waits>(
         received = true;
     };
     reactor::trace!("upstream", "fd={fd} answer status={}", answer.status());
+    if answer.status() == 101 {
+        {
+            let mut parts = conn.parts();
+            let worker = parts.stats;
+            x::tunnel_head(&answer, &mut parts.io().wbuf, stats, worker);
+        }
+        conn.flush().await.map_err(Failed::Stop)?;
+        reactor::trace!("upstream", "fd={fd} tunnel");
+        let (sent, stop) = super::tunnel::tunnel(conn, &mut up, &mut ubuf).await;
+        let out = x::answered(&answer, sent, true);
+        let mut addr = String::new();
+        let upstream = x::upstream_log(&mut addr, b, i, Some(101), began, conn.now());
+        conn.log_proxied(req, out, upstream);
+        return stop.map_or(Ok(false), |stop| Err(Failed::Stop(stop)));
+    }
     let (framing, close) = x::client_side(&answer, req, conn.parts().shutting_down);
     {
         let mut parts = conn.parts();

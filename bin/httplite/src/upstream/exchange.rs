@@ -14,11 +14,14 @@ use std::time::Instant;
 use bytes::BytesMut;
 use http1::{
     BodyKind, Method, ReplyTo, Request, ResponseDecoder, ResponseHead, ResponseMessage, Status,
+    Version,
 };
 use site::access_log::UpstreamLog;
 use site::respond::Outcome;
 use site::reverse_proxy::answer::{ClientFraming, client_framing};
-use site::reverse_proxy::forward::{BodyFraming, Forwarding, HostPolicy, write_request_head};
+use site::reverse_proxy::forward::{
+    BodyFraming, Forwarding, HostPolicy, connection_tokens, write_request_head,
+};
 use site::reverse_proxy::{Balancer, UpstreamStats, upstream_target};
 use site::stats::WorkerStats;
 
@@ -110,6 +113,36 @@ pub fn body_framing(req: &Request) -> BodyFraming {
     }
 }
 
+/// Whether `req` asks to switch protocols in a way the proxy tunnels: an
+/// `Upgrade` field that `Connection` names (RFC 9110 §7.8), from an
+/// HTTP/1.1 client (a server ignores `Upgrade` from HTTP/1.0), with no
+/// body (a WebSocket handshake has none; a request with a body goes up
+/// without its upgrade, and is answered as a plain request).
+pub fn wants_tunnel(req: &Request, body: BodyFraming) -> bool {
+    body == BodyFraming::None
+        && req.version() == Version::Http11
+        && req
+            .headers()
+            .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
+        && connection_tokens(req.headers())
+            .iter()
+            .any(|t| t == "upgrade")
+}
+
+/// The start of a tunnel, after the upstream's `101`: counted (the
+/// upstream's `tunnels`, the worker's responses), and the client's head
+/// (`Upgrade` and `Connection: upgrade` kept) in `wbuf`.
+pub fn tunnel_head(
+    answer: &ResponseHead,
+    wbuf: &mut BytesMut,
+    stats: &UpstreamStats,
+    worker: &WorkerStats,
+) {
+    count(&stats.tunnels);
+    worker.response(answer.status());
+    site::reverse_proxy::answer::write_response_head(wbuf, answer, ClientFraming::None, false);
+}
+
 /// Whether a pooled connection's failure before any answer may be retried:
 /// it may be the upstream's idle close crossing the request, and the
 /// request can be sent again (no body, already consumed) and may be
@@ -141,7 +174,7 @@ pub fn request_head(
         trusted_peer: peer.trusted_peer,
         host,
         upstream_authority: &up.authority,
-        tunnel: false,
+        tunnel: wants_tunnel(req, body),
     };
     let mut head = BytesMut::with_capacity(512);
     write_request_head(&mut head, req, &target, &fwd, body);
@@ -246,17 +279,20 @@ pub fn upstream_log<'a>(
 }
 
 /// The answer's head, if `ubuf` holds it whole (interim answers skipped);
-/// `Ok(None)`: read more. A `101` nobody asked for, or a head that does not
-/// decode, is a 502 (counted).
+/// `Ok(None)`: read more. A `101` to a request that did not ask to
+/// `tunnel` ([`wants_tunnel`]), or a head that does not decode, is a 502
+/// (counted). After a `101`, `ubuf` keeps what followed the head: the
+/// tunnel's first bytes.
 pub fn answer_head<S>(
     decoder: &mut ResponseDecoder,
     ubuf: &mut BytesMut,
     stats: &UpstreamStats,
+    tunnel: bool,
 ) -> Result<Option<ResponseHead>, Failed<S>> {
     loop {
         match decoder.decode(ubuf) {
             Ok(Some(ResponseMessage::Head(h))) if h.is_interim() => {}
-            Ok(Some(ResponseMessage::Head(h))) if h.status() == 101 => {
+            Ok(Some(ResponseMessage::Head(h))) if h.status() == 101 && !tunnel => {
                 count(&stats.malformed);
                 let why = "upstream switched protocols unasked";
                 return Err(Failed::Answer(Status::BAD_GATEWAY, why, false));
@@ -403,4 +439,49 @@ pub fn last_chunk(chunk: &mut BytesMut) -> &[u8] {
     chunk.clear();
     http1::encode_last_chunk(chunk);
     chunk
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(head: &str) -> Request {
+        let mut buf = BytesMut::from(head.as_bytes());
+        match http1::Decoder::new(http1::Limits::default()).decode(&mut buf) {
+            Ok(Some(http1::Message::Head(r))) => r,
+            other => panic!("{head:?} decoded as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_an_http11_upgrade_without_a_body_is_tunnelled() {
+        let ws = "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n";
+        let cases = [
+            (ws, true),
+            // `Upgrade` not named in `Connection`: a hop-by-hop field to drop.
+            (
+                "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n",
+                false,
+            ),
+            // Named, but absent.
+            (
+                "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n",
+                false,
+            ),
+            // RFC 9110 §7.8: ignored from HTTP/1.0.
+            (
+                "GET /ws HTTP/1.0\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+                false,
+            ),
+            // A body goes up as a plain request's.
+            (
+                "POST /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\nContent-Length: 3\r\n\r\n",
+                false,
+            ),
+        ];
+        for (head, tunnel) in cases {
+            let req = request(head);
+            assert_eq!(wants_tunnel(&req, body_framing(&req)), tunnel, "{head:?}");
+        }
+    }
 }

@@ -239,6 +239,32 @@ impl Conn {
         Ok(())
     }
 
+    /// [`crate::stackless::answer::Waits::read_client`]: the next bytes
+    /// the recv delivers, taken into `rbuf` (over TLS, their plaintext; a
+    /// record that brings none is waited past).
+    pub(super) async fn read_client(&mut self, at: Instant) -> io::Result<usize> {
+        loop {
+            let before = self.io().rbuf.len();
+            match self.recv(at, TimeoutKind::Idle, Waiting::InRequest).await {
+                Ok(Some(buf)) => {
+                    if let Err(stop) = self.take_bytes(&buf) {
+                        return Err(match stop {
+                            Stop::Io(e) => e,
+                            _ => io::ErrorKind::InvalidData.into(),
+                        });
+                    }
+                }
+                Ok(None) => return Ok(0),
+                Err(Stop::Io(e)) => return Err(e),
+                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+            }
+            let n = self.io().rbuf.len() - before;
+            if n > 0 || (self.tls && self.tls_peer_closed()) {
+                return Ok(n);
+            }
+        }
+    }
+
     /// Until when, at shutdown, a connection that has sent no request yet
     /// waits for its first one ([`driver::FIRST_REQUEST_GRACE`] from the
     /// accept); `None` once it has sent one.

@@ -222,4 +222,12 @@ impl Waits for Conn {
         let started = self.request_started;
         super::conn::log_proxied(&self.ctx, fd, self.on, req, outcome, started, upstream);
     }
+
+    fn read_client(&mut self, at: Instant) -> impl Future<Output = io::Result<usize>> {
+        Conn::read_client(self, at)
+    }
+
+    fn idle_timeout(&self) -> Duration {
+        self.ctx.config.idle_timeout
+    }
 }

@@ -64,6 +64,8 @@ pub struct UpstreamStats {
     pub reused: AtomicU64,
     /// Idle connections kept in the workers' pools now.
     pub pooled: AtomicU64,
+    /// Upgrades it accepted (`101`): connections that became tunnels.
+    pub tunnels: AtomicU64,
     /// Requests in flight now (the least-connections measure).
     pub in_flight: AtomicU64,
 }
@@ -313,7 +315,7 @@ impl Balancer {
             let _ = write!(
                 s,
                 ",\"down\":{},\"requests\":{},\"responses\":{},\"in_flight\":{},\
-                 \"reused\":{},\"pooled\":{},\"errors\":{{\"connect_failed\":{},\
+                 \"reused\":{},\"pooled\":{},\"tunnels\":{},\"errors\":{{\"connect_failed\":{},\
                  \"connect_timeout\":{},\"read_timeout\":{},\"malformed\":{},\
                  \"closed_early\":{},\"cancelled\":{}}}}}",
                 self.is_down(i, now),
@@ -322,6 +324,7 @@ impl Balancer {
                 n(&st.in_flight),
                 n(&st.reused),
                 n(&st.pooled),
+                n(&st.tunnels),
                 n(&st.connect_failed),
                 n(&st.connect_timeout),
                 n(&st.read_timeout),

@@ -25,9 +25,11 @@
 //! pooled. A client that leaves while the upstream is still thinking is
 //! noticed at the first write, when the answer begins.
 //!
-//! `Upgrade` (WebSocket) requests are forwarded without their `Upgrade`
-//! here, so the upstream answers them as plain requests: no design tunnels
-//! yet.
+//! A request that asks to switch protocols (`Upgrade`, a WebSocket
+//! handshake: [`x::wants_tunnel`]) goes up with its `Upgrade`; an
+//! upstream's `101` makes the connection a tunnel ([`super::tunnel`]) until
+//! either side ends, and it then closes (the upstream's socket too, never
+//! pooled).
 
 use std::io;
 use std::time::Instant;
@@ -155,8 +157,9 @@ impl<I: BlockingIo> Conn<'_, I> {
         decoder.expect(req.method() == Method::Head);
         let mut ubuf = BytesMut::with_capacity(16 * 1024);
         let mut received = false;
+        let tunnel = x::wants_tunnel(req, body);
         let answer = loop {
-            if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats)? {
+            if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats, tunnel)? {
                 break h;
             }
             let read = up.read(&mut ubuf, self.io.now() + timeout);
@@ -164,6 +167,15 @@ impl<I: BlockingIo> Conn<'_, I> {
             received = true;
         };
         reactor::trace!("upstream", "fd={fd} answer status={}", answer.status());
+        if answer.status() == 101 {
+            x::tunnel_head(&answer, &mut self.wbuf, stats, &self.ctx.stats);
+            self.flush().map_err(Failed::Stop)?;
+            reactor::trace!("upstream", "fd={fd} tunnel");
+            let (sent, stop) = self.tunnel(&up, &mut ubuf);
+            let out = x::answered(&answer, sent, true);
+            self.log_answer(req, out, b, i, Some(101), began);
+            return stop.map_or(Ok(false), |stop| Err(Failed::Stop(stop)));
+        }
         let shutting_down = self.ctx.idle.is_shutting_down();
         let (framing, close) = x::client_side(&answer, req, shutting_down);
         write_response_head(&mut self.wbuf, &answer, framing, close);

@@ -61,6 +61,14 @@ unsafe impl BlockingIo for Script {
         Ok(())
     }
 
+    fn wait_either(
+        &mut self,
+        _: &crate::blocking::upstream::Upstream<Self::Waits>,
+        _: Deadline,
+    ) -> io::Result<crate::blocking::upstream::Side> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     fn sleep(&mut self, _: Duration) {}
 
     fn now(&self) -> Instant {

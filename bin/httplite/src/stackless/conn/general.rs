@@ -436,4 +436,28 @@ impl<S: Transport> Waits for Conn<S> {
             upstream,
         );
     }
+
+    fn idle_timeout(&self) -> std::time::Duration {
+        self.ctx.config.idle_timeout
+    }
+
+    /// A read when the socket is ready, else a wait for its next edge
+    /// under the connection's timer (which a dropped read leaves armed:
+    /// harmless, as the next wait re-arms it).
+    async fn read_client(&mut self, at: Instant) -> io::Result<usize> {
+        loop {
+            if self.stream.is_read_ready()
+                && let Some(read) = self.read_now()
+            {
+                return read;
+            }
+            if self
+                .wait_ready(Interest::Readable, at, TimeoutKind::Idle)
+                .await
+                .is_err()
+            {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+        }
+    }
 }
