@@ -23,6 +23,23 @@ install_if_missing h2load nghttp2-client "the TLS tests (h2load --h1)"
 install_if_missing ab apache2-utils "the server tests (ab -k, slow_clients.rs)"
 install_if_missing python3 python3 "scripts/valgrind.sh and scripts/soak.sh"
 
+# The reverse proxy's real-client test drives Python's `websockets` (from
+# PyPI) and `http.client` through the proxy: a venv in target/, made once.
+if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    echo "==> installing python3-venv (the proxy tests' virtual environment)"
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    else
+        sudo apt-get update -qq && sudo apt-get install -y -qq python3-venv >/dev/null
+    fi
+fi
+test_venv=target/test-venv
+if ! "$test_venv/bin/python" -c 'import websockets' 2>/dev/null; then
+    echo "==> creating $test_venv with websockets"
+    python3 -m venv "$test_venv"
+    "$test_venv/bin/pip" install -q websockets==15.0.1
+fi
+
 # Every step has a time limit, so that a hang fails CI at once with the
 # step's name instead of stalling until the CI job's own limit. The limits
 # are several times the steps' usual times on the project's 2-core machine

@@ -1,8 +1,10 @@
 //! The reverse proxy (`--proxy`): heads and bodies both ways, real
-//! clients, errors and their counters, the pool of upstream connections,
-//! balancing and passive health, smuggling refused before the upstream,
-//! and a large answer streamed with flat memory. Against the test upstream
-//! in `reverse_proxy/upstream.rs`, on every design.
+//! clients (curl; Python's `http.client` and `websockets`, from the venv
+//! `scripts/test.sh` makes), WebSocket tunnels, errors and their counters,
+//! the pool of upstream connections, balancing and passive health,
+//! smuggling refused before the upstream, and a large answer streamed with
+//! flat memory. Against the test upstream in `reverse_proxy/upstream.rs`,
+//! on every design.
 
 mod upstream;
 
@@ -396,6 +398,53 @@ fn a_websocket_upgrade_becomes_a_tunnel_until_either_side_closes() {
             accepted + 2,
             "[{rt}] a tunnel's socket was pooled"
         );
+    }
+}
+
+/// The venv `scripts/test.sh` makes, with Python's `websockets`.
+fn test_venv_python() -> std::path::PathBuf {
+    let python =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test.sh makes it (python3 -m venv, pip install websockets)",
+        python.display()
+    );
+    python
+}
+
+#[test]
+fn python_http_client_and_websockets_work_through_the_proxy() {
+    let python = test_venv_python();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/server/reverse_proxy/python_clients.py");
+    for rt in runtimes() {
+        let up = TestUpstream::start(None);
+        let server = proxy(rt, &[format!("/app/={}", up.url())], &[]);
+        let (scheme, ca) = if server.is_https() {
+            let ca = crate::pki::Pki::shared().0.ca().display().to_string();
+            ("https", ca)
+        } else {
+            ("http", "-".to_string())
+        };
+        let base = format!("{scheme}://127.0.0.1:{}", server.addr().port());
+        let out = std::process::Command::new("timeout")
+            .arg("30")
+            .arg(&python)
+            .arg(&script)
+            .args([&base, &ca])
+            .output()
+            .expect("python");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "[{rt}] {stdout}{stderr}");
+        assert_eq!(
+            stdout, "get 200 fast\npost 200 True\ntext hello\nbinary True\nclosed\n",
+            "[{rt}] {stderr}"
+        );
+        assert_eq!(server.stats().get("tunnels"), 1, "[{rt}]");
     }
 }
 
