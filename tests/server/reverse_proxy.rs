@@ -449,6 +449,33 @@ fn python_http_client_and_websockets_work_through_the_proxy() {
 }
 
 #[test]
+fn a_client_that_leaves_while_the_upstream_thinks_cancels_the_request() {
+    for rt in runtimes() {
+        let up = TestUpstream::start(None);
+        let server = proxy(rt, &[format!("/app/={}", up.url())], &[]);
+        // A request that arrives while the upstream thinks (pipelined) is
+        // kept for later: both are answered, in order.
+        let mut c = server.connect();
+        c.send(&get_req("/app/slow?ms=300"));
+        std::thread::sleep(Duration::from_millis(100));
+        c.send(&get_req("/app/fast"));
+        assert_eq!(c.read_response().text(), "slow", "[{rt}]");
+        assert_eq!(c.read_response().text(), "fast", "[{rt}]");
+        // A client that closes while the upstream thinks (3 s) cancels the
+        // request then, not when the answer comes.
+        let mut c = server.connect();
+        c.send(&get_req("/app/slow?ms=3000"));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(c);
+        let cancelled = wait_until(Duration::from_secs(2), Duration::from_millis(20), || {
+            server.stats().get("upstreams.cancelled") == 1
+        });
+        assert!(cancelled, "[{rt}] {}", server.stats().0);
+        assert_eq!(server.get("/app/fast").status, 200, "[{rt}]");
+    }
+}
+
+#[test]
 fn smuggling_attempts_never_reach_the_upstream() {
     for rt in runtimes() {
         let up = TestUpstream::start(None);

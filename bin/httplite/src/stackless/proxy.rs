@@ -6,7 +6,9 @@
 //! piece of it was written to the client, so a slow client slows the
 //! upstream (back-pressure), and at most one read buffer is held however
 //! large the answer. A client that leaves mid-answer fails a write: the
-//! upstream connection is closed, not pooled. When the task is dropped
+//! upstream connection is closed, not pooled; one that leaves while the
+//! upstream thinks is seen by the read that races the upstream's
+//! (`read_answer`). When the task is dropped
 //! (the worker stops), its upstream socket closes with it.
 //!
 //! Each upstream socket waits the driver's way ([`UpstreamSocket`]). An
@@ -24,6 +26,7 @@ use site::reverse_proxy::forward::BodyFraming;
 use site::reverse_proxy::{Balancer, Route, UpstreamStats};
 
 use super::answer::{FLUSH_AT, Res, Stop, Waits};
+use super::tunnel::Read;
 use super::upstream::UpstreamSocket;
 use crate::upstream::exchange::{
     self as x, BodyStep, CONNECT_FAILED, CONNECT_TIMED_OUT, Cut, MAX_RESPONSE_HEAD, Next, count,
@@ -193,7 +196,8 @@ async fn exchange<C: Waits>(
         if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats, tunnel)? {
             break h;
         }
-        let read = read(&mut up, &mut ubuf, conn.now() + timeout).await;
+        let at = conn.now() + timeout;
+        let read = read_answer(conn, &mut up, &mut ubuf, at, stats).await?;
         x::head_read(read, retry_ok, received, stats)?;
         received = true;
     };
@@ -266,6 +270,32 @@ async fn exchange<C: Waits>(
     let upstream = x::upstream_log(&mut addr, b, i, Some(answer.status()), began, conn.now());
     conn.log_proxied(req, out, upstream);
     Ok(!close)
+}
+
+/// One read of the answer into `ubuf`, until `at`, watching the client
+/// meanwhile (see the blocking designs' `read_answer`): its end cancels
+/// the request; what it sends is kept in its `rbuf`, up to
+/// [`x::WATCH_CLIENT_UP_TO`].
+async fn read_answer<C: Waits>(
+    conn: &mut C,
+    up: &mut C::Upstream,
+    ubuf: &mut BytesMut,
+    at: Instant,
+    stats: &UpstreamStats,
+) -> Result<io::Result<usize>, Failed> {
+    while conn.parts().io().rbuf.len() < x::WATCH_CLIENT_UP_TO {
+        match super::tunnel::either(conn, up, ubuf, at).await {
+            Read::Upstream(read) => return Ok(read),
+            Read::Client(Ok(n)) if n > 0 => {} // pipelined: kept for later
+            // The deadline is the upstream's (504).
+            Read::Client(Err(e)) if e.kind() == io::ErrorKind::TimedOut => return Ok(Err(e)),
+            Read::Client(_) => {
+                count(&stats.cancelled);
+                return Err(Failed::Stop(Stop::Done));
+            }
+        }
+    }
+    Ok(read(up, ubuf, at).await)
 }
 
 /// Streams the client's body to `up` (answering `100-continue` first).

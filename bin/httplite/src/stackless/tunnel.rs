@@ -13,6 +13,7 @@
 use std::io;
 use std::pin::pin;
 use std::task::Poll;
+use std::time::Instant;
 
 use bytes::BytesMut;
 use site::stats::TimeoutKind;
@@ -21,9 +22,33 @@ use super::answer::{Stop, Waits};
 use super::proxy::{read, write_all};
 
 /// What a wait for either side brought.
-enum Read {
+pub(super) enum Read {
+    /// The client's read (into its `rbuf`).
     Client(io::Result<usize>),
+    /// The upstream's (into `ubuf`).
     Upstream(io::Result<usize>),
+}
+
+/// The first of the client's read and the upstream's, both until `at`;
+/// the other is dropped, having taken nothing.
+pub(super) async fn either<C: Waits>(
+    conn: &mut C,
+    up: &mut C::Upstream,
+    ubuf: &mut BytesMut,
+    at: Instant,
+) -> Read {
+    let mut client = pin!(conn.read_client(at));
+    let mut upstream = pin!(read(up, ubuf, at));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = client.as_mut().poll(cx) {
+            return Poll::Ready(Read::Client(r));
+        }
+        if let Poll::Ready(r) = upstream.as_mut().poll(cx) {
+            return Poll::Ready(Read::Upstream(r));
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Runs the tunnel to its end: the bytes the client got through it, and
@@ -59,21 +84,7 @@ pub(crate) async fn tunnel<C: Waits>(
             return (sent, Some(stop));
         }
         let at = conn.now() + idle;
-        let read = {
-            let mut client = pin!(conn.read_client(at));
-            let mut upstream = pin!(read(up, ubuf, at));
-            std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = client.as_mut().poll(cx) {
-                    return Poll::Ready(Read::Client(r));
-                }
-                if let Poll::Ready(r) = upstream.as_mut().poll(cx) {
-                    return Poll::Ready(Read::Upstream(r));
-                }
-                Poll::Pending
-            })
-            .await
-        };
-        match read {
+        match either(conn, up, ubuf, at).await {
             Read::Client(Ok(0)) | Read::Upstream(Ok(0)) => return (sent, None),
             Read::Client(Ok(_)) | Read::Upstream(Ok(_)) => {}
             Read::Client(Err(e)) | Read::Upstream(Err(e))

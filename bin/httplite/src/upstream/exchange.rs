@@ -33,6 +33,11 @@ pub const CONNECT_FAILED: &str = "upstream refused the connection";
 pub const CONNECT_TIMED_OUT: &str = "upstream connect timed out";
 /// Most bytes of an upstream's response head.
 pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// While the upstream thinks, the client is watched too: its end cancels
+/// the request, and what it sends meanwhile (pipelined requests) is kept
+/// for later, up to this many bytes in its read buffer; beyond them only
+/// the upstream is waited on.
+pub const WATCH_CLIENT_UP_TO: usize = 64 * 1024;
 
 /// Who is asking, for the forwarding fields (asked once per request: the
 /// socket's peer is a system call).

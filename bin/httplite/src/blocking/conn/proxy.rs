@@ -22,8 +22,8 @@
 //! (plus the client's write buffer, flushed at 64 KiB) is held however
 //! large the answer. A client that leaves mid-answer makes a write fail:
 //! the upstream connection is closed then (counted `cancelled`), never
-//! pooled. A client that leaves while the upstream is still thinking is
-//! noticed at the first write, when the answer begins.
+//! pooled. While the upstream is still thinking, the client is watched
+//! too (`read_answer`): its end cancels the request.
 //!
 //! A request that asks to switch protocols (`Upgrade`, a WebSocket
 //! handshake: [`x::wants_tunnel`]) goes up with its `Upgrade`; an
@@ -42,8 +42,8 @@ use site::reverse_proxy::{Balancer, Route, UpstreamStats};
 
 use super::log::log_proxied;
 use super::{Conn, FLUSH_AT, Res, Stop};
-use crate::blocking::BlockingIo;
-use crate::blocking::upstream::Upstream;
+use crate::blocking::upstream::{Side, Upstream};
+use crate::blocking::{BlockingIo, Deadline};
 use crate::upstream::exchange::{
     self as x, BodyStep, CONNECT_FAILED, CONNECT_TIMED_OUT, Cut, MAX_RESPONSE_HEAD, Next, count,
 };
@@ -162,7 +162,7 @@ impl<I: BlockingIo> Conn<'_, I> {
             if let Some(h) = x::answer_head(&mut decoder, &mut ubuf, stats, tunnel)? {
                 break h;
             }
-            let read = up.read(&mut ubuf, self.io.now() + timeout);
+            let read = self.read_answer(&up, &mut ubuf, self.io.now() + timeout, stats)?;
             x::head_read(read, retry_ok, received, stats)?;
             received = true;
         };
@@ -228,6 +228,37 @@ impl<I: BlockingIo> Conn<'_, I> {
         let out = x::answered(&answer, sent, close);
         self.log_answer(req, out, b, i, Some(answer.status()), began);
         Ok(!close)
+    }
+
+    /// One read of the answer into `ubuf`, until `deadline`, watching the
+    /// client meanwhile ([`x::WATCH_CLIENT_UP_TO`]): a client that closes
+    /// (or fails) while the upstream thinks cancels the request (the
+    /// upstream's socket is closed, counted `cancelled`), as nginx does
+    /// unless told to ignore client aborts; a client that half-closes
+    /// after its request counts as gone too.
+    fn read_answer(
+        &mut self,
+        up: &Upstreamed<I>,
+        ubuf: &mut BytesMut,
+        deadline: Instant,
+        stats: &UpstreamStats,
+    ) -> Result<io::Result<usize>, Failed> {
+        while self.rbuf.len() < x::WATCH_CLIENT_UP_TO {
+            match self.io.wait_either(up, Deadline::At(deadline)) {
+                Ok(Side::Upstream) => break,
+                Ok(Side::Client) => match self.read_some(Deadline::At(deadline)) {
+                    Ok(n) if n > 0 => {} // pipelined: kept for later
+                    _ => {
+                        count(&stats.cancelled);
+                        return Err(Failed::Stop(Stop::Done));
+                    }
+                },
+                // The upstream's timeout (504), or a wait that cannot be
+                // made: the upstream's failure.
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(up.read(ubuf, deadline))
     }
 
     /// Streams the client's body to `up` (answering `100-continue` first).

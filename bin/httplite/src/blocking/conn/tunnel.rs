@@ -81,7 +81,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     }
 
     /// One read of the client's bytes into `rbuf` (0 at the end).
-    fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
+    pub(super) fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ);
         }
