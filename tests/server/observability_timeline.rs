@@ -303,6 +303,65 @@ fn timeline_on_threads_and_threadpool_has_request_slices() {
 }
 
 #[test]
+fn timeline_shows_the_upstream_sockets_wakes_beside_the_clients() {
+    for rt in ["stackless", "stackful"] {
+        let up = crate::reverse_proxy::upstream::TestUpstream::start(None);
+        let dir = TempDir::new("timeline-proxy");
+        let file = dir.path().join("trace.json");
+        let route = format!("/app/={}", up.url());
+        let mut args = chrome_args(file.to_str().unwrap(), "0").to_vec();
+        args.extend(["--proxy", &route]);
+        let mut server = Server::start(rt, &args);
+        let r = server.get("/app/slow?ms=30");
+        assert_eq!((r.status, r.text().as_str()), (200, "slow"), "[{rt}]");
+        server.terminate();
+        let t = read_closed(&file);
+        // The exchange's first line names both sockets.
+        let (tid, ts, client, upstream) = t
+            .instants
+            .iter()
+            .filter(|m| m.name == "upstream")
+            .find_map(|m| {
+                let msg = m.args["msg"].as_str()?;
+                let field = |key: &str| -> Option<String> {
+                    let v = msg.split(' ').find_map(|w| w.strip_prefix(key))?;
+                    Some(v.to_string())
+                };
+                Some((m.tid, m.ts, field("fd=")?, field("upstream_fd=")?))
+            })
+            .unwrap_or_else(|| panic!("[{rt}] no upstream line: {:?}", t.instants));
+        // Each socket's readiness wakes the worker's epoll_wait, on the
+        // same track: the client's (its request), then the upstream's (its
+        // answer, after the request went up).
+        let woke = |fd: &str, since: f64| {
+            t.slices.iter().any(|s| {
+                s.tid == tid
+                    && s.name == "epoll_wait"
+                    && s.ts >= since
+                    && s.args["fds"]
+                        .as_str()
+                        .is_some_and(|fds| fds.split(' ').any(|e| e.starts_with(&format!("{fd}:"))))
+            })
+        };
+        assert!(
+            woke(&client, 0.0),
+            "[{rt}] fd {client} never woke the worker"
+        );
+        assert!(
+            woke(&upstream, ts),
+            "[{rt}] fd {upstream} never woke the worker after {ts}"
+        );
+        assert!(
+            t.instants.iter().any(|m| m.name == "upstream"
+                && m.args["msg"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("answer status=200"))),
+            "[{rt}] no answer line"
+        );
+    }
+}
+
+#[test]
 fn chrome_trace_needs_a_file() {
     let out = run_binary(
         &["--bind", "127.0.0.1:0", "--trace-format", "chrome"],

@@ -6,7 +6,7 @@
 //! flat memory. Against the test upstream in `reverse_proxy/upstream.rs`,
 //! on every design.
 
-mod upstream;
+pub(crate) mod upstream;
 
 use std::time::{Duration, Instant};
 

@@ -16,6 +16,7 @@
 //! connection a tunnel ([`super::tunnel`]).
 
 use std::io;
+use std::os::fd::AsRawFd as _;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -165,8 +166,9 @@ async fn exchange<C: Waits>(
     let (timeout, fd) = (conn.proxy_settings().read_timeout, conn.parts().fd);
     reactor::trace!(
         "upstream",
-        "fd={fd} to={} reused={reused}",
-        b.upstreams()[i].addr
+        "fd={fd} to={} upstream_fd={} reused={reused}",
+        b.upstreams()[i].addr,
+        up.fd().as_raw_fd()
     );
     let retry_ok = x::retry_allowed(req, reused, body);
     if write_all(&mut up, head, conn.now() + timeout)
@@ -212,9 +214,7 @@ async fn exchange<C: Waits>(
         reactor::trace!("upstream", "fd={fd} tunnel");
         let (sent, stop) = super::tunnel::tunnel(conn, &mut up, &mut ubuf).await;
         let out = x::answered(&answer, sent, true);
-        let mut addr = String::new();
-        let upstream = x::upstream_log(&mut addr, b, i, Some(101), began, conn.now());
-        conn.log_proxied(req, out, upstream);
+        log_answer(conn, req, out, b, (i, began), Some(101));
         return stop.map_or(Ok(false), |stop| Err(Failed::Stop(stop)));
     }
     let (framing, close) = x::client_side(&answer, req, conn.parts().shutting_down);
@@ -266,9 +266,7 @@ async fn exchange<C: Waits>(
         conn.put_idle(b, i, up, keep);
     }
     let out = x::answered(&answer, sent, close);
-    let mut addr = String::new();
-    let upstream = x::upstream_log(&mut addr, b, i, Some(answer.status()), began, conn.now());
-    conn.log_proxied(req, out, upstream);
+    log_answer(conn, req, out, b, (i, began), Some(answer.status()));
     Ok(!close)
 }
 
@@ -378,8 +376,21 @@ fn proxy_error<C: Waits>(
         let (stats, shutting_down) = (parts.stats, parts.shutting_down);
         x::error_answer(&mut parts.io().wbuf, stats, req, error, shutting_down)
     };
-    let mut addr = String::new();
-    let upstream = x::upstream_log(&mut addr, b, i, None, began, conn.now());
-    conn.log_proxied(req, out, upstream);
+    log_answer(conn, req, out, b, (i, began), None);
     out.keep_alive
+}
+
+/// The trace and access-log lines of a proxied request, with upstream
+/// `i`'s fields (its status, if it answered).
+fn log_answer<C: Waits>(
+    conn: &C,
+    req: &Request,
+    out: site::respond::Outcome,
+    b: &Balancer,
+    (i, began): (usize, Instant),
+    status: Option<u16>,
+) {
+    let mut addr = String::new();
+    let upstream = x::upstream_log(&mut addr, b, i, status, began, conn.now());
+    conn.log_proxied(req, out, upstream);
 }

@@ -38,6 +38,8 @@ pub(crate) trait UpstreamSocket {
     fn writable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
     /// The socket, for the idle pool (its registration, if any, ends).
     fn into_fd(self) -> OwnedFd;
+    /// The socket (for trace lines).
+    fn fd(&self) -> BorrowedFd<'_>;
 }
 
 /// An upstream socket registered with the worker's reactor.
@@ -158,5 +160,9 @@ impl UpstreamSocket for EpollUpstream {
 
     fn into_fd(self) -> OwnedFd {
         self.io.into_inner()
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
     }
 }

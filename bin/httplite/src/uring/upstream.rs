@@ -36,10 +36,6 @@ impl RingUpstream {
         }
     }
 
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_ref().expect("open until given away").as_fd()
-    }
-
     /// One ring poll for `events`, until `at`.
     async fn poll(&self, events: i16, at: Instant) -> io::Result<()> {
         // SAFETY: the socket stays open while this future lives (`self`
@@ -84,6 +80,10 @@ impl UpstreamSocket for RingUpstream {
 
     fn into_fd(mut self) -> OwnedFd {
         self.fd.take().expect("open until given away")
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open until given away").as_fd()
     }
 }
 

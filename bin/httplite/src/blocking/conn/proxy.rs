@@ -32,6 +32,7 @@
 //! pooled).
 
 use std::io;
+use std::os::fd::AsRawFd as _;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -135,7 +136,12 @@ impl<I: BlockingIo> Conn<'_, I> {
     ) -> Result<bool, Failed> {
         let stats = b.upstreams()[i].stats();
         let (fd, addr) = (self.io.fd(), &b.upstreams()[i].addr);
-        reactor::trace!("upstream", "fd={fd} to={addr} reused={}", up.reused);
+        reactor::trace!(
+            "upstream",
+            "fd={fd} to={addr} upstream_fd={} reused={}",
+            up.fd().as_raw_fd(),
+            up.reused
+        );
         let timeout = self.ctx.config.reverse_proxy.read_timeout;
         let retry_ok = x::retry_allowed(req, up.reused, body);
         if up.write_all(head, self.io.now() + timeout).is_err() {
