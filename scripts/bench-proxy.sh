@@ -25,13 +25,28 @@
 #
 # httplite runs on all six designs.
 #
+# --c10k runs the slow-upstream table instead: the upstream is httplite
+# (stackless, one worker, on CPU 1) answering /_httplite/sleep?ms=1000,
+# wrk holds --conns connections (default 9,000) for --c10k-secs (10) on
+# each proxy, uncapped on CPU 0: requests/s (the ideal is --conns per
+# second), p99 latency, and memory per in-flight request (PSS summed over
+# the proxy's processes under load, minus its idle PSS, over --conns).
+# Each in-flight request holds two fds in the proxy: 9,000 is the most
+# that fits a hard limit of 20,000 open files, which a container may not
+# let even root raise.
+#
 # Usage: scripts/bench-proxy.sh [--slices N] [--slice S] [--cap PCT]
 #                               [--conns N] [--quick] [--no-memory]
-#   --quick      5 slices, no memory run
-# Output: target/bench-proxy/slices.csv, report.txt (also printed).
+#                               [--memory-only] [--c10k] [--c10k-secs S]
+#                               [--only LIST]
+#   --quick        5 slices, no memory run
+#   --memory-only  only the 1 GiB run
+#   --only A,B     only these proxies (httplite-stackless, nginx, ...)
+# Output: target/bench-proxy/slices.csv, report.txt (also printed);
+# c10k.txt for --c10k.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SLICES=15 SLICE=1 CAP=50 CONNS=256 MEMORY=1
+SLICES=15 SLICE=1 CAP=50 CONNS="" MEMORY=1 MODE=cpu C10K_SECS=10 ONLY=
 while [ $# -gt 0 ]; do
     case "$1" in
         --slices) SLICES=$2; shift 2 ;;
@@ -40,6 +55,10 @@ while [ $# -gt 0 ]; do
         --conns) CONNS=$2; shift 2 ;;
         --quick) SLICES=5; MEMORY=0; shift ;;
         --no-memory) MEMORY=0; shift ;;
+        --memory-only) MODE=memory; shift ;;
+        --c10k) MODE=c10k; CAP=100; MEMORY=0; shift ;;
+        --c10k-secs) C10K_SECS=$2; shift 2 ;;
+        --only) ONLY=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -50,8 +69,13 @@ done
     { echo "--slice: whole seconds, 1..30" >&2; exit 2; }
 [[ "$CAP" =~ ^[0-9]+$ ]] && [ "$CAP" -ge 10 ] && [ "$CAP" -le 100 ] ||
     { echo "--cap: 10..100" >&2; exit 2; }
-[[ "$CONNS" =~ ^[0-9]+$ ]] && [ "$CONNS" -ge 1 ] && [ "$CONNS" -le 4096 ] ||
-    { echo "--conns: 1..4096" >&2; exit 2; }
+if [ -z "$CONNS" ]; then
+    CONNS=256; [ "$MODE" = c10k ] && CONNS=9000
+fi
+[[ "$CONNS" =~ ^[0-9]+$ ]] && [ "$CONNS" -ge 1 ] && [ "$CONNS" -le 9500 ] ||
+    { echo "--conns: 1..9500" >&2; exit 2; }
+[[ "$C10K_SECS" =~ ^[0-9]+$ ]] && [ "$C10K_SECS" -ge 4 ] && [ "$C10K_SECS" -le 60 ] ||
+    { echo "--c10k-secs: 4..60" >&2; exit 2; }
 
 export PATH="$PATH:/usr/sbin:/sbin"
 log() { echo "bench-proxy: $*" >&2; }
@@ -94,13 +118,21 @@ wait_port() { # PORT: until it answers (10 s)
     return 1
 }
 
-# The upstream: nginx, one worker, on CPU 1.
+# The upstream, on CPU 1: nginx, one worker (`return 200`); for --c10k,
+# httplite's sleep endpoint, with room for every request in flight.
 UP=$(port)
 mkdir -p "$TMP/upstream"
-scripts/lib/nginx-conf.sh "$TMP/upstream" "$UP" > "$TMP/upstream/nginx.conf"
-taskset -c 1 nginx -p "$TMP/upstream" -c "$TMP/upstream/nginx.conf" > "$TMP/upstream/log" 2>&1 &
+if [ "$MODE" = c10k ]; then
+    taskset -c 1 "$BIN" --runtime stackless --workers 1 --bind "127.0.0.1:$UP" --quiet \
+        --pool-queue 20000 --idle-timeout 600s > "$TMP/upstream/log" 2>&1 &
+    CHECK=/_httplite/plaintext
+else
+    scripts/lib/nginx-conf.sh "$TMP/upstream" "$UP" > "$TMP/upstream/nginx.conf"
+    taskset -c 1 nginx -p "$TMP/upstream" -c "$TMP/upstream/nginx.conf" > "$TMP/upstream/log" 2>&1 &
+    CHECK=/
+fi
 RUNNING+=($!)
-wait_port "$UP" || { echo "the upstream nginx did not start: $(cat "$TMP/upstream/log")" >&2; exit 1; }
+wait_port "$UP" || { echo "the upstream did not start: $(cat "$TMP/upstream/log")" >&2; exit 1; }
 
 declare -A PORT CMD
 PROXIES=()
@@ -162,6 +194,7 @@ CMD[haproxy]="haproxy -db -f $TMP/haproxy/haproxy.cfg"
 mkdir -p "$TMP/h2o"
 cat > "$TMP/h2o/h2o.conf" <<CONF
 num-threads: 1
+max-connections: 10000
 error-log: $TMP/h2o/error.log
 hosts:
   default:
@@ -189,15 +222,23 @@ proxy.server = ( "" => ( ( "host" => "127.0.0.1", "port" => $UP ) ) )
 CONF
 CMD[lighttpd]="lighttpd -D -f $TMP/lighttpd/lighttpd.conf"
 
+[ "$MODE" = memory ] && PROXIES=()
+if [ -n "$ONLY" ]; then
+    kept=()
+    for p in "${PROXIES[@]}"; do [[ ",$ONLY," == *",$p,"* ]] && kept+=("$p"); done
+    PROXIES=("${kept[@]}")
+fi
 log "starting ${#PROXIES[@]} proxies on CPU 0, each capped at $CAP %"
 STARTED=()
+declare -A PID
 for p in "${PROXIES[@]}"; do
     cap_create "bp-$p"
     cap_set "bp-$p" "$CAP"
     # shellcheck disable=SC2086
     cap_spawn "bp-$p" taskset -c 0 ${CMD[$p]} > "$TMP/$p.log" 2>&1
     RUNNING+=($!)
-    if wait_port "${PORT[$p]}" && [ "$(curl -s "http://127.0.0.1:${PORT[$p]}/")" = "Hello, World!" ]; then
+    PID[$p]=$!
+    if wait_port "${PORT[$p]}" && [ "$(curl -s "http://127.0.0.1:${PORT[$p]}$CHECK")" = "Hello, World!" ]; then
         STARTED+=("$p")
     else
         log "$p: n/a (did not answer through the proxy: $(tail -c 300 "$TMP/$p.log"))"
@@ -214,6 +255,57 @@ slice() {
     echo "${req:-0} $((after - before)) $((t1 - t0))"
 }
 
+# PSS of a process and all its descendants, in kB (one Python pass: a
+# fork proxy has thousands of children, too many for a process each).
+pss_kb() {
+    python3 - "$1" <<'PY'
+import glob, sys
+todo, total = [sys.argv[1]], 0
+while todo:
+    pid = todo.pop()
+    try:
+        for line in open(f"/proc/{pid}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                total += int(line.split()[1])
+        for f in glob.glob(f"/proc/{pid}/task/*/children"):
+            todo.extend(open(f).read().split())
+    except OSError:
+        pass
+print(total)
+PY
+}
+
+if [ "$MODE" = c10k ]; then
+    {
+        echo "# Slow upstream (httplite stackless, /_httplite/sleep?ms=1000), $CONNS client connections,"
+        echo "# wrk -t1 on CPU 1 for ${C10K_SECS}s per proxy, the proxy uncapped on CPU 0 (ideal: $CONNS requests/s)"
+        echo "# $(date -u +%Y-%m-%d) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+        printf "%-22s %12s %10s %10s %14s %12s\n" proxy requests/s p50 p99 "B/in-flight" errors
+    } | tee "$OUT/c10k.txt"
+    for p in "${STARTED[@]}"; do
+        idle=$(pss_kb "${PID[$p]}")
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${C10K_SECS}s" --timeout 10s --latency \
+            "http://127.0.0.1:${PORT[$p]}/_httplite/sleep?ms=1000" > "$TMP/c10k-$p.txt" 2>&1 &
+        w=$!
+        # Every connection has a request in flight once the first second
+        # of answers has come back.
+        sleep $((C10K_SECS / 2))
+        loaded=$(pss_kb "${PID[$p]}")
+        wait "$w" || true
+        rps=$(awk '/^Requests\/sec/ {print $2}' "$TMP/c10k-$p.txt")
+        p50=$(awk '$1 == "50%" {print $2}' "$TMP/c10k-$p.txt")
+        p99=$(awk '$1 == "99%" {print $2}' "$TMP/c10k-$p.txt")
+        errors=$(awk '/Socket errors|Non-2xx/ {printf "%s ", $0}' "$TMP/c10k-$p.txt")
+        per=$(( (loaded - idle) * 1024 / CONNS ))
+        printf "%-22s %12s %10s %10s %14s %12s\n" "$p" "${rps:-0}" "${p50:--}" "${p99:--}" "$per" "${errors:-none}" |
+            tee -a "$OUT/c10k.txt"
+        # The next proxy starts from quiet sockets.
+        sleep 2
+    done
+    exit 0
+fi
+
+if [ "$MODE" != memory ]; then
 log "warm-up"
 for p in "${STARTED[@]}"; do slice "$p" > /dev/null; done
 echo "slice,server,cpu_us_per_request" > "$OUT/slices.csv"
@@ -261,6 +353,7 @@ PY
         done
     fi
 } | tee "$OUT/report.txt"
+fi
 
 [ "$MEMORY" = 1 ] || exit 0
 # A 1 GiB answer read at 10 MB/s: the proxy's RSS over the transfer. The

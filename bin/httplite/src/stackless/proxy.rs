@@ -191,7 +191,9 @@ async fn exchange<C: Waits>(
     }
     let mut decoder = ResponseDecoder::new(MAX_RESPONSE_HEAD, u64::MAX);
     decoder.expect(req.method() == Method::Head);
-    let mut ubuf = BytesMut::with_capacity(16 * 1024);
+    // Room comes with the answer's first bytes (`read`): a request the
+    // upstream is still thinking about holds no buffer for its answer.
+    let mut ubuf = BytesMut::new();
     let mut received = false;
     let tunnel = x::wants_tunnel(req, body);
     let answer = loop {
@@ -292,6 +294,9 @@ async fn read_answer<C: Waits>(
                 return Err(Failed::Stop(Stop::Done));
             }
         }
+    }
+    if let Err(e) = up.readable(at).await {
+        return Ok(Err(e));
     }
     Ok(read(up, ubuf, at).await)
 }

@@ -20,6 +20,7 @@ use site::stats::TimeoutKind;
 
 use super::answer::{Stop, Waits};
 use super::proxy::{read, write_all};
+use super::upstream::UpstreamSocket as _;
 
 /// What a wait for either side brought.
 pub(super) enum Read {
@@ -30,7 +31,9 @@ pub(super) enum Read {
 }
 
 /// The first of the client's read and the upstream's, both until `at`;
-/// the other is dropped, having taken nothing.
+/// the other is dropped, having taken nothing. The upstream's read waits
+/// for readiness first: while it waits, `ubuf` gets no room (an empty
+/// buffer holds no memory), and no `recv` is spent on an `EAGAIN`.
 pub(super) async fn either<C: Waits>(
     conn: &mut C,
     up: &mut C::Upstream,
@@ -38,7 +41,10 @@ pub(super) async fn either<C: Waits>(
     at: Instant,
 ) -> Read {
     let mut client = pin!(conn.read_client(at));
-    let mut upstream = pin!(read(up, ubuf, at));
+    let mut upstream = pin!(async {
+        up.readable(at).await?;
+        read(up, ubuf, at).await
+    });
     std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = client.as_mut().poll(cx) {
             return Poll::Ready(Read::Client(r));

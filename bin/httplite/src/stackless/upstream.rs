@@ -36,6 +36,8 @@ pub(crate) trait UpstreamSocket {
     /// Waits until the socket is writable (a connect has ended, either
     /// way), until `at`.
     fn writable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
+    /// Waits until the socket is readable, until `at`, without reading.
+    fn readable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
     /// The socket, for the idle pool (its registration, if any, ends).
     fn into_fd(self) -> OwnedFd;
     /// The socket (for trace lines).
@@ -154,6 +156,13 @@ impl UpstreamSocket for EpollUpstream {
     async fn writable(&mut self, at: Instant) -> io::Result<()> {
         let never = |_: BorrowedFd<'_>| -> io::Result<()> { Ok(()) };
         self.wait(Interest::Writable, at, never, true)
+            .await
+            .map(drop)
+    }
+
+    async fn readable(&mut self, at: Instant) -> io::Result<()> {
+        let never = |_: BorrowedFd<'_>| -> io::Result<()> { Ok(()) };
+        self.wait(Interest::Readable, at, never, true)
             .await
             .map(drop)
     }

@@ -78,6 +78,10 @@ impl UpstreamSocket for RingUpstream {
         self.poll(libc::POLLOUT, at).await
     }
 
+    async fn readable(&mut self, at: Instant) -> io::Result<()> {
+        self.poll(libc::POLLIN, at).await
+    }
+
     fn into_fd(mut self) -> OwnedFd {
         self.fd.take().expect("open until given away")
     }

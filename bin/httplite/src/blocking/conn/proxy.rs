@@ -161,7 +161,10 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
         let mut decoder = ResponseDecoder::new(MAX_RESPONSE_HEAD, u64::MAX);
         decoder.expect(req.method() == Method::Head);
-        let mut ubuf = BytesMut::with_capacity(16 * 1024);
+        // Room comes with the answer's first bytes (`Upstream::read`): a
+        // request the upstream is still thinking about holds no buffer
+        // for its answer.
+        let mut ubuf = BytesMut::new();
         let mut received = false;
         let tunnel = x::wants_tunnel(req, body);
         let answer = loop {
