@@ -185,12 +185,10 @@ impl<W: UpstreamWaits> Upstream<W> {
         })
     }
 
-    /// Reads what the upstream sent into `buf`'s spare room (at least 4 KiB
-    /// of it); 0 at end of stream.
+    /// Reads what the upstream sent into `buf`'s spare room (see
+    /// [`crate::upstream::exchange::room_for_answer`]); 0 at end of stream.
     pub fn read(&self, buf: &mut BytesMut, deadline: Instant) -> io::Result<usize> {
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(16 * 1024);
-        }
+        crate::upstream::exchange::room_for_answer(buf);
         let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
         let n = W::io(&self.reg, self.fd.as_fd(), false, deadline, || {
             sys::recv_nowait(self.fd.as_fd(), spare)

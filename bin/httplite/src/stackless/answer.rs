@@ -83,6 +83,26 @@ impl Parts<'_> {
     pub(crate) fn io(&mut self) -> &mut Active {
         self.pool.ensure(self.active)
     }
+
+    /// Gives the request-time state back to the pool if it holds nothing
+    /// (no byte either way, the decoder between messages), as an idle
+    /// connection does: a request that waits on another server then
+    /// holds no buffers meanwhile, and the next bytes take a state again.
+    pub(crate) fn release_if_empty(&mut self) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.is_between_requests() && a.wbuf.is_empty())
+            && let Some(active) = self.active.take()
+        {
+            self.pool.put_drained(active);
+        }
+    }
+
+    /// Bytes read and not yet decoded (0 without a request-time state).
+    pub(crate) fn buffered(&self) -> usize {
+        self.active.as_ref().map_or(0, |a| a.rbuf.len())
+    }
 }
 
 /// How a stackless connection waits: what each driver implements for the

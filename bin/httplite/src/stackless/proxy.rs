@@ -40,6 +40,9 @@ pub(crate) async fn proxy<C: Waits>(conn: &mut C, req: Request, route: &Route) -
     let rest = route.rest(req.path()).unwrap_or_default();
     let b = &*route.balancer;
     let body = x::body_framing(&req);
+    // A request without a body needs nothing of the connection's buffers
+    // until its answer comes (a connect may take a while).
+    before_waiting(conn).await?;
     let (mut tried, mut retried) = (Vec::new(), false);
     loop {
         let began = conn.now();
@@ -140,14 +143,16 @@ pub(super) async fn read<U: UpstreamSocket>(
     buf: &mut BytesMut,
     at: Instant,
 ) -> io::Result<usize> {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(16 * 1024);
-    }
+    x::room_for_answer(buf);
     let spare = buf.spare_capacity_mut();
+    let room = spare.len();
     let n = up.io(false, at, |fd| sys::recv_nowait(fd, spare)).await?;
     // SAFETY: `recv_nowait` initialised the first `n` bytes of the spare
     // capacity, and `n` is at most its length.
     unsafe { buf.set_len(buf.len() + n) };
+    if n > 0 && n < room {
+        up.drained();
+    }
     Ok(n)
 }
 
@@ -275,7 +280,7 @@ async fn exchange<C: Waits>(
 /// One read of the answer into `ubuf`, until `at`, watching the client
 /// meanwhile (see the blocking designs' `read_answer`): its end cancels
 /// the request; what it sends is kept in its `rbuf`, up to
-/// [`x::WATCH_CLIENT_UP_TO`].
+/// [`x::WATCH_CLIENT_UP_TO`]. See [`before_waiting`].
 async fn read_answer<C: Waits>(
     conn: &mut C,
     up: &mut C::Upstream,
@@ -283,7 +288,8 @@ async fn read_answer<C: Waits>(
     at: Instant,
     stats: &UpstreamStats,
 ) -> Result<io::Result<usize>, Failed> {
-    while conn.parts().io().rbuf.len() < x::WATCH_CLIENT_UP_TO {
+    before_waiting(conn).await.map_err(Failed::Stop)?;
+    while conn.parts().buffered() < x::WATCH_CLIENT_UP_TO {
         match super::tunnel::either(conn, up, ubuf, at).await {
             Read::Upstream(read) => return Ok(read),
             Read::Client(Ok(n)) if n > 0 => {} // pipelined: kept for later
@@ -299,6 +305,15 @@ async fn read_answer<C: Waits>(
         return Ok(Err(e));
     }
     Ok(read(up, ubuf, at).await)
+}
+
+/// Before a wait on the upstream: earlier pipelined answers leave (they
+/// must not wait for this one), and the connection's buffers go back to
+/// the worker's pool if nothing is in them.
+async fn before_waiting<C: Waits>(conn: &mut C) -> Res {
+    conn.flush().await?;
+    conn.parts().release_if_empty();
+    Ok(())
 }
 
 /// Streams the client's body to `up` (answering `100-continue` first).

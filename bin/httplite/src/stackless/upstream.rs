@@ -38,6 +38,10 @@ pub(crate) trait UpstreamSocket {
     fn writable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
     /// Waits until the socket is readable, until `at`, without reading.
     fn readable(&mut self, at: Instant) -> impl Future<Output = io::Result<()>>;
+    /// A read came back short: the socket's receive queue is empty, so
+    /// edge-triggered readiness is forgotten now (the next byte raises a
+    /// new edge), and the next wait does not find it stale.
+    fn drained(&mut self);
     /// The socket, for the idle pool (its registration, if any, ends).
     fn into_fd(self) -> OwnedFd;
     /// The socket (for trace lines).
@@ -165,6 +169,10 @@ impl UpstreamSocket for EpollUpstream {
         self.wait(Interest::Readable, at, never, true)
             .await
             .map(drop)
+    }
+
+    fn drained(&mut self) {
+        self.io.registration().clear_readiness(Interest::Readable);
     }
 
     fn into_fd(self) -> OwnedFd {

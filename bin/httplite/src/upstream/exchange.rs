@@ -33,6 +33,18 @@ pub const CONNECT_FAILED: &str = "upstream refused the connection";
 pub const CONNECT_TIMED_OUT: &str = "upstream connect timed out";
 /// Most bytes of an upstream's response head.
 pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// Room for the next read of an answer into `buf`: one page for its first
+/// bytes (a head and a small body fit, as in nginx's default
+/// `proxy_buffer_size`), then 16 KiB at a time once it streams. Thousands
+/// of answers that arrive together then hold a page each, not 16 KiB.
+pub fn room_for_answer(buf: &mut BytesMut) {
+    if buf.capacity() == 0 {
+        buf.reserve(4096);
+    } else if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+}
+
 /// While the upstream thinks, the client is watched too: its end cancels
 /// the request, and what it sends meanwhile (pipelined requests) is kept
 /// for later, up to this many bytes in its read buffer; beyond them only

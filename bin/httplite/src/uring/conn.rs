@@ -244,7 +244,9 @@ impl Conn {
     /// record that brings none is waited past).
     pub(super) async fn read_client(&mut self, at: Instant) -> io::Result<usize> {
         loop {
-            let before = self.io().rbuf.len();
+            // Not `self.io()`: a request that waits on its upstream holds
+            // no buffers until bytes come (see `Parts::release_if_empty`).
+            let before = self.active.as_ref().map_or(0, |a| a.rbuf.len());
             match self.recv(at, TimeoutKind::Idle, Waiting::InRequest).await {
                 Ok(Some(buf)) => {
                     if let Err(stop) = self.take_bytes(&buf) {

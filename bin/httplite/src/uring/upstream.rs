@@ -82,6 +82,10 @@ impl UpstreamSocket for RingUpstream {
         self.poll(libc::POLLIN, at).await
     }
 
+    /// Nothing to forget: a ring poll reports the socket's state when it
+    /// is made, not an edge.
+    fn drained(&mut self) {}
+
     fn into_fd(mut self) -> OwnedFd {
         self.fd.take().expect("open until given away")
     }
