@@ -373,10 +373,12 @@ for rt in stackless uring threads stackful; do
     pid=$!; RUNNING+=($pid)
     wait_port "$P" || true
     before=$(rss_kb "$pid"); peak=$before
-    curl -s --limit-rate 10M -o /dev/null "http://127.0.0.1:$P/big.bin" & c=$!
+    curl -s --limit-rate 10M -o /dev/null -w '%{size_download}' "http://127.0.0.1:$P/big.bin" \
+        > "$TMP/got-$rt" & c=$!
     while kill -0 "$c" 2>/dev/null; do
         now=$(rss_kb "$pid"); [ "$now" -gt "$peak" ] && peak=$now
         sleep 1
     done
-    echo "httplite-$rt: 1 GiB at 10 MB/s: RSS $before kB before, $peak kB at most (+$((peak - before)) kB)" | tee -a "$OUT/report.txt"
+    echo "httplite-$rt: 1 GiB at 10 MB/s: $(cat "$TMP/got-$rt") bytes received; RSS $before kB before, $peak kB at most (+$((peak - before)) kB)" |
+        tee -a "$OUT/report.txt"
 done
