@@ -57,6 +57,29 @@ pub(crate) fn remaining(deadline: Deadline) -> io::Result<Duration> {
     Ok(Duration::from_millis(super::ceil_millis(left)))
 }
 
+/// `poll(2)` on `pfds` until one reports an event (or an error or
+/// hang-up), or the deadline passes (`TimedOut`); `revents` say which.
+#[inline]
+fn poll_until(pfds: &mut [libc::pollfd], deadline: Deadline) -> io::Result<()> {
+    let at = deadline.at(Instant::now);
+    loop {
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let ms = super::poll_timeout_ms(left);
+        // SAFETY: `pfds` holds `pfds.len()` valid pollfds for the call.
+        match reactor::syscall!(unsafe {
+            libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms)
+        }) {
+            Ok(0) => continue, // the deadline has passed (checked above)
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Blocking calls report an expired socket timeout as `EAGAIN`.
 fn timeout_error(e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::WouldBlock {
@@ -90,26 +113,12 @@ impl Blocking {
     /// Waits with poll(2) until one of `events` (or an error or hang-up)
     /// is reported, or the deadline passes (`TimedOut`).
     pub(crate) fn wait(&self, events: libc::c_short, deadline: Deadline) -> io::Result<()> {
-        let at = deadline.at(Instant::now);
-        let mut pfd = libc::pollfd {
+        let mut pfd = [libc::pollfd {
             fd: self.stream.as_raw_fd(),
             events,
             revents: 0,
-        };
-        loop {
-            let left = at.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            let ms = super::poll_timeout_ms(left);
-            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-            match reactor::syscall!(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-                Ok(0) => continue, // the deadline has passed (checked above)
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        }];
+        poll_until(&mut pfd, deadline)
     }
 
     fn set_write_deadline(&mut self, deadline: Deadline) -> io::Result<()> {
@@ -216,34 +225,17 @@ unsafe impl BlockingIo for Blocking {
         up: &super::upstream::Upstream<super::upstream::PollWaits>,
         deadline: Deadline,
     ) -> io::Result<Side> {
-        let at = deadline.at(Instant::now);
-        let mut pfds = [
-            libc::pollfd {
-                fd: self.stream.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLRDHUP,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: up.fd().as_raw_fd(),
-                events: libc::POLLIN | libc::POLLRDHUP,
-                revents: 0,
-            },
-        ];
-        loop {
-            let left = at.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            let ms = super::poll_timeout_ms(left);
-            // SAFETY: `pfds` holds two valid pollfds for the call.
-            match reactor::syscall!(unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) }) {
-                Ok(0) => continue, // the deadline has passed (checked above)
-                Ok(_) if pfds[0].revents != 0 => return Ok(Side::Client),
-                Ok(_) => return Ok(Side::Upstream),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        let mut pfds = [self.stream.as_raw_fd(), up.fd().as_raw_fd()].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        });
+        poll_until(&mut pfds, deadline)?;
+        Ok(if pfds[0].revents != 0 {
+            Side::Client
+        } else {
+            Side::Upstream
+        })
     }
 
     fn sleep(&mut self, d: Duration) {
