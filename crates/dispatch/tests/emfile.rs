@@ -42,6 +42,26 @@ fn emfile_child() {
         ..Config::new(localhost())
     };
     let server = Server::start(config, move |port| serve(port, &b)).unwrap();
+    // The server's threads open their fds (a reactor each) after `start`
+    // returns, and may hold one for a moment meanwhile: read the fd table
+    // once it has stopped changing (the same three times, 20 ms apart),
+    // or the headroom below would come out one more or one less.
+    let fds = || -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (mut last, mut same) = (fds(), 0);
+    let settle = Instant::now() + Duration::from_secs(2);
+    while same < 2 && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = fds();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
     let top = std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
