@@ -19,6 +19,14 @@ use site::stats::WorkerStats;
 /// and idle keep-alive ones, close at once.
 pub const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long after its accept a new connection that has not sent its first
+/// request may still send it once shutdown has begun
+/// ([`FIRST_REQUEST_GRACE`], at most the header timeout).
+#[inline]
+pub fn first_request_grace(config: &crate::config::Config) -> std::time::Duration {
+    FIRST_REQUEST_GRACE.min(config.header_timeout)
+}
+
 /// The `http` trace line of one answered request; on a timeline, a slice
 /// from `started` (the request's first bytes, or this poll's start if
 /// later) with the method, path and status as arguments.

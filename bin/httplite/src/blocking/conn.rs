@@ -295,7 +295,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return Ok(false);
         };
-        let grace = driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout);
+        let grace = driver::first_request_grace(&self.ctx.config);
         let grace = Deadline::Since(accepted, grace);
         match self.io.wait_readable(grace) {
             Ok(()) => Ok(true),

@@ -59,7 +59,7 @@ pub(super) fn run(conn: OwnedFd, close: &[RawFd], parent: libc::pid_t, ctx: &Ctx
                 let stream = TcpStream::from(conn);
                 if stream.set_nonblocking(false).is_ok() {
                     let _ = stream.set_nodelay(true);
-                    let grace = crate::driver::FIRST_REQUEST_GRACE.min(ctx.config.header_timeout);
+                    let grace = crate::driver::first_request_grace(&ctx.config);
                     let io = ChildIo {
                         inner: Blocking::new(stream),
                         idle: &ctx.idle,

@@ -271,9 +271,8 @@ impl Conn {
     /// waits for its first one ([`driver::FIRST_REQUEST_GRACE`] from the
     /// accept); `None` once it has sent one.
     pub(super) fn first_request_grace_end(&self) -> Option<Instant> {
-        (self.served == 0).then(|| {
-            self.request_started + driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout)
-        })
+        (self.served == 0)
+            .then(|| self.request_started + driver::first_request_grace(&self.ctx.config))
     }
 
     /// The next bytes of the connection (`None`: the client closed), or a

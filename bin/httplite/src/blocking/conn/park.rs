@@ -21,7 +21,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use http1::{Decoder, Message, Request};
@@ -344,13 +344,6 @@ impl<I: BlockingIo> Conn<'_, I> {
         }
         Ok(())
     }
-}
-
-/// How long after its accept a new connection that has not sent its first
-/// request may still send it once shutdown has begun
-/// ([`crate::driver::FIRST_REQUEST_GRACE`], at most the header timeout).
-pub fn first_request_grace(config: &Config) -> Duration {
-    crate::driver::FIRST_REQUEST_GRACE.min(config.header_timeout)
 }
 
 #[cfg(test)]

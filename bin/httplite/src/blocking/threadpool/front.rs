@@ -39,11 +39,11 @@ use super::refused::{Drained, LINGER_MAX, Refused, reject};
 use super::turn::{Gauges, Held, Home, Turn};
 use super::{Owner, Probe, ThreadPool};
 use crate::blocking::BlockingIo;
-use crate::blocking::conn::park::first_request_grace;
 use crate::blocking::conn::{Ctx, Feed, Parked};
 use crate::blocking::socket::Blocking;
 use crate::blocking::threads::Live;
 use crate::blocking::tls::{self, TlsIo};
+use crate::driver::first_request_grace;
 use crate::tls::Session;
 
 /// The token of the dispatch port's fd.

@@ -46,7 +46,7 @@ impl<S: Transport> Conn<S> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return false;
         };
-        let until = accepted + driver::FIRST_REQUEST_GRACE.min(self.ctx.config.header_timeout);
+        let until = accepted + driver::first_request_grace(&self.ctx.config);
         if self.ctx.reactor.now() >= until {
             return false;
         }
