@@ -143,6 +143,32 @@ impl<I: BlockingIo> TlsIo<I> {
         TlsIo { inner, session }
     }
 
+    /// The loop of both waits ([`BlockingIo::wait_readable`],
+    /// [`BlockingIo::wait_either`]): while the session needs input, `wait`
+    /// on the socket (ended early if it reports the upstream's side), then
+    /// one step of the session; the client's side once the session holds
+    /// plaintext, is over, or failed (the read that follows reports it).
+    #[inline]
+    fn step_until_readable(
+        &mut self,
+        deadline: Deadline,
+        mut wait: impl FnMut(&mut I, Deadline) -> io::Result<Side>,
+    ) -> io::Result<Side> {
+        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
+        while self.session.needs_input() {
+            if wait(&mut self.inner, deadline)? == Side::Upstream {
+                return Ok(Side::Upstream);
+            }
+            let (session, mut raw) = self.parts(deadline);
+            match session.step(&mut raw) {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        Ok(Side::Client)
+    }
+
     /// The socket and the deadline of the call under way, as the session's
     /// [`RawIo`].
     fn parts(&mut self, deadline: Deadline) -> (&mut Session, Raw<'_, I>) {
@@ -264,17 +290,10 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
     /// caller's next deadline (the header timeout, which shutdown does not
     /// end) for a handshake the caller meant to give up on.
     fn wait_readable(&mut self, deadline: Deadline) -> io::Result<()> {
-        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
-        while self.session.needs_input() {
-            self.inner.wait_readable(deadline)?;
-            let (session, mut raw) = self.parts(deadline);
-            match session.step(&mut raw) {
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
-                Ok(0) | Err(_) => break, // the read that follows reports it
-                Ok(_) => {}
-            }
-        }
-        Ok(())
+        self.step_until_readable(deadline, |inner, d| {
+            inner.wait_readable(d).map(|()| Side::Client)
+        })
+        .map(drop)
     }
 
     /// A tunnel's wait: as [`TlsIo::wait_readable`] (the client's side is
@@ -285,19 +304,7 @@ unsafe impl<I: BlockingIo> BlockingIoWrapper for TlsIo<I> {
         up: &super::upstream::Upstream<I::Waits>,
         deadline: Deadline,
     ) -> io::Result<Side> {
-        let deadline = Deadline::At(deadline.at(|| self.inner.now()));
-        while self.session.needs_input() {
-            if self.inner.wait_either(up, deadline)? == Side::Upstream {
-                return Ok(Side::Upstream);
-            }
-            let (session, mut raw) = self.parts(deadline);
-            match session.step(&mut raw) {
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
-                Ok(0) | Err(_) => break, // the read that follows reports it
-                Ok(_) => {}
-            }
-        }
-        Ok(Side::Client)
+        self.step_until_readable(deadline, |inner, d| inner.wait_either(up, d))
     }
 
     /// What the socket holds, taken without waiting for the client (a
