@@ -193,6 +193,8 @@ async fn exchange<C: Waits>(
     }
     if body != BodyFraming::None {
         send_body(conn, req, &mut up, body, stats).await?;
+        // The body is in: its buffers can go while the upstream thinks.
+        before_waiting(conn).await.map_err(Failed::Stop)?;
     }
     let mut decoder = ResponseDecoder::new(MAX_RESPONSE_HEAD, u64::MAX);
     decoder.expect(req.method() == Method::Head);
@@ -280,7 +282,8 @@ async fn exchange<C: Waits>(
 /// One read of the answer into `ubuf`, until `at`, watching the client
 /// meanwhile (see the blocking designs' `read_answer`): its end cancels
 /// the request; what it sends is kept in its `rbuf`, up to
-/// [`x::WATCH_CLIENT_UP_TO`]. See [`before_waiting`].
+/// [`x::WATCH_CLIENT_UP_TO`]. The connection's buffers went back to the
+/// pool before (see [`before_waiting`]).
 async fn read_answer<C: Waits>(
     conn: &mut C,
     up: &mut C::Upstream,
@@ -288,7 +291,6 @@ async fn read_answer<C: Waits>(
     at: Instant,
     stats: &UpstreamStats,
 ) -> Result<io::Result<usize>, Failed> {
-    before_waiting(conn).await.map_err(Failed::Stop)?;
     while conn.parts().buffered() < x::WATCH_CLIENT_UP_TO {
         match super::tunnel::either(conn, up, ubuf, at).await {
             Read::Upstream(read) => return Ok(read),
