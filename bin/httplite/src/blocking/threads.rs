@@ -78,13 +78,7 @@ pub fn run(mut port: WorkerPort, ctx: Ctx) -> io::Result<()> {
             }
         }
     };
-    // Idle connections get end-of-file now; busy ones finish their request
-    // (answered with `Connection: close`) until the deadline.
-    ctx.idle.begin_shutdown();
-    live.wait_zero(deadline);
-    if let Some(log) = &ctx.access_log {
-        log.flush();
-    }
+    live.finish(&ctx, deadline);
     Ok(())
 }
 
@@ -137,9 +131,21 @@ impl Live {
         }
     }
 
+    /// A worker's shutdown once it stops accepting: idle connections get
+    /// end-of-file now, busy ones finish their request (answered with
+    /// `Connection: close`) until `deadline`, then the access log is
+    /// flushed.
+    pub(crate) fn finish(&self, ctx: &Ctx, deadline: Instant) {
+        ctx.idle.begin_shutdown();
+        self.wait_zero(deadline);
+        if let Some(log) = &ctx.access_log {
+            log.flush();
+        }
+    }
+
     /// Waits until no connection is left, or `deadline` (stragglers are
     /// cut off when the process exits).
-    pub(crate) fn wait_zero(&self, deadline: Instant) {
+    fn wait_zero(&self, deadline: Instant) {
         let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
         while *count > 0 {
             let left = deadline.saturating_duration_since(Instant::now());

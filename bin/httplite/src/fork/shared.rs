@@ -53,7 +53,24 @@ pub fn page() -> io::Result<&'static Page> {
     if let Some(p) = PAGE.get() {
         return Ok(p);
     }
-    let len = std::mem::size_of::<Page>();
+    let ptr = map_shared(std::mem::size_of::<Page>())?;
+    let page = ptr.cast::<Page>().as_ptr();
+    // SAFETY: the mapping is fresh, page-aligned (so aligned for `Page`),
+    // at least `size_of::<Page>()` bytes, readable and writable, never
+    // unmapped, so a `&'static` to the value written into it stays valid.
+    // `Page` is atomics only: sharing it between processes needs no more
+    // than sharing it between threads.
+    let page: &'static Page = unsafe {
+        page.write(Page::default());
+        &*page
+    };
+    Ok(PAGE.get_or_init(|| page))
+}
+
+/// A fresh anonymous `MAP_SHARED` mapping of `len` bytes: zero-filled,
+/// page-aligned, never unmapped by anyone here. Made before a fork, it is
+/// the same memory at the same address in the parent and every child.
+pub(crate) fn map_shared(len: usize) -> io::Result<std::ptr::NonNull<u8>> {
     // SAFETY: an anonymous mapping with no address hint touches no memory
     // of ours; the result is checked against MAP_FAILED.
     let ptr = unsafe {
@@ -69,15 +86,5 @@ pub fn page() -> io::Result<&'static Page> {
     if ptr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    let page = ptr.cast::<Page>();
-    // SAFETY: the mapping is fresh, page-aligned (so aligned for `Page`),
-    // at least `len` bytes, readable and writable, and never unmapped, so
-    // a `&'static` to the value written into it stays valid. `Page` is
-    // atomics only: sharing it between processes needs no more than
-    // sharing it between threads.
-    let page: &'static Page = unsafe {
-        page.write(Page::default());
-        &*page
-    };
-    Ok(PAGE.get_or_init(|| page))
+    std::ptr::NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
 }

@@ -47,27 +47,10 @@ pub fn place() -> Result<&'static UpstreamState, String> {
 }
 
 fn map() -> Result<Region, String> {
-    let len = SLOTS * std::mem::size_of::<UpstreamState>();
-    // SAFETY: an anonymous shared mapping; no fd, no address hint. The
-    // result is checked.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(format!(
-            "cannot map the upstreams' shared counters: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+    let p = crate::fork::shared::map_shared(SLOTS * std::mem::size_of::<UpstreamState>())
+        .map_err(|e| format!("cannot map the upstreams' shared counters: {e}"))?;
     Ok(Region {
-        base: p.cast(),
+        base: p.cast().as_ptr(),
         used: 0,
     })
 }

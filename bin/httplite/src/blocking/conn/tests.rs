@@ -30,6 +30,19 @@ pub(super) struct Script {
     pub(super) log: Rc<RefCell<Log>>,
 }
 
+impl Script {
+    /// A socket whose client sends `reads`, and the log it writes.
+    pub(super) fn new(reads: &[&[u8]]) -> (Self, Rc<RefCell<Log>>) {
+        let log = Rc::new(RefCell::new(Log::default()));
+        let reads = reads.iter().map(|r| r.to_vec()).collect::<Vec<_>>();
+        let io = Script {
+            reads: reads.into_iter(),
+            log: log.clone(),
+        };
+        (io, log)
+    }
+}
+
 // SAFETY: `read_uninit` writes every byte it counts, and asserts the chunk
 // fits `buf`.
 unsafe impl BlockingIo for Script {
@@ -118,15 +131,7 @@ pub(super) fn ctx() -> Ctx {
 
 /// Serves one connection whose client sends `reads`; returns the log.
 fn run(reads: &[&[u8]]) -> Log {
-    let log = Rc::new(RefCell::new(Log::default()));
-    let io = Script {
-        reads: reads
-            .iter()
-            .map(|r| r.to_vec())
-            .collect::<Vec<_>>()
-            .into_iter(),
-        log: log.clone(),
-    };
+    let (io, log) = Script::new(reads);
     serve(&ctx(), io, None, site::exposure::Surface::Public);
     Rc::try_unwrap(log)
         .ok()

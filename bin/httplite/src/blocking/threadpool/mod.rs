@@ -355,12 +355,7 @@ fn run_connections(mut port: WorkerPort, ctx: Ctx, pool: ThreadPool) -> io::Resu
         r.drain();
         r.close();
     }
-    // Idle connections get end-of-file now; busy and queued ones are
-    // answered with `Connection: close` until the deadline.
-    ctx.idle.begin_shutdown();
-    live.wait_zero(deadline);
-    if let Some(log) = &ctx.access_log {
-        log.flush();
-    }
+    // Queued connections are answered with `Connection: close` too.
+    live.finish(&ctx, deadline);
     Ok(())
 }

@@ -18,15 +18,7 @@ use crate::blocking::conn::tests::{GET, Log, Script, ctx};
 /// loop reads, with `arrived` already read by the front and decoded as far
 /// as a whole head.
 fn parked(ctx: &Ctx, arrived: &[u8], reads: &[&[u8]]) -> (Parked<Script>, Rc<RefCell<Log>>) {
-    let log = Rc::new(RefCell::new(Log::default()));
-    let io = Script {
-        reads: reads
-            .iter()
-            .map(|r| r.to_vec())
-            .collect::<Vec<_>>()
-            .into_iter(),
-        log: log.clone(),
-    };
+    let (io, log) = Script::new(reads);
     let mut p = Parked::new(ctx, io, None, Surface::Public);
     p.rbuf.extend_from_slice(arrived);
     match p.decoder.decode(&mut p.rbuf) {
