@@ -57,18 +57,28 @@ pub struct WorkerCtx {
 impl WorkerCtx {
     /// Counts a connection open until the guard drops (even if the task is
     /// cancelled at the shutdown deadline).
-    pub fn open_connection(self: &Rc<Self>) -> ConnGuard {
+    pub fn open_connection(self: Rc<Self>) -> ConnGuard {
         self.open.set(self.open.get() + 1);
         self.stats
             .connections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ConnGuard { ctx: self.clone() }
+        ConnGuard { ctx: self }
     }
 }
 
-/// Marks a connection closed when dropped.
+/// Marks a connection closed when dropped; the connection reaches the
+/// worker's context through it.
 pub struct ConnGuard {
     ctx: Rc<WorkerCtx>,
+}
+
+impl std::ops::Deref for ConnGuard {
+    type Target = Rc<WorkerCtx>;
+
+    #[inline]
+    fn deref(&self) -> &Rc<WorkerCtx> {
+        &self.ctx
+    }
 }
 
 impl Drop for ConnGuard {

@@ -25,7 +25,7 @@ use site::exposure::Surface;
 /// the header is refused.
 pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream, on: Surface) {
     // Counted open from the accept: the header's wait is the connection's.
-    let guard = ctx.open_connection();
+    let guard = ctx.clone().open_connection();
     let fd = stream.as_raw_fd();
     let header = async {
         ctx.config.proxy.admit(fd)?;
@@ -47,24 +47,12 @@ pub(super) async fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream, on: Surface) {
     };
     proxy::trace_accepted(fd, client);
     match ctx.tls.on(on) {
-        None => drop(executor::spawn(conn::serve_with(
-            ctx.clone(),
-            stream,
-            guard,
-            client,
-            on,
-        ))),
+        None => drop(executor::spawn(conn::serve_with(stream, guard, client, on))),
         Some(tls) => {
             // As without the option: a session that cannot start closes
             // the connection (the guard counts it closed).
             if let Ok(stream) = TlsStream::new(stream, tls) {
-                drop(executor::spawn(conn::serve_with(
-                    ctx.clone(),
-                    stream,
-                    guard,
-                    client,
-                    on,
-                )));
+                drop(executor::spawn(conn::serve_with(stream, guard, client, on)));
             }
         }
     }

@@ -43,7 +43,7 @@ impl<S: Transport> Conn<S> {
     /// request and was accepted less than [`driver::FIRST_REQUEST_GRACE`]
     /// ago; if so, its timer is set to wake it when that ends.
     pub(super) fn in_first_request_grace(&mut self) -> bool {
-        let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
+        let Some(accepted) = self.head_started.filter(|_| !self.served_any) else {
             return false;
         };
         let until = accepted + driver::first_request_grace(&self.ctx.config);
@@ -200,7 +200,7 @@ impl<S: Transport> Conn<S> {
             self.ctx.pool.put_drained(active);
         }
         let ctx = &*self.ctx;
-        if self.served != 0 && ctx.idle_is_longest {
+        if self.served_any && ctx.idle_is_longest {
             // The heap's deadline cannot be later than this one (no
             // timeout is longer): there is nothing to move, and the time
             // is kept as the reactor's tick, unconverted.
@@ -209,7 +209,7 @@ impl<S: Transport> Conn<S> {
                 ctx.config.idle_timeout,
                 TimeoutKind::Idle,
             );
-        } else if self.served == 0 {
+        } else if !self.served_any {
             let at = ctx.reactor.now() + ctx.config.header_timeout;
             self.timer.arm(&ctx.reactor, at, TimeoutKind::Header);
         } else {
@@ -231,7 +231,7 @@ impl<S: Transport> Conn<S> {
             active,
             head_started,
             request_started,
-            served,
+            served_any,
             client,
             on,
             ..
@@ -247,7 +247,7 @@ impl<S: Transport> Conn<S> {
                     // otherwise). Borrowed by the log (one pointer in its
                     // closure) and cleared after the answer.
                     let started = &*head_started;
-                    *served += 1;
+                    *served_any = true;
                     let handled = respond::handle(
                         &ctx.app,
                         &ctx.stats,
