@@ -161,10 +161,9 @@ impl Header {
 /// A live coroutine in the slab.
 struct Entry {
     raw: RawCoroutine,
+    /// The task's cell; its header is reached with
+    /// [`crate::task::header_of`] (no virtual call on every resume).
     task: Arc<dyn TaskOps>,
-    /// `task`'s header, reached without a virtual call on every resume;
-    /// `task` keeps it alive.
-    header: NonNull<Header>,
     frame: NonNull<TaskFrame>,
 }
 
@@ -339,7 +338,6 @@ impl Core {
             .set(raw.control_ptr().as_ptr());
         let inserted = self.slab.borrow_mut().insert(Entry {
             raw,
-            header: NonNull::from(&cell.header),
             task: cell.clone(),
             frame,
         });
@@ -362,8 +360,7 @@ impl Core {
             let Some(entry) = slab.get(key) else {
                 return; // finished since it was queued: a stale wake
             };
-            // SAFETY: `entry.task` keeps the header alive.
-            let header = unsafe { entry.header.as_ref() };
+            let header = crate::task::header_of(&entry.task);
             header.queued.store(false, Ordering::Release);
             let id = trace::active().then_some(header.id);
             (entry.raw.control_ptr(), entry.frame, id)

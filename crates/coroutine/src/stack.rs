@@ -104,10 +104,13 @@ pub(crate) struct Stack {
     base: NonNull<u8>,
     /// Length of the whole mapping, guard included.
     len: usize,
-    /// Length of the guard (one page).
-    guard: usize,
-    /// Valgrind's id for this stack.
-    valgrind_id: usize,
+    /// Length of the guard (one page). Four bytes, like the next field, so
+    /// that the two share a word: every live coroutine's slot holds a
+    /// `Stack`.
+    guard: u32,
+    /// Valgrind's id for this stack (its client request returns an
+    /// `unsigned`).
+    valgrind_id: u32,
     /// Watermark bookkeeping: below this address the fill pattern is known
     /// to be intact (0: nothing is known). See `watermark.rs`.
     pub(crate) pattern_intact_below: usize,
@@ -139,7 +142,7 @@ impl Stack {
         let stack = Stack {
             base,
             len,
-            guard: page,
+            guard: u32::try_from(page).expect("a page fits in u32"),
             valgrind_id: 0,
             pattern_intact_below: 0,
         };
@@ -150,7 +153,7 @@ impl Stack {
         // SAFETY: advice on our own mapping; failure only means no effect.
         unsafe { libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE) };
         let mut stack = stack;
-        stack.valgrind_id = valgrind::stack_register(stack.bottom(), stack.top());
+        stack.valgrind_id = valgrind::stack_register(stack.bottom(), stack.top()) as u32;
         Ok(stack)
     }
 
@@ -158,7 +161,7 @@ impl Stack {
         let ptr = self.base.as_ptr().cast();
         if guard_kind() == GuardKind::GuardRegion {
             // SAFETY: the first page of our own mapping; it holds nothing yet.
-            if unsafe { libc::madvise(ptr, self.guard, MADV_GUARD_INSTALL) } == 0 {
+            if unsafe { libc::madvise(ptr, self.guard as usize, MADV_GUARD_INSTALL) } == 0 {
                 GUARD_KIND.store(KIND_REGION, Ordering::Relaxed);
                 return Ok(());
             }
@@ -170,7 +173,7 @@ impl Stack {
             GUARD_KIND.store(KIND_PROT_NONE, Ordering::Relaxed);
         }
         // SAFETY: as above.
-        if unsafe { libc::mprotect(ptr, self.guard, libc::PROT_NONE) } != 0 {
+        if unsafe { libc::mprotect(ptr, self.guard as usize, libc::PROT_NONE) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -185,24 +188,24 @@ impl Stack {
     /// The lowest usable byte, just above the guard page.
     pub(crate) fn bottom(&self) -> *mut u8 {
         // SAFETY: inside our mapping.
-        unsafe { self.base.as_ptr().add(self.guard) }
+        unsafe { self.base.as_ptr().add(self.guard as usize) }
     }
 
     /// Usable bytes.
     pub(crate) fn size(&self) -> usize {
-        self.len - self.guard
+        self.len - self.guard as usize
     }
 
     /// The guard page's address range.
     pub(crate) fn guard_range(&self) -> Range<usize> {
         let b = self.base.as_ptr() as usize;
-        b..b + self.guard
+        b..b + self.guard as usize
     }
 }
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        valgrind::stack_deregister(self.valgrind_id);
+        valgrind::stack_deregister(self.valgrind_id as usize);
         // SAFETY: we own the mapping and nothing runs on it any more (a stack
         // is dropped only once its coroutine has finished).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };

@@ -52,7 +52,11 @@ struct JoinState<T> {
     detached: bool,
 }
 
-/// Header plus the result slot. See the module docs.
+/// Header plus the result slot. See the module docs. `repr(C)` with the
+/// header first: a cell's address is its header's, whatever `T` is, so the
+/// scheduler's slab reaches the header of a type-erased cell without a
+/// virtual call or a pointer of its own ([`header_of`]).
+#[repr(C)]
 pub(crate) struct TaskCell<T> {
     pub(crate) header: Header,
     join: UnsafeCell<JoinState<T>>,
@@ -136,6 +140,15 @@ impl<T> TaskOps for TaskCell<T> {
     fn header(&self) -> &Header {
         &self.header
     }
+}
+
+/// The header of the cell behind `task`.
+#[inline(always)]
+pub(crate) fn header_of(task: &Arc<dyn TaskOps>) -> &Header {
+    // SAFETY: every `TaskOps` is a `TaskCell<T>` (the one impl), which is
+    // `repr(C)` with `header` first, so the cell's address is the header's;
+    // `task` keeps the cell alive for the borrow.
+    unsafe { &*Arc::as_ptr(task).cast::<Header>() }
 }
 
 /// How a coroutine's entry ended, for the runtime's counters.

@@ -29,10 +29,15 @@ fn many_coroutines_wait_on_blocking_work() {
                 let pool = pool.clone();
                 spawn(move || {
                     let caller = std::thread::current().id();
-                    let (v, on) =
-                        spawn_blocking_in(&pool, move || (i * 3, std::thread::current().id()))
-                            .expect("room in the queue")
-                            .expect("no panic");
+                    let (v, on) = spawn_blocking_in(&pool, move || {
+                        // Long enough that results arrive after their
+                        // coroutines parked, even on a loaded machine
+                        // (a result already there needs no wake).
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        (i * 3, std::thread::current().id())
+                    })
+                    .expect("room in the queue")
+                    .expect("no panic");
                     assert_ne!(on, caller, "ran on the coroutine's own thread");
                     v
                 })
