@@ -326,8 +326,10 @@ mod tests {
 
     #[test]
     fn equal_deadlines_stay_fifo_across_the_sequence_wrap() {
-        let mut h = TimerHeap::default();
-        h.next_seq = u32::MAX - 4;
+        let mut h = TimerHeap {
+            next_seq: u32::MAX - 4,
+            ..TimerHeap::default()
+        };
         let d: Nanos = 1_000 * S;
         let keys: Vec<_> = (0..10).map(|_| h.insert(d)).collect();
         h.check_invariants();
