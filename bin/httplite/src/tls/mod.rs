@@ -25,6 +25,7 @@
 //! site, the connection loops) knows whether the bytes were encrypted.
 
 pub mod certs;
+mod hkdf;
 pub mod plain;
 pub mod session;
 pub mod stats;
@@ -67,7 +68,9 @@ impl Tls {
     /// and 1.3 with rustls' default (safe) suites and groups, ALPN
     /// `http/1.1` (and `http/1.0`), resumption by session ID and by ticket.
     pub fn new(cert: PathBuf, key: PathBuf, redirect_http: bool) -> Result<Tls, String> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        // aws-lc-rs's, with the TLS 1.3 key schedule's HMAC keys kept
+        // ready per secret (see `hkdf`).
+        let provider = Arc::new(hkdf::provider());
         let certs = Arc::new(CertStore::load(cert, key, provider.clone())?);
         let mut config = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
