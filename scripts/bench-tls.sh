@@ -371,7 +371,6 @@ slice() {
     echo "$reqs $((after - before)) $((t1 - t0)) $errs"
 }
 echo "row,slice,server,completed,cpu_ns,throttled,errors" > "$OUT/raw.csv"
-for s in "${STARTED[@]}"; do cap_set "tls-$$-$s" "$CAP"; done
 for row in full resumed 1k; do
     counts0=$(tls_counts)
     for s in "${STARTED[@]}"; do slice "$row" "$s" > /dev/null; done # warm-up
@@ -385,9 +384,14 @@ for row in full resumed 1k; do
     done
     # What the row's handshakes were, by httplite's own count (each slice
     # of the resumed row begins with $RCONNS full ones).
-    [ -n "${SPIDS[httplite]:-}" ] && log "$row: httplite handshakes during the row (full resumed): $(
+    if [ -n "${SPIDS[httplite]:-}" ]; then
         read -r f0 r0 <<<"$counts0"; read -r f1 r1 <<<"$(tls_counts)"
-        echo "$((f1 - f0)) $((r1 - r0))")"
+        if [[ "$f0$r0$f1$r1" =~ ^[0-9]+$ ]]; then
+            log "$row: httplite handshakes during the row: $((f1 - f0)) full, $((r1 - r0)) resumed"
+        else
+            log "$row: httplite's handshake counters could not be read"
+        fi
+    fi
     log "$row: $SLICES slices done"
 done
 stop_running
