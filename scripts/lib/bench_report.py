@@ -217,6 +217,10 @@ for w in saturated:
                 ratio_ci[(c, w)] = got
 
 
+def unsaturated(c, w):
+    return any(r["throttled_frac"] and float(r["throttled_frac"]) < 0.8 for r in runs.get((c, w), []))
+
+
 def ratio_text(c, w):
     got = ratio_ci.get((c, w))
     if c == best_peer.get(w):
@@ -245,13 +249,16 @@ if saturated:
               "interval is a bootstrap of the median over those per-slice ratios "
               "(scripts/lib/ratio_ci.py, docs/benchmarks.md). A configuration is ahead of the "
               "best peer when the interval's upper bound is below 1, behind when its lower "
-              "bound is above 1.\n")
+              "bound is above 1. `!`: in at least one slice the server was throttled in under "
+              "80 % of the periods (not saturated: its figure and ratio include time it "
+              "waited for wrk).\n")
     md.append("| configuration | " + " | ".join(f"{labels.get(w, w)} (best peer: {best_peer.get(w, 'n/a')})"
                                             for w in saturated) + " |")
     md.append("|---" * (len(saturated) + 1) + "|")
     for c in configs:
         md.append(f"| {c} | " + " | ".join(
-            " ".join(x for x in (cell(c, w, "cpu_us_per_req", 2), ratio_text(c, w)) if x and (c, w) in runs)
+            " ".join(x for x in (cell(c, w, "cpu_us_per_req", 2), "!" if unsaturated(c, w) else "",
+                                 ratio_text(c, w)) if x and (c, w) in runs)
             or "n/a" for w in saturated) + " |")
     md.append("")
     ahead = [(c, w) for (c, w), (_, _, hi) in ratio_ci.items() if c.startswith("httplite") and hi < 1]
@@ -260,7 +267,10 @@ if saturated:
     if n_h:
         md.append(f"Of {n_h} httplite cells, {len(ahead)} are ahead of the best peer (upper bound below 1), "
                   f"{len(behind)} behind (lower bound above 1), and {n_h - len(ahead) - len(behind)} "
-                  "not resolved by this run.\n")
+                  "not resolved by this run"
+                  + (f"; `!` marks {n_u} of them" if (n_u := sum(
+                      1 for (c, w) in ratio_ci if c.startswith("httplite") and unsaturated(c, w))) else "")
+                  + ".\n")
 if saturated:
     md.append("Requests/s per server core at saturation (10^6 / the median above):\n")
     md.append("| configuration | " + " | ".join(labels.get(w, w) for w in saturated) + " |")
