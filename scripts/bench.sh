@@ -30,6 +30,16 @@
 # seconds to a minute at a time (docs/benchmarks.md); interleaved short
 # slices put a short spell on one slice of each server instead of on one
 # server's whole run.
+# Ratios: the report gives each configuration's CPU per request in each
+# saturated workload as a ratio to that workload's best peer (the peer with
+# the lowest figure) with a 95 % confidence interval. The configurations run
+# in a fixed order within a round (rotated from round to round), one slice
+# each per pass, so a configuration's neighbour is the best peer's slice of
+# the same round nearest in time (slices.csv's t_start): at most half a pass
+# away, one slice away when they run next to each other. Each slice gives one
+# ratio; the interval is a bootstrap of their median (scripts/lib/ratio_ci.py).
+# A goal "ahead of the best peer" is met when the interval's upper bound is
+# below 1.
 # Open workloads (the static file, 10 ms sleeps at 5,000 connections) run
 # uncapped: their requests/s and latency are the figures.
 #
@@ -45,7 +55,7 @@
 #   --no-micro  skip the criterion micro-benchmarks (switch, spawn, wake,
 #             timers) and the memory per suspended coroutine / pending task
 # Output: target/bench/results.csv (a row per run, or per round of slices),
-#         slices.csv (every slice), memory.csv, instructions.csv, micro-rss.txt,
+#         slices.csv (every slice, with its start time), memory.csv, instructions.csv, micro-rss.txt,
 #         report.md, *.svg (criterion's own results stay in target/criterion)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -219,7 +229,9 @@ stop_all() { local slot; for slot in "${!PIDS[@]}"; do stop_server "$slot"; done
 CSV="$OUT/results.csv" SLICES_CSV="$OUT/slices.csv"
 HEADER="round,config,kind,runtime,dispatch,workers,workload,connections,cap_pct,throttled_frac,requests,duration_s,rps,p50_ms,p99_ms,server_cpu_s,cpu_us_per_req,wrk_cpu_s,wrk_wall_s,errors"
 echo "$HEADER" > "$CSV"
-echo "slice,$HEADER" > "$SLICES_CSV"
+# slices.csv adds when each slice started (epoch seconds): the report pairs
+# each slice with the best peer's slice nearest in time.
+echo "slice,$HEADER,t_start" > "$SLICES_CSV"
 
 measure() { # slot duration mode conns path cap prefix -> a CSV row on stdout
     local slot=$1 dur=$2 mode=$3 conns=$4 path=$5 cap=$6 prefix=$7 cg=${CGS[$1]}
@@ -283,7 +295,7 @@ run_one() { # round config-line workload-line: an open workload, one run
 }
 
 run_sliced() { # round workload-line config-lines...: a saturated workload, in slices
-    local round=$1 wl conns pk mode capped slot s c name kind rt disp w path names=() paths=() metas=()
+    local round=$1 wl conns pk mode capped slot s c name kind rt disp w path t_start names=() paths=() metas=()
     IFS='|' read -r wl conns pk mode capped <<<"$2"
     shift 2
     slot=0
@@ -304,7 +316,8 @@ run_sliced() { # round workload-line config-lines...: a saturated workload, in s
     done
     for s in $(seq 1 "$SLICES"); do
         for slot in "${!names[@]}"; do
-            measure "$slot" "$SLICE" "$mode" "$conns" "${paths[slot]}" "$CAP" "$s,$round,${metas[slot]}" >> "$SLICES_CSV"
+            t_start=$(date +%s.%N)
+            echo "$(measure "$slot" "$SLICE" "$mode" "$conns" "${paths[slot]}" "$CAP" "$s,$round,${metas[slot]}"),${t_start:0:14}" >> "$SLICES_CSV"
         done
     done
     stop_all

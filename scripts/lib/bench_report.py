@@ -15,6 +15,9 @@ import statistics
 import sys
 from collections import OrderedDict, defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ratio_ci import interval, nearest_ratios  # noqa: E402
+
 out, duration, rounds, quick, cap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 slices, slice_len = (sys.argv[6], sys.argv[7]) if len(sys.argv) > 7 else ("1", duration)
 rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
@@ -174,15 +177,100 @@ def matrix(title, key, digits, wls, note=""):
     md.append("")
 
 
+# ------------------------------------------------------------ ratios to the best peer
+# A saturated cell's best peer is the peer (not httplite) with the lowest
+# figure in the table. Each slice of a configuration is divided by the best
+# peer's slice of the same round and workload nearest in time (slices.csv's
+# t_start; in a file without it, the row order, which is the order they
+# ran), and the interval is a bootstrap over those ratios
+# (scripts/lib/ratio_ci.py).
+def slice_rows():
+    path = os.path.join(out, "slices.csv")
+    if not os.path.exists(path):
+        return {}
+    got = defaultdict(list)
+    for i, r in enumerate(csv.DictReader(open(path))):
+        try:
+            v = float(r["cpu_us_per_req"])
+        except (ValueError, KeyError):
+            continue
+        try:
+            t = float(r.get("t_start") or "")
+        except ValueError:
+            t = float(i)
+        got[(r["config"], r["workload"])].append((r["round"], t, v))
+    return got
+
+
+slice_by = slice_rows()
+best_peer, ratio_ci = {}, {}
+for w in saturated:
+    peers = [(med(c, w, "cpu_us_per_req"), c) for c in configs
+             if meta[c]["kind"] != "httplite" and med(c, w, "cpu_us_per_req")]
+    if not peers or not slice_by:
+        continue
+    best_peer[w] = min(peers)[1]
+    for c in configs:
+        if c != best_peer[w] and (c, w) in slice_by:
+            got = interval(nearest_ratios(slice_by[(c, w)], slice_by.get((best_peer[w], w), [])))
+            if got:
+                ratio_ci[(c, w)] = got
+
+
+def unsaturated(c, w):
+    return any(r["throttled_frac"] and float(r["throttled_frac"]) < 0.8 for r in runs.get((c, w), []))
+
+
+def ratio_text(c, w):
+    got = ratio_ci.get((c, w))
+    if c == best_peer.get(w):
+        return "best peer"
+    if not got:
+        return ""
+    m, lo, hi = got
+    return f"×{m:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
 def per_core(c, w):
     m = med(c, w, "cpu_us_per_req")
     return 1e6 / m if m else None
 
 
 # ------------------------------------------------------------ saturated
-matrix("Server CPU per request at saturation (µs)", "cpu_us_per_req", 2, saturated,
-       "CPU the server's cgroup used during the run divided by the requests wrk completed, "
-       "with the server capped (see above). Lower is better.")
+if saturated:
+    md.append("## Server CPU per request at saturation (µs)\n")
+    md.append("CPU the server's cgroup used during the run divided by the requests wrk completed, "
+              "with the server capped (see above). Lower is better. Beside each figure: its ratio "
+              "to the cell's best peer (the peer with the lowest figure, named in the column's "
+              "head) with a 95 % confidence interval, `×median [low, high]`. Each slice of the "
+              "configuration is divided by the best peer's slice of the same round and workload "
+              "nearest in time (each configuration has one slice per pass, so that is at most "
+              "half a pass away, except at a round's first and last pass), and the "
+              "interval is a bootstrap of the median over those per-slice ratios "
+              "(scripts/lib/ratio_ci.py, docs/benchmarks.md). A configuration is ahead of the "
+              "best peer when the interval's upper bound is below 1, behind when its lower "
+              "bound is above 1. `!`: in at least one slice the server was throttled in under "
+              "80 % of the periods (not saturated: its figure and ratio include time it "
+              "waited for wrk).\n")
+    md.append("| configuration | " + " | ".join(f"{labels.get(w, w)} (best peer: {best_peer.get(w, 'n/a')})"
+                                            for w in saturated) + " |")
+    md.append("|---" * (len(saturated) + 1) + "|")
+    for c in configs:
+        md.append(f"| {c} | " + " | ".join(
+            " ".join(x for x in (cell(c, w, "cpu_us_per_req", 2), "!" if unsaturated(c, w) else "",
+                                 ratio_text(c, w)) if x and (c, w) in runs)
+            or "n/a" for w in saturated) + " |")
+    md.append("")
+    ahead = [(c, w) for (c, w), (_, _, hi) in ratio_ci.items() if c.startswith("httplite") and hi < 1]
+    behind = [(c, w) for (c, w), (_, lo, _) in ratio_ci.items() if c.startswith("httplite") and lo > 1]
+    n_h = sum(1 for (c, _) in ratio_ci if c.startswith("httplite"))
+    if n_h:
+        md.append(f"Of {n_h} httplite cells, {len(ahead)} are ahead of the best peer (upper bound below 1), "
+                  f"{len(behind)} behind (lower bound above 1), and {n_h - len(ahead) - len(behind)} "
+                  "not resolved by this run"
+                  + (f"; `!` marks {n_u} of them" if (n_u := sum(
+                      1 for (c, w) in ratio_ci if c.startswith("httplite") and unsaturated(c, w))) else "")
+                  + ".\n")
 if saturated:
     md.append("Requests/s per server core at saturation (10^6 / the median above):\n")
     md.append("| configuration | " + " | ".join(labels.get(w, w) for w in saturated) + " |")
