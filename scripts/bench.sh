@@ -54,6 +54,9 @@
 #             open workloads' run
 #   --no-micro  skip the criterion micro-benchmarks (switch, spawn, wake,
 #             timers) and the memory per suspended coroutine / pending task
+#   --only A,B  run only these configurations (names as in the report, e.g.
+#             httplite-stackless-reuseport-w1,nginx), --workloads X,Y only
+#             these workloads (e.g. churn-close-c64): one comparison, quickly
 # Output: target/bench/results.csv (a row per run, or per round of slices),
 #         slices.csv (every slice, with its start time), memory.csv, instructions.csv, micro-rss.txt,
 #         report.md, *.svg (criterion's own results stay in target/criterion)
@@ -68,6 +71,8 @@ MICRO=1
 CAP=50
 SLICES=5
 SLICE=1s
+ONLY=""
+ONLY_WORKLOADS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -76,6 +81,8 @@ while [ $# -gt 0 ]; do
         --no-memory) MEMORY=0; shift ;;
         --no-instructions) INSTR=0; shift ;;
         --no-micro) MICRO=0; shift ;;
+        --only) ONLY=$2; shift 2 ;;
+        --workloads) ONLY_WORKLOADS=$2; shift 2 ;;
         --cap) CAP=$2; shift 2 ;;
         --slices) SLICES=$2; shift 2 ;;
         --slice) SLICE=$2; shift 2 ;;
@@ -146,17 +153,30 @@ for rt in "${RUNTIMES[@]}"; do
     fi
 done
 CONFIGS+=("nginx|nginx|-|-|1" "tokio-hyper|hyper|-|-|1" "may_minihttp|may|-|-|1" "monoio|monoio|-|-|1")
+# --only / --workloads: keep the named entries (the first field is the name).
+keep_named() { # list-of-names array-name
+    local -n arr=$2
+    local kept=() e
+    for e in "${arr[@]}"; do
+        case ",$1," in *",${e%%|*},"*) kept+=("$e") ;; esac
+    done
+    [ ${#kept[@]} -gt 0 ] || { echo "none of $1 is a known name" >&2; exit 2; }
+    arr=("${kept[@]}")
+}
 
 # Workloads: name|connections|path-kind|mode|capped (1: saturated, --cap)
 WORKLOADS=(
     "keepalive-c64|64|plain|latency|1"
     "keepalive-c256|256|plain|latency|1"
     "keepalive-c1024|1024|plain|latency|1"
+    "keepalive-c4096|4096|plain|latency|1"
     "pipelined16-c256|256|plain|pipeline|1"
     "static-1MiB-c64|64|static|latency|0"
     "sleep10ms-c5000|5000|sleep|latency|0"
     "churn-close-c64|64|churn|close|1"
 )
+[ -z "$ONLY" ] || keep_named "$ONLY" CONFIGS
+[ -z "$ONLY_WORKLOADS" ] || keep_named "$ONLY_WORKLOADS" WORKLOADS
 
 path_for() { # kind pathkind -> path or empty if unsupported
     case "$2" in

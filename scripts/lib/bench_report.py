@@ -157,6 +157,7 @@ labels = {
     "keepalive-c64": "keep-alive, 64 conns",
     "keepalive-c256": "keep-alive, 256 conns",
     "keepalive-c1024": "keep-alive, 1,024 conns",
+    "keepalive-c4096": "keep-alive, 4,096 conns",
     "pipelined16-c256": "pipelined 16 deep, 256 conns",
     "static-1MiB-c64": "1 MiB static file, 64 conns",
     "sleep10ms-c5000": "sleep 10 ms, 5,000 conns",
