@@ -221,6 +221,39 @@ impl Reactor {
         })
     }
 
+    /// [`Reactor::register`] for a socket just accepted, whose first
+    /// operation is tried before anything waits: the fd enters epoll only
+    /// when a wait finds it not ready (an `EAGAIN` or a short read came
+    /// first), so a connection that is answered and closed on the bytes it
+    /// brought with it (a `Connection: close` request that arrived before
+    /// the accept) never costs an `EPOLL_CTL_ADD`, nor the removal at its
+    /// close, nor an event. Adding it at that wait loses nothing to a race:
+    /// with edge triggering, `EPOLL_CTL_ADD` reports what is ready at that
+    /// moment, bytes that came after the `EAGAIN` included. Until then the
+    /// registration counts as ready both ways. Only for a connected socket:
+    /// one still connecting would look writable before it is.
+    ///
+    /// Should the late `EPOLL_CTL_ADD` fail (out of memory, or the
+    /// per-user watch limit), the wait never ends by readiness: the
+    /// caller's own timeout ends the connection.
+    ///
+    /// # Safety
+    /// As [`Reactor::register`].
+    pub unsafe fn register_accepted(&self, fd: BorrowedFd<'_>) -> Registration {
+        let key = self
+            .inner
+            .registry
+            .borrow_mut()
+            .insert_unwatched(fd.as_raw_fd());
+        self.sync_registered();
+        Registration {
+            reactor: self.clone(),
+            key,
+            // SAFETY: as in `register`.
+            fd: unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) },
+        }
+    }
+
     /// Waits for I/O events or the nearest timer, at most `timeout` (`None`:
     /// no limit but the timers), then wakes every task they concern. Returns
     /// how many wakers were woken.
@@ -521,14 +554,28 @@ pub struct Registration {
 impl Registration {
     /// Ready when an operation in `interest`'s direction is worth trying.
     /// Ready at once while readiness is set; it stays set until
-    /// [`Registration::clear_readiness`] after an `EAGAIN`.
-    #[inline]
+    /// [`Registration::clear_readiness`] after an `EAGAIN`. Always inlined:
+    /// it is every wait of the hot path, and LLVM otherwise keeps it out
+    /// of line since it may call [`Registration::watch`].
+    #[inline(always)]
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<Readiness> {
-        self.reactor
-            .inner
-            .registry
-            .borrow_mut()
-            .poll_ready(self.key, cx, interest)
+        let (poll, watch) =
+            (self.reactor.inner.registry.borrow_mut()).poll_wait(self.key, cx, interest);
+        if watch {
+            self.watch();
+        }
+        poll
+    }
+
+    /// The first wait of a [`Reactor::register_accepted`] socket: into
+    /// epoll now, which reports whatever is ready already. A failure leaves
+    /// the wait to the caller's timeout (see there). Out of line: every
+    /// other wait skips it, and inlined it made the per-request path
+    /// longer.
+    #[cold]
+    #[inline(never)]
+    fn watch(&self) {
+        let _ = (self.reactor.inner.epoll).add(self.fd, ALL_EDGE, self.key.token());
     }
 
     /// Forgets readiness in one direction. Call it only when the operation
@@ -659,9 +706,10 @@ impl Drop for Registration {
     fn drop(&mut self) {
         // Deregister first: the fd is still open here (its owner closes it
         // after us), so epoll forgets it before the number can be reused;
-        // unless the owner's close will (`deregister_by_close`).
+        // unless the owner's close will (`deregister_by_close`), or it
+        // never entered epoll (`register_accepted`).
         let mut registry = self.reactor.inner.registry.borrow_mut();
-        if !registry.closed_by_owner(self.key) {
+        if registry.needs_delete(self.key) {
             let _ = self.reactor.inner.epoll.delete(self.fd);
         }
         let woken = registry.remove(self.key);

@@ -48,6 +48,9 @@ struct Slot {
     /// else holds its file: the close takes it out of epoll (see
     /// `Registration::deregister_by_close`).
     closed_by_owner: bool,
+    /// The fd is in epoll. A slot made by [`Registry::insert_unwatched`]
+    /// is not until its first wait (see `Reactor::register_accepted`).
+    watched: bool,
     readiness: Readiness,
     reader: Option<Waker>,
     writer: Option<Waker>,
@@ -74,8 +77,20 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Takes a free slot (reusing the most recently freed one, which is warm in
-    /// cache) and returns its key.
+    /// cache) for an fd the caller adds to epoll, and returns its key.
     pub(crate) fn insert(&mut self, fd: RawFd) -> SlotKey {
+        self.insert_with(fd, true, Readiness::EMPTY)
+    }
+
+    /// A slot for an fd that is not in epoll yet: it counts as ready both
+    /// ways (an operation is worth trying), and its first wait that finds
+    /// no readiness says that the fd must be added now
+    /// ([`Registry::poll_wait`]).
+    pub(crate) fn insert_unwatched(&mut self, fd: RawFd) -> SlotKey {
+        self.insert_with(fd, false, Readiness::BOTH)
+    }
+
+    fn insert_with(&mut self, fd: RawFd, watched: bool, readiness: Readiness) -> SlotKey {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -89,8 +104,9 @@ impl Registry {
         debug_assert!(!slot.in_use);
         slot.in_use = true;
         slot.closed_by_owner = false;
+        slot.watched = watched;
         slot.fd = fd;
-        slot.readiness = Readiness::EMPTY;
+        slot.readiness = readiness;
         self.live += 1;
         SlotKey {
             index,
@@ -122,10 +138,12 @@ impl Registry {
         }
     }
 
-    /// Whether [`Registry::set_closed_by_owner`] was called for `key`.
-    pub(crate) fn closed_by_owner(&self, key: SlotKey) -> bool {
+    /// Whether freeing `key` must take its fd out of epoll with
+    /// `EPOLL_CTL_DEL`: it is in epoll, and its owner's close will not
+    /// take it out (see [`Registry::set_closed_by_owner`]).
+    pub(crate) fn needs_delete(&self, key: SlotKey) -> bool {
         let slot = self.slots.get(key.index as usize);
-        slot.is_some_and(|s| s.is_live(key) && s.closed_by_owner)
+        slot.is_some_and(|s| s.is_live(key) && s.watched && !s.closed_by_owner)
     }
 
     /// The fd registered under `token`, if the token is live.
@@ -171,18 +189,32 @@ impl Registry {
 
     /// Ready at once if readiness for `interest` is set; otherwise stores the
     /// task's waker (replacing an older one) and returns `Pending`.
-    #[inline]
+    #[cfg(test)]
     pub fn poll_ready(
         &mut self,
         key: SlotKey,
         cx: &mut Context<'_>,
         interest: Interest,
     ) -> Poll<Readiness> {
+        self.poll_wait(key, cx, interest).0
+    }
+
+    /// [`Registry::poll_ready`], and whether the fd must be added to epoll
+    /// now: `true` once, on the first `Pending` of a slot made by
+    /// [`Registry::insert_unwatched`] (the slot counts as watched from
+    /// then on).
+    #[inline(always)]
+    pub fn poll_wait(
+        &mut self,
+        key: SlotKey,
+        cx: &mut Context<'_>,
+        interest: Interest,
+    ) -> (Poll<Readiness>, bool) {
         let slot = self
             .slot_mut(key)
             .expect("poll_ready on a freed registration");
         if slot.readiness.is_ready_for(interest) {
-            return Poll::Ready(slot.readiness);
+            return (Poll::Ready(slot.readiness), false);
         }
         let waiter = match interest {
             Interest::Readable => &mut slot.reader,
@@ -192,7 +224,9 @@ impl Registry {
             Some(w) if w.will_wake(cx.waker()) => {}
             _ => *waiter = Some(cx.waker().clone()),
         }
-        Poll::Pending
+        let watch = !slot.watched;
+        slot.watched = true;
+        (Poll::Pending, watch)
     }
 
     /// Forgets readiness in one direction: call only after the operation

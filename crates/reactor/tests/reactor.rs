@@ -186,3 +186,52 @@ fn partial_reader_keeps_readiness_without_new_edge() {
     });
     assert_eq!(got, 100);
 }
+
+#[test]
+fn an_accepted_registration_enters_epoll_at_its_first_wait_and_misses_no_byte() {
+    let reactor = Reactor::new().unwrap();
+    let (r, w) = sys::pipe().unwrap();
+    // SAFETY: `r` is declared first, so it is dropped after `reg`.
+    let reg = unsafe { reactor.register_accepted(r.as_fd()) };
+    let (woke, waker) = flag();
+    let mut cx = Context::from_waker(&waker);
+
+    // Not in epoll: bytes raise no event, and the registration counts as
+    // ready, so the read is tried.
+    sys::write(w.as_fd(), b"first").unwrap();
+    reactor.turn(Some(Duration::ZERO)).unwrap();
+    assert_eq!(reactor.stats().events, 0, "the fd is not in epoll yet");
+    assert!(reg.poll_ready(&mut cx, Interest::Readable).is_ready());
+    let mut buf = [0u8; 64];
+    let n = reg.try_io(Interest::Readable, || sys::read(r.as_fd(), &mut buf));
+    assert_eq!(n.unwrap(), 5);
+    let again = reg.try_io(Interest::Readable, || sys::read(r.as_fd(), &mut buf));
+    assert_eq!(again.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+
+    // Bytes that arrive between the EAGAIN and the first wait: the wait
+    // adds the fd, epoll reports them, the waiter wakes.
+    sys::write(w.as_fd(), b"second").unwrap();
+    assert!(reg.poll_ready(&mut cx, Interest::Readable).is_pending());
+    reactor.turn(Some(Duration::from_secs(1))).unwrap();
+    assert!(
+        woke.0.load(Ordering::SeqCst),
+        "the late bytes woke the waiter"
+    );
+    assert!(reg.poll_ready(&mut cx, Interest::Readable).is_ready());
+    let n = reg.try_io(Interest::Readable, || sys::read(r.as_fd(), &mut buf));
+    assert_eq!(n.unwrap(), 6);
+
+    // From then on it is an ordinary registration: the next edge wakes.
+    let again = reg.try_io(Interest::Readable, || sys::read(r.as_fd(), &mut buf));
+    assert_eq!(again.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    woke.0.store(false, Ordering::SeqCst);
+    assert!(reg.poll_ready(&mut cx, Interest::Readable).is_pending());
+    sys::write(w.as_fd(), b"third").unwrap();
+    reactor.turn(Some(Duration::from_secs(1))).unwrap();
+    assert!(
+        woke.0.load(Ordering::SeqCst),
+        "a later edge woke the waiter"
+    );
+    drop(reg);
+    assert_eq!(reactor.stats().registered, 0);
+}

@@ -361,11 +361,10 @@ fn accept_loop(port: &mut WorkerPort, ctx: &Rc<Ctx>, live: &Rc<Cell<usize>>) -> 
         })
         .map_err(|_| cancelled())??;
         for fd in fds.drain(..) {
-            // Accepted with SOCK_NONBLOCK by the dispatcher: no fcntl.
-            match TcpStream::from_nonblocking_fd(fd) {
-                Ok(stream) => spawn_connection(stream, ctx, live, port.closer(), &reactor),
-                Err(_) => port.connection_closed(),
-            }
+            // Accepted with SOCK_NONBLOCK by the dispatcher: no fcntl; into
+            // epoll only if it has to wait.
+            let stream = TcpStream::from_accepted_fd(fd);
+            spawn_connection(stream, ctx, live, port.closer(), &reactor);
         }
         if let Batch::Shutdown { deadline } = batch {
             break deadline;

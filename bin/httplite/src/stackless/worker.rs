@@ -116,11 +116,9 @@ impl Worker for WorkerCtx {
 
     fn serve(self: &Rc<Self>, port: &WorkerPort, fd: OwnedFd) {
         // Accepted with SOCK_NONBLOCK by the dispatcher. (No TCP_NODELAY
-        // yet: see the connection's `Nagle`.)
-        let Ok(stream) = TcpStream::from_nonblocking_fd(fd) else {
-            port.connection_closed();
-            return;
-        };
+        // yet: see the connection's `Nagle`.) Into epoll only if it has to
+        // wait: its first read is tried at once.
+        let stream = TcpStream::from_accepted_fd(fd);
         // SAFETY: `stream` owns the socket, open for this call.
         let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
         let on = self.config.admin.surface_of(fd);

@@ -127,6 +127,20 @@ impl TcpStream {
         Ok(TcpStream { reg, fd })
     }
 
+    /// [`TcpStream::from_nonblocking_fd`] for a socket just accepted: it
+    /// enters epoll only at its first wait, so a connection answered on the
+    /// bytes it arrived with and closed never does (see
+    /// [`Reactor::register_accepted`](reactor::Reactor::register_accepted)).
+    pub fn from_accepted_fd(fd: OwnedFd) -> TcpStream {
+        debug_assert!(
+            sys::is_nonblocking(fd.as_fd()).unwrap_or(true),
+            "from_accepted_fd: a blocking socket"
+        );
+        // SAFETY: as in `from_nonblocking_fd`.
+        let reg = unsafe { Reactor::current().register_accepted(fd.as_fd()) };
+        TcpStream { reg, fd }
+    }
+
     /// Declares that this stream is the only holder of its socket and is
     /// about to be dropped: the close takes it out of epoll, so the
     /// registration skips `EPOLL_CTL_DEL` (see
