@@ -1,6 +1,7 @@
 //! Bodies larger than the socket buffers, sent both ways a driver can send
-//! a file: `sendfile(2)` (`--sendfile-max unlimited`) and the copy through
-//! the worker's buffer (`--sendfile-max 0`); and a file that shrinks while
+//! a file: `sendfile(2)` (`--sendfile-max unlimited`, the default) and the
+//! copy through the worker's buffer (`--sendfile-max 0`, or `512KiB` for
+//! the bodies above it); and a file that shrinks while
 //! it is being sent, which must end the response by closing the connection
 //! short of its Content-Length, never by hanging.
 
@@ -60,6 +61,40 @@ fn large_file_arrives_intact() {
             assert!(c.read_response().body == data, "[{rt} {mode}]");
             assert!(c.read_response().body == data, "[{rt} {mode}]");
             assert_eq!(c.read_response().body, b"Hello, World!", "[{rt} {mode}]");
+        }
+    }
+}
+
+#[test]
+fn a_file_over_512_kib_arrives_intact_by_default_and_when_copied() {
+    // The default sends every body with sendfile(2); `--sendfile-max
+    // 512KiB` copies the bodies above it. An odd size past both the 1 MiB
+    // sendfile call and the 256 KiB copy buffer ends mid-chunk.
+    use sha2::{Digest, Sha256};
+    let data = pseudo_random((2 << 20) + 7);
+    let want = Sha256::digest(&data);
+    for rt in runtimes() {
+        for flags in [&[][..], &["--sendfile-max", "512KiB"][..]] {
+            let dir = TempDir::new("over-512k");
+            dir.write("big.bin", &data);
+            let mut args = vec!["--root", dir.path().to_str().unwrap()];
+            args.extend_from_slice(flags);
+            let server = Server::start(rt, &args);
+            let mut c = server.connect();
+            for _ in 0..2 {
+                let r = c.get("/big.bin");
+                assert_eq!(r.status, 200, "[{rt} {flags:?}]");
+                assert_eq!(r.body.len(), data.len(), "[{rt} {flags:?}]");
+                assert_eq!(Sha256::digest(&r.body), want, "[{rt} {flags:?}] sha256");
+            }
+            // A range that starts below 512 KiB and ends above it.
+            c.send(&get_with_range("/big.bin", "bytes=500000-1600000"));
+            let r = c.read_response();
+            assert_eq!(r.status, 206, "[{rt} {flags:?}]");
+            assert!(
+                r.body == data[500_000..=1_600_000],
+                "[{rt} {flags:?}] the range differs"
+            );
         }
     }
 }

@@ -203,11 +203,13 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub write_timeout: Duration,
 
-    /// Largest file body sent with `sendfile(2)`; a larger one is copied
-    /// through a buffer of the worker's (`pread` + `send`), which a client
-    /// on the same machine receives faster (docs/static-files.md, "What was
-    /// measured"). `unlimited`: always sendfile.
-    #[arg(long, value_name = "BYTES", default_value = "512KiB", value_parser = parse_size_or_unlimited)]
+    /// Largest file body sent with `sendfile(2)` (zero copy); a larger one
+    /// is copied through a buffer of the worker's (`pread` + `send`).
+    /// `unlimited`: always sendfile. A limit such as `512KiB` costs server
+    /// CPU for every byte above it, which pays only when the clients are on
+    /// the same machine: over loopback they receive copied bytes faster
+    /// (docs/static-files.md, "The copy path"). TLS always copies.
+    #[arg(long, value_name = "BYTES", default_value = "unlimited", value_parser = parse_size_or_unlimited)]
     pub sendfile_max: u64,
 
     /// Largest accepted request body (413 beyond it).
