@@ -608,6 +608,11 @@ impl HostCache {
     #[cold]
     #[inline(never)]
     fn more_match(&self, b: &[u8], start: usize) -> bool {
+        // A value of up to 31 bytes (a host name and port, most often)
+        // has one word more: one compare, without the loop's setup.
+        if self.more_len == 1 {
+            return load16(b, start + 16).map(|w| w & self.more_mask) == Some(self.more[0]);
+        }
         let last = self.more_len - 1;
         self.more
             .iter()
