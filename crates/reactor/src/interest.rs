@@ -29,9 +29,6 @@ impl Readiness {
     pub const WRITE_CLOSED: Readiness = Readiness(8);
     /// An error is pending (`EPOLLERR`): the next operation reports it.
     pub const ERROR: Readiness = Readiness(16);
-    /// Both ways, as a socket with nothing known against it is taken
-    /// (see `Reactor::register_accepted`).
-    pub(crate) const BOTH: Readiness = Readiness(Self::READABLE.0 | Self::WRITABLE.0);
 
     /// Bits that make a read worth trying. The closed and error bits are
     /// sticky: the operation will return EOF or the error, never `EAGAIN`.

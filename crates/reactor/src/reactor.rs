@@ -221,17 +221,17 @@ impl Reactor {
         })
     }
 
-    /// [`Reactor::register`] for a socket just accepted, whose first
-    /// operation is tried before anything waits: the fd enters epoll only
-    /// when a wait finds it not ready (an `EAGAIN` or a short read came
-    /// first), so a connection that is answered and closed on the bytes it
-    /// brought with it (a `Connection: close` request that arrived before
-    /// the accept) never costs an `EPOLL_CTL_ADD`, nor the removal at its
-    /// close, nor an event. Adding it at that wait loses nothing to a race:
-    /// with edge triggering, `EPOLL_CTL_ADD` reports what is ready at that
-    /// moment, bytes that came after the `EAGAIN` included. Until then the
-    /// registration counts as ready both ways. Only for a connected socket:
-    /// one still connecting would look writable before it is.
+    /// [`Reactor::register`] for a socket just accepted, whose owner tries
+    /// its first read without asking (as the stackless connection does):
+    /// the fd enters epoll only at its first wait, so a connection that is
+    /// answered and closed on the bytes it brought with it (a
+    /// `Connection: close` request that arrived before the accept) never
+    /// costs an `EPOLL_CTL_ADD`, nor the removal at its close, nor an
+    /// event. Adding it at that wait loses nothing to a race: with edge
+    /// triggering, `EPOLL_CTL_ADD` reports what is ready at that moment,
+    /// bytes that came after an `EAGAIN` included. Until then the
+    /// registration knows no readiness: an owner that asks before it reads
+    /// waits, and that wait adds the fd at once (no gain, no loss).
     ///
     /// Should the late `EPOLL_CTL_ADD` fail (out of memory, or the
     /// per-user watch limit), the wait never ends by readiness: the

@@ -82,12 +82,11 @@ impl Registry {
         self.insert_with(fd, true, Readiness::EMPTY)
     }
 
-    /// A slot for an fd that is not in epoll yet: it counts as ready both
-    /// ways (an operation is worth trying), and its first wait that finds
-    /// no readiness says that the fd must be added now
+    /// A slot for an fd that is not in epoll yet: it knows no readiness,
+    /// and its first wait says that the fd must be added now
     /// ([`Registry::poll_wait`]).
     pub(crate) fn insert_unwatched(&mut self, fd: RawFd) -> SlotKey {
-        self.insert_with(fd, false, Readiness::BOTH)
+        self.insert_with(fd, false, Readiness::EMPTY)
     }
 
     fn insert_with(&mut self, fd: RawFd, watched: bool, readiness: Readiness) -> SlotKey {
