@@ -556,7 +556,7 @@ impl Registration {
     /// Ready at once while readiness is set; it stays set until
     /// [`Registration::clear_readiness`] after an `EAGAIN`. Always inlined:
     /// it is every wait of the hot path, and LLVM otherwise keeps it out
-    /// of line since it may call [`Registration::watch`].
+    /// of line since it may add the fd to epoll (its first wait).
     #[inline(always)]
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<Readiness> {
         let (poll, watch) =
