@@ -128,8 +128,12 @@ pub fn start<I: BlockingIo>(
 /// A blocking socket with TLS on it.
 #[derive(Debug)]
 pub struct TlsIo<I> {
-    inner: I,
+    /// Declared first, so dropped before the socket: a session that ends
+    /// before its handshake counts that failure as it drops (`incomplete`),
+    /// and the count must be in the stats before the client sees the
+    /// close.
     session: Session,
+    inner: I,
 }
 
 impl<I: BlockingIo> TlsIo<I> {
