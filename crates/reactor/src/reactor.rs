@@ -210,15 +210,8 @@ impl Reactor {
             drop(self.inner.registry.borrow_mut().remove(key));
             return Err(e);
         }
-        self.sync_registered();
-        Ok(Registration {
-            reactor: self.clone(),
-            key,
-            // SAFETY: the caller keeps `fd` open until the registration is
-            // dropped (this function's contract). `borrowed_fd` shortens
-            // each use to a borrow of the registration.
-            fd: unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) },
-        })
+        // SAFETY: this function's contract is `registration`'s.
+        Ok(unsafe { self.registration(key, fd) })
     }
 
     /// [`Reactor::register`] for a socket just accepted, whose owner tries
@@ -245,11 +238,23 @@ impl Reactor {
             .registry
             .borrow_mut()
             .insert_unwatched(fd.as_raw_fd());
+        // SAFETY: this function's contract is `registration`'s.
+        unsafe { self.registration(key, fd) }
+    }
+
+    /// The registration of `fd` under `key`, a slot just taken for it.
+    ///
+    /// # Safety
+    /// `fd` must stay open, and refer to the same open file, until the
+    /// registration is dropped.
+    unsafe fn registration(&self, key: SlotKey, fd: BorrowedFd<'_>) -> Registration {
         self.sync_registered();
         Registration {
             reactor: self.clone(),
             key,
-            // SAFETY: as in `register`.
+            // SAFETY: the caller keeps `fd` open until the registration is
+            // dropped (this function's contract). `borrowed_fd` shortens
+            // each use to a borrow of the registration.
             fd: unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) },
         }
     }

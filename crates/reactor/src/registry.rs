@@ -79,17 +79,17 @@ impl Registry {
     /// Takes a free slot (reusing the most recently freed one, which is warm in
     /// cache) for an fd the caller adds to epoll, and returns its key.
     pub(crate) fn insert(&mut self, fd: RawFd) -> SlotKey {
-        self.insert_with(fd, true, Readiness::EMPTY)
+        self.insert_with(fd, true)
     }
 
     /// A slot for an fd that is not in epoll yet: it knows no readiness,
     /// and its first wait says that the fd must be added now
     /// ([`Registry::poll_wait`]).
     pub(crate) fn insert_unwatched(&mut self, fd: RawFd) -> SlotKey {
-        self.insert_with(fd, false, Readiness::EMPTY)
+        self.insert_with(fd, false)
     }
 
-    fn insert_with(&mut self, fd: RawFd, watched: bool, readiness: Readiness) -> SlotKey {
+    fn insert_with(&mut self, fd: RawFd, watched: bool) -> SlotKey {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -105,7 +105,7 @@ impl Registry {
         slot.closed_by_owner = false;
         slot.watched = watched;
         slot.fd = fd;
-        slot.readiness = readiness;
+        slot.readiness = Readiness::EMPTY;
         self.live += 1;
         SlotKey {
             index,

@@ -79,12 +79,9 @@ pub fn provider() -> CryptoProvider {
     // Suites are `&'static`: made once, kept for the process.
     static SUITES: OnceLock<Vec<SupportedCipherSuite>> = OnceLock::new();
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    provider.cipher_suites = SUITES
-        .get_or_init(|| {
-            let base = rustls::crypto::aws_lc_rs::default_provider().cipher_suites;
-            base.into_iter().map(with_padded_keys).collect()
-        })
-        .clone();
+    let base = &provider.cipher_suites;
+    let suites = SUITES.get_or_init(|| base.iter().copied().map(with_padded_keys).collect());
+    provider.cipher_suites = suites.clone();
     provider
 }
 
