@@ -51,6 +51,14 @@ pub const CHILD_STOP_WAIT: Duration = Duration::from_secs(30);
 /// Why an upgrade was abandoned for a stop (said by every design).
 pub const STOPPING: &str = "this process is stopping (a signal or `quit` came during the upgrade)";
 
+/// Writes `httplite: LINE` to stderr in one `write`: `eprintln!` writes
+/// its pieces one by one, and a reader (a test, a supervisor) may see a
+/// partial line.
+fn report_line(line: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().write_all(format!("httplite: {line}\n").as_bytes());
+}
+
 /// How to start the next copy of ourselves.
 #[derive(Debug)]
 pub struct Upgrader {
@@ -83,7 +91,7 @@ impl Upgrader {
         let (me, lc) = (self.clone(), lifecycle.clone());
         let spawned = std::thread::Builder::new()
             .name("httplite-upgrade".into())
-            .spawn(move || eprintln!("httplite: {}", me.run(&lc)));
+            .spawn(move || me.run_reporting(&lc, report_line));
         if let Err(e) = spawned {
             eprintln!("httplite: upgrade failed: no thread for it ({e}); still serving");
         }
@@ -100,12 +108,22 @@ impl Upgrader {
 
     /// One upgrade, start to end; returns the line to report.
     pub fn run(&self, lifecycle: &Lifecycle) -> String {
+        let mut line = String::new();
+        self.run_reporting(lifecycle, |l| line = l.to_string());
+        line
+    }
+
+    /// [`run`](Self::run), handing the line to `report` while the upgrade
+    /// still counts as under way: after a hand-over this process drains
+    /// and exits as soon as [`wait_idle`](Self::wait_idle) lets it, which
+    /// would otherwise cut the report short.
+    fn run_reporting(&self, lifecycle: &Lifecycle, report: impl FnOnce(&str)) {
         if self.busy.swap(true, Ordering::SeqCst) {
-            return "upgrade: one is already under way".to_string();
+            report("upgrade: one is already under way");
+            return;
         }
-        let outcome = self.attempt(lifecycle);
+        report(&self.attempt(lifecycle));
         self.busy.store(false, Ordering::SeqCst);
-        outcome
     }
 
     fn attempt(&self, lifecycle: &Lifecycle) -> String {

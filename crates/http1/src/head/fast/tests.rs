@@ -765,6 +765,8 @@ fn host_cache_never_changes_an_answer() {
     let hosts: &[&[u8]] = &[
         b"127.0.0.1:8080",
         b"127.0.0.1:8080",
+        b"127.0.0.1:8080\rx",
+        b"127.0.0.1:8080",
         b"127.0.0.1:80800",
         b"127.0.0.1:65535",
         b"127.0.0.1:65535",
@@ -807,12 +809,23 @@ fn host_cache_never_changes_an_answer() {
         require_host: true,
         ..Limits::default()
     };
-    // With a line after `Host`, and with `Host` last, near the end of the
-    // buffer.
-    for rest in [&b"\r\nAccept: */*\r\n\r\n"[..], b"\r\n\r\n"] {
+    // `Host` first (taken before the header loop when remembered) and
+    // after another line (in the loop); spelled in other cases and with
+    // other whitespace; with a line after it, and last, near the end of
+    // the buffer.
+    let names: &[&[u8]] = &[b"Host: ", b"hOST: ", b"Host:", b"Host:  ", b"Host:\t"];
+    let befores: &[&[u8]] = &[b"", b"Accept: */*\r\n"];
+    let rests: &[&[u8]] = &[b"\r\nAccept: */*\r\n\r\n", b"\r\n\r\n"];
+    for ((name, before), rest) in names
+        .iter()
+        .flat_map(|n| befores.iter().map(move |b| (n, b)))
+        .flat_map(|nb| rests.iter().map(move |r| (nb, r)))
+    {
         let mut shared = crate::Decoder::new(limits);
         for host in hosts {
-            let mut input = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+            let mut input = b"GET / HTTP/1.1\r\n".to_vec();
+            input.extend_from_slice(before);
+            input.extend_from_slice(name);
             input.extend_from_slice(host);
             input.extend_from_slice(rest);
             let verdict = |d: &mut crate::Decoder| match d.decode(&mut BytesMut::from(&input[..])) {
