@@ -14,6 +14,7 @@
 
 pub(crate) mod fast;
 mod line;
+pub(crate) mod memo;
 
 use bytes::{Buf, BytesMut};
 

@@ -22,6 +22,7 @@
 
 use bytes::BytesMut;
 
+use super::memo;
 use crate::framing::{Decision, Relevance, Semantics};
 use crate::request::{HeaderIndex, INLINE_HEADERS, Span, Verb};
 use crate::{BodyKind, Error, Limits, Message, Request, Version};
@@ -321,6 +322,19 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         return None;
     }
     let line_end = line_len + 2;
+    // A long section this thread has just parsed is compared, not scanned.
+    if let Some((section, headers, decision)) = memo::recall(b, line_end, version, limits) {
+        return Some(Ordinary {
+            len: line_end + section,
+            verb,
+            method_end,
+            target_end,
+            query,
+            version,
+            headers,
+            decision,
+        });
+    }
 
     // Header lines. Every check that could fail hands the head to httparse.
     // What the loop keeps is plain locals, so that it stays in registers;
@@ -451,17 +465,28 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
     } else {
         decide(b, &starts, with_value, hosts, version, limits)?
     };
-    let headers = HeaderIndex::from_parts(count, starts, len - 2);
-    Some(Ordinary {
+    let head = Ordinary {
         len,
         verb,
         method_end,
         target_end,
         query,
         version,
-        headers,
+        headers: HeaderIndex::from_parts(count, starts, len - 2),
         decision,
-    })
+    };
+    if len - line_end >= memo::SECTION_MIN {
+        memo::record(
+            b,
+            line_end,
+            len,
+            version,
+            limits,
+            &head.headers,
+            &head.decision,
+        );
+    }
+    Some(head)
 }
 
 /// Where the `Host` value that starts at `at` (the line was checked by

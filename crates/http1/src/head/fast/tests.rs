@@ -403,6 +403,45 @@ proptest! {
         check(&input, &limits);
     }
 
+    /// A long section the fast path remembered, then heads with other
+    /// request lines, versions and limits and the same section, or the
+    /// section changed a little: whatever the fast path answers (recalled
+    /// or scanned), httparse answers the same way.
+    #[test]
+    fn remembered_sections_agree(
+        first in ordinary_head(),
+        second in ordinary_head(),
+        filler in 100usize..400,
+        edits in prop::collection::vec((any::<usize>(), 0u8..4, interesting_byte()), 0..3),
+        rest in after(),
+        limits in (limits(), limits()),
+    ) {
+        super::memo::forget();
+        // A section long enough to be remembered.
+        let mut first = first;
+        first.headers.insert(0, ("X-Filler".into(), " ", vec![b'a'; filler]));
+        let input = serialize(&first);
+        check(&input, &limits.0);
+        // The same section after another request line.
+        let line_end = input.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        let other = serialize(&second);
+        let other_line = other.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        let mut input2 = other[..other_line].to_vec();
+        let section_at = input2.len();
+        input2.extend_from_slice(&input[line_end..]);
+        input2.extend_from_slice(&rest);
+        // Twice the same limits, then the second's.
+        check(&input2, &limits.0);
+        check(&input2, &limits.1);
+        // Edits inside the section only, so the request line stays fast.
+        for (pos, kind, byte) in edits {
+            let mut section = input2.split_off(section_at);
+            mutate(&mut section, pos, kind, byte);
+            input2.extend_from_slice(&section);
+            check(&input2, &limits.0);
+        }
+    }
+
     /// Every prefix of an ordinary head is partial for both.
     #[test]
     fn partial_heads_fall_back(head in ordinary_head(), cut in any::<usize>()) {
