@@ -21,7 +21,11 @@
 # REQ_PATH=/x (and REQ_HEADER='Name: value') counts another request instead of
 # plaintext, e.g. a file: REQ_PATH=/1k.bin ... -- --root DIR.
 # HEADS='curl chrome' picks heads by file name; HEAD_PORTS (default
-# "'' :8080") lists the Host suffixes each head is counted with.
+# "'' :8080") lists the Host suffixes each head is counted with. A name
+# like chrome+chrome-image sends those heads in turn on the connection
+# (a page and its images): by default that mix is counted after the
+# corpus, since a head that differs from the one before cannot be
+# recalled from the parser's memo (see docs/request-path.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=stackless
@@ -113,13 +117,15 @@ if [ "$CORPUS" = 1 ]; then
         read -r -a names <<<"$HEADS"
     else
         for f in scripts/heads/*.txt; do names+=("$(basename "$f" .txt)"); done
+        names+=(chrome+chrome-image)
     fi
     [ "$BENCH" = 1 ] && echo
     printf '| head (scripts/heads/) | Host | bytes | instructions/request, one at a time (median of %d) | all rounds |\n|---|---|---|---|---|\n' "$ROUNDS"
     for name in "${names[@]}"; do
         for suffix in "${ports[@]}"; do
-            file=scripts/heads/$name.txt
-            REQ=(--head "$file" "$suffix")
+            # The first head's Host and size name the row.
+            file=scripts/heads/${name%%+*}.txt
+            REQ=(--head "scripts/heads/${name//+/.txt,scripts/heads/}.txt" "$suffix")
             host=$(python3 -c 'import sys; print(next(l.split(":", 1)[1].strip() for l in open(sys.argv[1]) if l.lower().startswith("host:")).replace("{port}", sys.argv[2]))' "$file" "$suffix")
             bytes=$(python3 -c 'import sys; print(sum(len(l.rstrip("\r\n").replace("{port}", sys.argv[2])) + 2 for l in open(sys.argv[1]) if l.strip()) + 2)' "$file" "$suffix")
             measure 1 "$HEAD_K1" "$HEAD_K2" "$@"

@@ -11,7 +11,9 @@ its status line instead of the plaintext body.
 With --head, the request is FILE's head (see scripts/heads/README.md):
 its lines joined with CRLF, `{port}` replaced by PORT_SUFFIX (empty, or
 e.g. ":8080"), then the empty line; every answer is checked for the
-plaintext body."""
+plaintext body. FILE may be several files joined with commas: the
+requests then take their heads in turn (a browser fetching a page and
+its images on one connection)."""
 import socket
 import sys
 import time
@@ -19,14 +21,16 @@ import time
 port, k, depth = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 if len(sys.argv) > 4 and sys.argv[4] == "--head":
     suffix = sys.argv[6] if len(sys.argv) > 6 else ""
-    with open(sys.argv[5], encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f if line.strip()]
-    req = ("\r\n".join(lines).replace("{port}", suffix) + "\r\n\r\n").encode()
+    reqs = []
+    for name in sys.argv[5].split(","):
+        with open(name, encoding="utf-8") as f:
+            lines = [line.rstrip("\r\n") for line in f if line.strip()]
+        reqs.append(("\r\n".join(lines).replace("{port}", suffix) + "\r\n\r\n").encode())
     marker = b"\r\n\r\nHello, World!"
 else:
     path = sys.argv[4] if len(sys.argv) > 4 else "/_httplite/plaintext"
     header = f"{sys.argv[5]}\r\n" if len(sys.argv) > 5 else ""
-    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{header}\r\n".encode()
+    reqs = [f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{header}\r\n".encode()]
     marker = b"\r\n\r\nHello, World!" if len(sys.argv) <= 4 else b"HTTP/1.1 "
 
 deadline = time.time() + 30
@@ -43,7 +47,7 @@ done = 0
 buf = b""
 while done < k:
     n = min(depth, k - done)
-    s.sendall(req * n)
+    s.sendall(b"".join(reqs[(done + i) % len(reqs)] for i in range(n)))
     got = 0
     while got < n:
         data = s.recv(1 << 16)

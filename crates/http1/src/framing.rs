@@ -54,10 +54,10 @@ impl Decision {
     /// The decisions for a head with none of the headers that change them:
     /// no body, and the version's default persistence.
     #[inline(always)]
-    pub(crate) const fn plain(version: Version) -> Decision {
+    pub(crate) fn plain(version: Version) -> Decision {
         Decision {
             body: BodyKind::None,
-            keep_alive: matches!(version, Version::Http11),
+            keep_alive: version == Version::Http11,
             expects_continue: false,
         }
     }

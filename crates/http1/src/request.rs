@@ -147,7 +147,7 @@ pub(crate) struct HeaderIndex {
 
 impl HeaderIndex {
     #[inline]
-    pub(crate) const fn new() -> HeaderIndex {
+    pub(crate) fn new() -> HeaderIndex {
         HeaderIndex {
             count: 0,
             end: 0,
@@ -174,20 +174,6 @@ impl HeaderIndex {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         usize::from(self.count)
-    }
-
-    /// The same lines in a head whose header section starts `delta` bytes
-    /// later (wrapping: earlier); callers guarantee the offsets still fit.
-    #[inline(always)]
-    pub(crate) fn shifted(mut self, delta: u16) -> HeaderIndex {
-        for (i, start) in self.starts.iter_mut().enumerate() {
-            // Unused slots stay 0, as the parsers leave them.
-            if i < usize::from(self.count) {
-                *start = start.wrapping_add(delta);
-            }
-        }
-        self.end = self.end.wrapping_add(delta);
-        self
     }
 
     /// Adds the line starting at `start`. Callers guarantee that offsets fit

@@ -322,20 +322,6 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         return None;
     }
     let line_end = line_len + 2;
-    // A long section this thread has just parsed is compared, not scanned.
-    if let Some((section, headers, decision)) = memo::recall(b, line_end, version, limits) {
-        return Some(Ordinary {
-            len: line_end + section,
-            verb,
-            method_end,
-            target_end,
-            query,
-            version,
-            headers,
-            decision,
-        });
-    }
-
     // Header lines. Every check that could fail hands the head to httparse.
     // What the loop keeps is plain locals, so that it stays in registers;
     // limits that only bound the total are checked once, after it.
@@ -352,18 +338,30 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
     // would make it reload its vector constants on every line).
     let mut with_value = 0u32;
     let mut at = line_end;
-    // A user agent sends `Host` first (RFC 9110 §7.2), and nearly every
-    // client does. A first line with this connection's last `Host` value
-    // is stepped over here: out of the loop, comparing a value longer
-    // than one word costs no call and no registers the loop needs (in the
-    // loop, a `Host` with a port cost some 40 instructions more than one
-    // without).
-    if let Some(next) = host.first_line(b, at) {
-        starts[0] = at as u16;
-        count = 1;
-        hosts = 1;
-        at = next;
-    }
+    // A long section equal to the last one this thread scanned is
+    // compared, not scanned: the loop starts with what it found then, at
+    // the empty line. The checks after the loop run as for any head.
+    let recalled = match memo::recall(b, line_end, version, &mut starts) {
+        Some(lines) => {
+            (at, count, hosts, with_value) = lines;
+            true
+        }
+        None => {
+            // A user agent sends `Host` first (RFC 9110 §7.2), and nearly
+            // every client does. A first line with this connection's last
+            // `Host` value is stepped over here: out of the loop,
+            // comparing a value longer than one word costs no call and no
+            // registers the loop needs (in the loop, a `Host` with a port
+            // cost some 40 instructions more than one without).
+            if let Some(next) = host.first_line(b, at) {
+                starts[0] = at as u16;
+                count = 1;
+                hosts = 1;
+                at = next;
+            }
+            false
+        }
+    };
     let len = loop {
         let line = b.get(at..)?;
         if line.starts_with(b"\r\n") {
@@ -465,7 +463,17 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
     } else {
         decide(b, &starts, with_value, hosts, version, limits)?
     };
-    let head = Ordinary {
+    if !recalled && len - line_end >= memo::SECTION_MIN {
+        memo::record(
+            b,
+            line_end,
+            len,
+            version,
+            (count, hosts, with_value),
+            &starts,
+        );
+    }
+    Some(Ordinary {
         len,
         verb,
         method_end,
@@ -474,19 +482,7 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         version,
         headers: HeaderIndex::from_parts(count, starts, len - 2),
         decision,
-    };
-    if len - line_end >= memo::SECTION_MIN {
-        memo::record(
-            b,
-            line_end,
-            len,
-            version,
-            limits,
-            &head.headers,
-            &head.decision,
-        );
-    }
-    Some(head)
+    })
 }
 
 /// Where the `Host` value that starts at `at` (the line was checked by
