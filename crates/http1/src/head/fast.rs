@@ -10,7 +10,8 @@
 //! limits and shows each header's name to [`Semantics`]; only the few
 //! headers whose values decide framing and persistence are read again,
 //! after the loop. The `Host` value is checked once per connection
-//! ([`HostCache`]).
+//! ([`HostCache`]), and a long header section equal to the last one the
+//! thread scanned is not scanned again ([`memo`]).
 //!
 //! It never rejects anything: on any byte it is not sure about (a bare LF,
 //! obs-fold, absolute-form, non-ASCII in the target, a control character,
