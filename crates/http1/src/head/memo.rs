@@ -18,7 +18,11 @@
 //! One memo per thread, like the encoder's caches: a worker serving many
 //! connections keeps one section (at most [`SECTION_CAP`] bytes), not one
 //! per connection, so an idle connection holds none of it. Sections shorter
-//! than [`SECTION_MIN`] are not kept: they scan faster than they compare.
+//! than [`SECTION_MIN`] are not kept: a `Host` line alone, as load
+//! generators send it, costs less through the `Host` shortcut than through
+//! the memo (wrk's head: 1,153 instructions a request against 1,221 when
+//! kept), while curl's three lines already cost less through the memo
+//! (1,229 against 1,354).
 //!
 //! A section that does not match is not kept at once: copying it costs
 //! about as much as a tenth of its scan, and when heads alternate (a
@@ -33,8 +37,9 @@ use std::cell::{Cell, RefCell};
 use crate::Version;
 use crate::request::INLINE_HEADERS;
 
-/// Sections shorter than this are scanned every time.
-pub(crate) const SECTION_MIN: usize = 128;
+/// Sections shorter than this are scanned every time: `Host` and the
+/// empty line, with room for a long host name.
+pub(crate) const SECTION_MIN: usize = 48;
 /// Longest section kept.
 pub(crate) const SECTION_CAP: usize = 1024;
 /// Long sections in a row that did not match before the memo takes one.
