@@ -29,6 +29,7 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Wake;
 use std::time::Duration;
 
 use reactor::{Counter, Notifier, Reactor, trace};
@@ -36,7 +37,8 @@ use reactor::{Counter, Notifier, Reactor, trace};
 use crate::raw::{self, RawCoroutine, State};
 use crate::stack;
 use crate::task::{
-    Header, JoinHandle, Outcome, TaskCell, TaskFrame, TaskOps, TaskPayload, task_entry,
+    Completion, DetachedCell, Header, JoinHandle, Outcome, TaskCell, TaskFrame, TaskOps,
+    TaskPayload, task_entry,
 };
 use crate::{wait, watermark};
 
@@ -346,10 +348,38 @@ impl Core {
             id,
             self.shared.clone(),
         )));
+        self.start(stack, body, cell.clone());
+        Ok(JoinHandle::new(cell))
+    }
+
+    /// [`Core::spawn`] with no handle: the coroutine's cell is its header
+    /// alone, with no room for a result (see [`DetachedCell`]).
+    pub(crate) fn spawn_detached<F>(&self, body: F) -> io::Result<()>
+    where
+        F: FnOnce() + 'static,
+    {
+        let stack = stack::take(self.stack_size)?;
+        let key = self.slab.borrow().next_key();
+        let id = raw::next_id();
+        let cell = Arc::new(DetachedCell {
+            header: Header::new(key, id, self.shared.clone()),
+        });
+        self.start(stack, body, cell);
+        Ok(())
+    }
+
+    /// Sets up a new coroutine on `stack` and queues it.
+    fn start<F, T, C>(&self, stack: stack::Stack, body: F, cell: Arc<C>)
+    where
+        F: FnOnce() -> T + 'static,
+        C: Completion<T> + TaskOps + Wake + Send + Sync + 'static,
+    {
+        let header = cell.header();
+        let (key, id) = (header.key, header.id);
         let payload = TaskPayload {
             frame: TaskFrame {
                 waker: std::mem::ManuallyDrop::new(cell.clone().into()),
-                header: &cell.header,
+                header,
                 ctl: Cell::new(ptr::null()),
                 outcome: Cell::new(Outcome::Running),
             },
@@ -358,7 +388,7 @@ impl Core {
             body: std::mem::ManuallyDrop::new(body),
         };
         let (raw, payload) =
-            RawCoroutine::new(stack, id, payload, task_entry::<F, T>, self.watermarks);
+            RawCoroutine::new(stack, id, payload, task_entry::<F, T, C>, self.watermarks);
         // SAFETY: the payload sits at the top of the stack `raw` owns.
         let frame = unsafe { NonNull::from(&payload.as_ref().frame) };
         // SAFETY: as above.
@@ -371,7 +401,7 @@ impl Core {
             let at = &raw mut (*payload.as_ptr()).entry;
             at.write(MaybeUninit::new(Entry {
                 raw,
-                task: cell.clone(),
+                task: cell,
                 frame,
             }));
             NonNull::new_unchecked(at).cast::<Entry>()
@@ -386,7 +416,6 @@ impl Core {
         c.alive_high_water.raise(c.alive.get());
         reactor::trace!("spawn", "co={id} stack={}KiB", self.stack_size / 1024);
         self.push_local(key);
-        Ok(JoinHandle::new(cell))
     }
 
     /// Resumes one coroutine until it parks, yields or finishes. Inlined
