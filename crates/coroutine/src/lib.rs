@@ -138,7 +138,7 @@ mod watermark;
 pub use blocking::{spawn_blocking, spawn_blocking_in};
 pub use coroutine::{Cancelled, Coroutine, CoroutineResult, Yielder, is_cancelled};
 pub use raw::current_id;
-pub use runtime::{Builder, Runtime, current_stats, run, spawn, try_spawn};
+pub use runtime::{Builder, Runtime, current_stats, run, spawn, try_spawn, try_spawn_detached};
 pub use scheduler::{DEFAULT_BUDGET, RuntimeStats, StatsHandle};
 pub use stack::{
     DEFAULT_POOL_CAPACITY, DEFAULT_STACK_SIZE, GuardKind, PoolStats, guard_kind, page_size,

@@ -348,6 +348,20 @@ where
     with_core(|core| core.spawn(body))
 }
 
+/// Like [`try_spawn`] with no handle: the coroutine is detached from the
+/// start, as if its [`JoinHandle`] were dropped at once, and costs a
+/// smaller allocation (no room for a result). For coroutines nobody joins,
+/// such as a server's one per connection.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn try_spawn_detached<F>(body: F) -> io::Result<()>
+where
+    F: FnOnce() + 'static,
+{
+    with_core(|core| core.spawn_detached(body))
+}
+
 /// Stats of the runtime running this thread, if any.
 pub fn current_stats() -> Option<RuntimeStats> {
     let core = CORE.with(Cell::get);

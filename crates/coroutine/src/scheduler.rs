@@ -25,9 +25,11 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
+use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Wake;
 use std::time::Duration;
 
 use reactor::{Counter, Notifier, Reactor, trace};
@@ -35,7 +37,8 @@ use reactor::{Counter, Notifier, Reactor, trace};
 use crate::raw::{self, RawCoroutine, State};
 use crate::stack;
 use crate::task::{
-    Header, JoinHandle, Outcome, TaskCell, TaskFrame, TaskOps, TaskPayload, task_entry,
+    Completion, DetachedCell, Header, JoinHandle, Outcome, TaskCell, TaskFrame, TaskOps,
+    TaskPayload, task_entry,
 };
 use crate::{wait, watermark};
 
@@ -158,8 +161,11 @@ impl Header {
     }
 }
 
-/// A live coroutine in the slab.
-struct Entry {
+/// A live coroutine's bookkeeping. It lives at the top of the coroutine's
+/// own stack (`TaskPayload::entry`), in the page the coroutine touches
+/// anyway, and the slab holds a pointer to it: a slot is 16 bytes, where
+/// the entry itself would take 80 of the slab's memory per live coroutine.
+pub(crate) struct Entry {
     raw: RawCoroutine,
     /// The task's cell; its header is reached with
     /// [`crate::task::header_of`] (no virtual call on every resume).
@@ -169,7 +175,10 @@ struct Entry {
 
 struct Slot {
     generation: u32,
-    entry: Option<Entry>,
+    /// Valid while set: the stack it points into belongs to the entry's
+    /// own `raw`, which only [`Slab::remove`] (or the slab's drop) moves
+    /// out, before the stack can be released.
+    entry: Option<NonNull<Entry>>,
 }
 
 /// Live coroutines by key (`generation << 32 | index`). A finished
@@ -188,7 +197,12 @@ impl Slab {
         (u64::from(generation) << 32) | u64::from(index)
     }
 
-    fn insert(&mut self, entry: Entry) -> u64 {
+    /// Takes ownership of the initialised entry at `entry`.
+    ///
+    /// # Safety
+    /// `entry` is initialised, lies on the stack its own `raw` owns, and
+    /// nothing else reads, moves or drops it.
+    unsafe fn insert(&mut self, entry: NonNull<Entry>) -> u64 {
         let key = self.next_key();
         let index = key as u32;
         if self.free.pop().is_none() {
@@ -204,7 +218,10 @@ impl Slab {
 
     fn get(&self, key: u64) -> Option<&Entry> {
         let slot = self.slots.get(key as u32 as usize)?;
-        (slot.generation == (key >> 32) as u32).then_some(slot.entry.as_ref())?
+        let entry = (slot.generation == (key >> 32) as u32).then_some(slot.entry)??;
+        // SAFETY: a set slot owns a live entry (see `insert`); the stack it
+        // lies on stays mapped while the entry is in the slab.
+        Some(unsafe { entry.as_ref() })
     }
 
     fn remove(&mut self, key: u64) -> Option<Entry> {
@@ -216,7 +233,9 @@ impl Slab {
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(key as u32);
         self.live -= 1;
-        Some(entry)
+        // SAFETY: the slot owned the entry and no longer points at it: it is
+        // moved off the stack once, before its `raw` can release that stack.
+        Some(unsafe { entry.read() })
     }
 
     pub(crate) fn keys(&self) -> Vec<u64> {
@@ -226,6 +245,20 @@ impl Slab {
             .filter(|(_, s)| s.entry.is_some())
             .map(|(i, s)| (u64::from(s.generation) << 32) | i as u64)
             .collect()
+    }
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        // The runtime's drop empties the slab; what is left (a runtime that
+        // could not cancel everything) is dropped as the entries would have
+        // been in place: an unfinished coroutine's stack is leaked.
+        for slot in &mut self.slots {
+            if let Some(entry) = slot.entry.take() {
+                // SAFETY: as in `remove`.
+                drop(unsafe { entry.read() });
+            }
+        }
     }
 }
 
@@ -310,37 +343,72 @@ impl Core {
         let stack = stack::take(self.stack_size)?;
         let key = self.slab.borrow().next_key();
         let id = raw::next_id();
-        let cell = Arc::new(TaskCell::<T>::new(Header {
+        let cell = Arc::new(TaskCell::<T>::new(Header::new(
             key,
             id,
-            queued: AtomicBool::new(true),
-            cancel: AtomicBool::new(false),
-            high_water: AtomicUsize::new(0),
-            shared: self.shared.clone(),
-        }));
+            self.shared.clone(),
+        )));
+        self.start(stack, body, cell.clone());
+        Ok(JoinHandle::new(cell))
+    }
+
+    /// [`Core::spawn`] with no handle: the coroutine's cell is its header
+    /// alone, with no room for a result (see [`DetachedCell`]).
+    pub(crate) fn spawn_detached<F>(&self, body: F) -> io::Result<()>
+    where
+        F: FnOnce() + 'static,
+    {
+        let stack = stack::take(self.stack_size)?;
+        let key = self.slab.borrow().next_key();
+        let id = raw::next_id();
+        let cell = Arc::new(DetachedCell {
+            header: Header::new(key, id, self.shared.clone()),
+        });
+        self.start(stack, body, cell);
+        Ok(())
+    }
+
+    /// Sets up a new coroutine on `stack` and queues it.
+    fn start<F, T, C>(&self, stack: stack::Stack, body: F, cell: Arc<C>)
+    where
+        F: FnOnce() -> T + 'static,
+        C: Completion<T> + TaskOps + Wake + Send + Sync + 'static,
+    {
+        let header = cell.header();
+        let (key, id) = (header.key, header.id);
         let payload = TaskPayload {
             frame: TaskFrame {
                 waker: std::mem::ManuallyDrop::new(cell.clone().into()),
-                header: &cell.header,
+                header,
                 ctl: Cell::new(ptr::null()),
                 outcome: Cell::new(Outcome::Running),
             },
             cell: Arc::as_ptr(&cell),
+            entry: MaybeUninit::uninit(),
             body: std::mem::ManuallyDrop::new(body),
         };
         let (raw, payload) =
-            RawCoroutine::new(stack, id, payload, task_entry::<F, T>, self.watermarks);
+            RawCoroutine::new(stack, id, payload, task_entry::<F, T, C>, self.watermarks);
         // SAFETY: the payload sits at the top of the stack `raw` owns.
         let frame = unsafe { NonNull::from(&payload.as_ref().frame) };
         // SAFETY: as above.
         unsafe { frame.as_ref() }
             .ctl
             .set(raw.control_ptr().as_ptr());
-        let inserted = self.slab.borrow_mut().insert(Entry {
-            raw,
-            task: cell.clone(),
-            frame,
-        });
+        // SAFETY: as above; the coroutine has not run, and its entry
+        // function never touches this field.
+        let entry = unsafe {
+            let at = &raw mut (*payload.as_ptr()).entry;
+            at.write(MaybeUninit::new(Entry {
+                raw,
+                task: cell,
+                frame,
+            }));
+            NonNull::new_unchecked(at).cast::<Entry>()
+        };
+        // SAFETY: just initialised, on the stack its `raw` owns; from here
+        // on only the slab reaches it.
+        let inserted = unsafe { self.slab.borrow_mut().insert(entry) };
         debug_assert_eq!(inserted, key);
         let c = self.counters();
         c.spawned.bump();
@@ -348,7 +416,6 @@ impl Core {
         c.alive_high_water.raise(c.alive.get());
         reactor::trace!("spawn", "co={id} stack={}KiB", self.stack_size / 1024);
         self.push_local(key);
-        Ok(JoinHandle::new(cell))
     }
 
     /// Resumes one coroutine until it parks, yields or finishes. Inlined
@@ -421,7 +488,7 @@ impl Core {
                 .task
                 .header()
                 .high_water
-                .store(used, Ordering::Relaxed);
+                .store(u32::try_from(used).unwrap_or(u32::MAX), Ordering::Relaxed);
             self.counters().stack_high_water.raise(used as u64);
             if self.report_watermarks {
                 watermark::report(id, used, size);

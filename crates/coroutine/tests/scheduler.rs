@@ -195,6 +195,42 @@ fn dropping_the_runtime_unwinds_suspended_coroutines() {
     }
 }
 
+/// A coroutine spawned with no handle runs like any other, and a panic or
+/// the runtime's drop ends it alone: its stack is unwound and reused.
+#[test]
+fn detached_coroutines_run_fail_alone_and_unwind_on_drop() {
+    let _w = Watchdog::new(Duration::from_secs(30), "detached_coroutines");
+    let drops = Rc::new(Cell::new(0));
+    let ran = Rc::new(Cell::new(0));
+    let rt = Runtime::new().unwrap();
+    let (d, r) = (drops.clone(), ran.clone());
+    rt.block_on(move || {
+        for i in 0..10 {
+            let (d, r) = (d.clone(), r.clone());
+            coroutine::try_spawn_detached(move || {
+                let _a = DropCount(d);
+                yield_now();
+                r.set(r.get() + 1);
+                match i {
+                    0 => panic!("detached handler bug"),
+                    1 => coroutine::sleep(Duration::from_secs(3600)),
+                    _ => {}
+                }
+            })
+            .unwrap();
+        }
+        for _ in 0..3 {
+            yield_now();
+        }
+    });
+    assert_eq!(ran.get(), 10);
+    assert_eq!(drops.get(), 9, "all but the sleeper have ended");
+    assert_eq!(rt.stats().panicked, 1);
+    assert_eq!(rt.stats().alive, 1);
+    drop(rt);
+    assert_eq!(drops.get(), 10, "the sleeper was unwound");
+}
+
 #[test]
 fn abort_unwinds_a_parked_coroutine() {
     let _w = Watchdog::new(Duration::from_secs(30), "abort_unwinds_a_parked_coroutine");

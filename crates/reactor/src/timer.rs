@@ -23,10 +23,12 @@ pub struct TimerKey {
     generation: u32,
 }
 
+/// 24 bytes: an idle connection's timer holds one. A free slot needs no
+/// flag: its generation was bumped when it was freed, and no key carries the
+/// new one until the slot is taken again.
 #[derive(Debug)]
 struct Slot {
     generation: u32,
-    in_use: bool,
     /// Position in `heap`, or `NOT_IN_HEAP` once fired.
     heap_pos: u32,
     waker: Option<Waker>,
@@ -72,15 +74,13 @@ impl TimerHeap {
                 let i = u32::try_from(self.slots.len()).expect("too many timers");
                 self.slots.push(Slot {
                     generation: 0,
-                    in_use: false,
                     heap_pos: NOT_IN_HEAP,
                     waker: None,
                 });
                 i
             }
         };
-        let slot = &mut self.slots[index as usize];
-        slot.in_use = true;
+        let slot = &self.slots[index as usize];
         let key = TimerKey {
             index,
             generation: slot.generation,
@@ -109,7 +109,7 @@ impl TimerHeap {
     /// Whether the timer has fired (or the key is stale).
     pub fn has_fired(&self, key: TimerKey) -> bool {
         match self.slots.get(key.index as usize) {
-            Some(s) if s.in_use && s.generation == key.generation => s.heap_pos == NOT_IN_HEAP,
+            Some(s) if s.generation == key.generation => s.heap_pos == NOT_IN_HEAP,
             _ => true,
         }
     }
@@ -144,7 +144,6 @@ impl TimerHeap {
     pub fn remove(&mut self, key: TimerKey) -> Option<Waker> {
         let slot = self.slot_mut(key)?;
         let pos = slot.heap_pos;
-        slot.in_use = false;
         slot.generation = slot.generation.wrapping_add(1);
         slot.heap_pos = NOT_IN_HEAP;
         let waker = slot.waker.take();
@@ -193,7 +192,7 @@ impl TimerHeap {
 
     fn slot_mut(&mut self, key: TimerKey) -> Option<&mut Slot> {
         match self.slots.get_mut(key.index as usize) {
-            Some(s) if s.in_use && s.generation == key.generation => Some(s),
+            Some(s) if s.generation == key.generation => Some(s),
             _ => None,
         }
     }
@@ -290,6 +289,26 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         *seed >> 33
+    }
+
+    #[test]
+    fn an_idle_timer_takes_24_plus_16_bytes() {
+        assert_eq!(size_of::<Slot>(), 24);
+        assert_eq!(size_of::<HeapEntry>(), 16);
+    }
+
+    /// A freed slot's old key stays inert after the slot is taken again.
+    #[test]
+    fn a_stale_key_does_not_reach_a_reused_slot() {
+        let mut h = TimerHeap::default();
+        let old = h.insert(10 * S);
+        assert!(h.remove(old).is_none());
+        let new = h.insert(20 * S);
+        assert_eq!(new.index, old.index);
+        assert!(h.has_fired(old), "a stale key reads as fired");
+        assert!(h.remove(old).is_none());
+        assert!(!h.has_fired(new));
+        assert_eq!(h.len(), 1);
     }
 
     #[test]

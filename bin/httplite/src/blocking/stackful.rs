@@ -399,7 +399,7 @@ fn spawn_connection(
     let reactor = reactor.clone();
     // No stack to be had (address space, fd limit on mmap): the closure is
     // dropped, closing the socket, and `open` counts the connection closed.
-    let _ = coroutine::try_spawn(move || {
+    let _ = coroutine::try_spawn_detached(move || {
         let open = open;
         let io = Stackful {
             stream,
