@@ -21,6 +21,9 @@ use crate::Proactor;
 pub(crate) struct Timers {
     map: BTreeMap<(Instant, u64), Waker>,
     seq: u64,
+    /// The `now` of the last [`Timers::fire`]: every deadline at or before
+    /// it has left the map, none after it has.
+    fired_through: Option<Instant>,
 }
 
 impl Timers {
@@ -49,6 +52,7 @@ impl Timers {
 
     /// Moves the wakers of every deadline ≤ `now` into `out`.
     pub fn fire(&mut self, now: Instant, out: &mut Vec<Waker>) -> usize {
+        self.fired_through = Some(now);
         let mut n = 0;
         while let Some(entry) = self.map.first_entry() {
             if entry.key().0 > now {
@@ -62,6 +66,62 @@ impl Timers {
 
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Whether a deadline at `at` has fired (it is out of the map).
+    fn has_fired(&self, at: Instant) -> bool {
+        self.fired_through.is_some_and(|t| at <= t)
+    }
+}
+
+/// One deadline kept in the timer map across many waits of one task, whose
+/// deadline may move later for free: the map keeps the *armed* entry, moved
+/// only earlier; when it fires before the deadline that counts, the task is
+/// woken once, and the next poll arms it again for that deadline.
+///
+/// A connection waits under a new deadline for every idle wait (each one
+/// later than the last): a [`Sleep`] per wait would cost a map insert and a
+/// remove each time, where this costs two compares. Its owner must call
+/// [`LazyDeadline::clear`] before it goes (or leave one spurious wake behind).
+#[derive(Debug, Default)]
+pub struct LazyDeadline {
+    /// The map's key while it holds an entry for this deadline, or held it
+    /// until it fired.
+    armed: std::cell::Cell<Option<(Instant, u64)>>,
+}
+
+impl LazyDeadline {
+    /// True once `at` has passed (a timer turn found it due); otherwise `cx`
+    /// is woken no later than at `at` (perhaps earlier, spuriously). Every
+    /// poll must come from the same task: the waker is the one stored when
+    /// the entry was armed.
+    pub fn poll_until(&self, p: &Proactor, at: Instant, cx: &mut Context<'_>) -> bool {
+        let mut timers = p.inner.timers.borrow_mut();
+        if let Some(key) = self.armed.get() {
+            if !timers.has_fired(key.0) {
+                if key.0 <= at {
+                    // Still in the map, due no later than `at`: it wakes us.
+                    return false;
+                }
+                timers.remove(key);
+            }
+            self.armed.set(None);
+        }
+        if timers.has_fired(at) {
+            return true;
+        }
+        self.armed.set(Some(timers.insert(at, cx.waker().clone())));
+        false
+    }
+
+    /// Takes the deadline out of the map (if it has not fired).
+    pub fn clear(&self, p: &Proactor) {
+        if let Some(key) = self.armed.take() {
+            let mut timers = p.inner.timers.borrow_mut();
+            if !timers.has_fired(key.0) {
+                timers.remove(key);
+            }
+        }
     }
 }
 

@@ -67,6 +67,9 @@ pub(super) struct Conn {
     /// Whether the next send needs `TCP_NODELAY` first (shares the word
     /// with the flags above).
     pub(super) nagle: driver::Nagle,
+    /// The one timer entry every wait for bytes shares: going idle again
+    /// moves the deadline later without touching the timer map.
+    deadline: proactor::time::LazyDeadline,
     /// Counts the connection open; declared last so that it drops after
     /// the socket is closed.
     _guard: ConnGuard,
@@ -98,6 +101,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         on,
         tls: false,
         nagle: driver::Nagle::Unwritten,
+        deadline: Default::default(),
         _guard: guard,
     };
     if let Some(tls) = conn.ctx.tls.on(on) {
@@ -144,6 +148,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        self.deadline.clear(&self.ctx.proactor);
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
@@ -281,7 +286,7 @@ impl Conn {
     fn recv(&self, at: Instant, kind: TimeoutKind, waiting: Waiting) -> Recv<'_> {
         Recv {
             conn: self,
-            sleep: proactor::time::sleep_until(at),
+            at,
             kind,
             waiting,
             in_grace: false,
@@ -453,11 +458,12 @@ impl Conn {
 }
 
 /// The wait of [`Conn::recv`], written out as a struct so that an idle
-/// connection's future holds only this: one reference, the timer, three
+/// connection's future holds only this: one reference, the deadline, three
 /// bytes (a closure capturing each field it reads was twice the size).
 struct Recv<'a> {
     conn: &'a Conn,
-    sleep: proactor::time::Sleep,
+    /// Under the connection's [`Conn::deadline`].
+    at: Instant,
     kind: TimeoutKind,
     waiting: Waiting,
     /// Shutdown began while a first request may still be on its way.
@@ -484,10 +490,10 @@ impl Future for Recv<'_> {
             };
             if !this.in_grace {
                 this.in_grace = true;
-                this.sleep = proactor::time::sleep_until(grace_end);
+                this.at = grace_end;
             }
         }
-        if Pin::new(&mut this.sleep).poll(cx).is_ready() {
+        if conn.deadline.poll_until(&conn.ctx.proactor, this.at, cx) {
             return Poll::Ready(Err(if this.in_grace {
                 Stop::Shutdown
             } else {
