@@ -141,7 +141,17 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
                 }
             }
         }
-        let stop = conn.run().await;
+        let mut stop = conn.run().await;
+        // An answer may still be on its way (a detached send): it goes
+        // before the close, unless it is what timed out.
+        // (Boxed: this state must not enlarge every idle connection's
+        // future.)
+        if !matches!(stop, Stop::Timeout(TimeoutKind::Write))
+            && conn.stream.has_detached()
+            && let Err(failed) = Box::pin(conn.sent()).await
+        {
+            stop = failed;
+        }
         conn.finish(stop);
     })
 }
@@ -345,6 +355,7 @@ impl Conn {
         if self.tls {
             return Box::pin(self.write_out_tls(flags)).await;
         }
+        self.sent().await?;
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
@@ -354,16 +365,70 @@ impl Conn {
         if self.nagle.before_write(flags & libc::MSG_MORE != 0) {
             let _ = reactor::sys::set_nodelay(self.stream.as_fd(), true);
         }
-        let at = Instant::now() + self.ctx.config.write_timeout;
         if active.is_between_requests() {
+            // Not waited for: the connection goes idle at once, and the
+            // idle wait watches the send (its write timeout, its failure).
             let answer = active.wbuf.split();
             self.release_active();
-            return uio::send_all(&self.stream, answer, at, flags).await.0;
+            let answer = uio::SendBuf {
+                buf: answer,
+                start: 0,
+            };
+            self.stream.send_detached(answer, flags);
+            return Ok(());
         }
+        let at = Instant::now() + self.ctx.config.write_timeout;
         let wbuf = std::mem::take(&mut active.wbuf);
         let (r, wbuf) = uio::send_all(&self.stream, wbuf, at, flags).await;
         self.io().wbuf = wbuf;
         r
+    }
+
+    /// Waits, under the write timeout, until the detached send in flight
+    /// (if any) has sent everything.
+    pub(super) async fn sent(&mut self) -> Res {
+        if !self.stream.has_detached() {
+            return Ok(());
+        }
+        // Nearly always over already (its CQE came in an earlier turn): no
+        // clock read, no timer then.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(r) = self.poll_sent(&mut cx, false) {
+            return r;
+        }
+        let at = Instant::now() + self.ctx.config.write_timeout;
+        uio::until(
+            at,
+            TimeoutKind::Write,
+            std::future::poll_fn(|cx| self.poll_sent(cx, true)),
+        )
+        .await?
+    }
+
+    /// Whether the detached send has sent everything (`Ready(Ok)`) or
+    /// failed; a short send's rest is sent on, detached again. `awaits`:
+    /// `cx` is woken when everything is sent too, not only on a failure.
+    fn poll_sent(&self, cx: &mut std::task::Context<'_>, awaits: bool) -> Poll<Res> {
+        loop {
+            let (r, mut rest) = match self.stream.poll_detached::<uio::SendBuf>(cx, awaits) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Ready(Some(ended)) => ended,
+            };
+            match r {
+                Ok(0) => return Poll::Ready(Err(Stop::Io(io::ErrorKind::WriteZero.into()))),
+                Ok(n) => rest.start += n,
+                // The ring retries a full socket itself; should it answer
+                // EAGAIN all the same, the same send goes again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Poll::Ready(Err(Stop::Io(e))),
+            }
+            self.stream.send_detached(rest, 0);
+        }
     }
 
     /// Writes what is buffered, then half-closes and drains what the client
@@ -377,6 +442,9 @@ impl Conn {
     /// so the close never finds unread bytes there to turn into a reset.)
     pub(super) async fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        if let Err(stop) = self.sent().await {
             return stop;
         }
         if self.tls
@@ -479,6 +547,15 @@ impl Future for Recv<'_> {
         if let Poll::Ready(r) = conn.stream.poll_recv(cx) {
             return Poll::Ready(r.map_err(Stop::Io));
         }
+        // An answer still in flight: its failure ends the wait, and so does
+        // its write timeout, counted from when the wait began (an idle
+        // wait begins as its answer is sent).
+        let sending = conn.stream.has_detached()
+            && match conn.poll_sent(cx, false) {
+                Poll::Ready(Ok(())) => false,
+                Poll::Ready(Err(stop)) => return Poll::Ready(Err(stop)),
+                Poll::Pending => true,
+            };
         if this.waiting == Waiting::Idle && conn.ctx.shutdown.get() {
             // A client accepted just before shutdown has its first
             // request on the way: it gets the grace, not a close.
@@ -493,8 +570,19 @@ impl Future for Recv<'_> {
                 this.at = grace_end;
             }
         }
-        if conn.deadline.poll_until(&conn.ctx.proactor, this.at, cx) {
-            return Poll::Ready(Err(if this.in_grace {
+        let config = &conn.ctx.config;
+        let write_at = match this.kind {
+            TimeoutKind::Idle if sending && !this.in_grace => this
+                .at
+                .checked_sub(config.idle_timeout)
+                .map_or(this.at, |began| began + config.write_timeout),
+            _ => this.at,
+        };
+        let at = this.at.min(write_at);
+        if conn.deadline.poll_until(&conn.ctx.proactor, at, cx) {
+            return Poll::Ready(Err(if write_at < this.at {
+                Stop::Timeout(TimeoutKind::Write)
+            } else if this.in_grace {
                 Stop::Shutdown
             } else {
                 Stop::Timeout(this.kind)

@@ -86,6 +86,8 @@ impl Waits for Conn {
     /// ring poll), and beyond it, or over TLS, `pread` into an owned buffer
     /// sent with `IORING_OP_SEND` (sealed first over TLS).
     async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        // No byte of the file may pass an answer still in flight.
+        self.sent().await?;
         let end = offset + len;
         let mut off = offset;
         let fd = file.as_fd();
