@@ -171,8 +171,8 @@ impl Drop for RecvBuf {
     }
 }
 
-/// `TcpStream::send`'s "none": a `user_data` no operation has (the
-/// notifier's).
+/// A [`TcpStream`]'s `send` word with no detached send in flight: a
+/// `user_data` no operation has (the notifier's).
 const NO_SEND: u64 = crate::driver::NOTIFY_UD;
 
 /// A connected socket driven by the ring.
