@@ -128,6 +128,7 @@ impl Builder {
                 wake_buf: RefCell::new(Vec::new()),
                 stats: Arc::new(Counters::default()),
                 max_wait: self.max_wait,
+                now: Cell::new(Instant::now()),
             }),
         };
         p.arm_notify();
@@ -183,6 +184,8 @@ pub(crate) struct Inner {
     pub(crate) wake_buf: RefCell<Vec<Waker>>,
     pub stats: Arc<Counters>,
     pub(crate) max_wait: Option<Duration>,
+    /// When the last turn's CQEs had been reaped ([`Proactor::now`]).
+    pub(crate) now: Cell<Instant>,
 }
 
 thread_local! {
@@ -227,6 +230,15 @@ impl Proactor {
         CURRENT
             .with(|c| c.borrow().clone())
             .expect("no proactor entered on this thread")
+    }
+
+    /// The time the last turn woke up (read once its CQEs were reaped): a
+    /// cached clock, at most one loop turn old, for deadlines that need no
+    /// finer precision (idle and header timeouts). The read is the one the
+    /// turn makes to fire its timers anyway.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        self.inner.now.get()
     }
 
     /// A handle that wakes this proactor from any thread.
@@ -536,8 +548,10 @@ impl Proactor {
             self.dispatch(cqe, &mut wakes);
         }
         drop(cqes);
+        let now = Instant::now();
+        inner.now.set(now);
         if inner.timers.borrow().len() != 0 {
-            let fired = inner.timers.borrow_mut().fire(Instant::now(), &mut wakes);
+            let fired = inner.timers.borrow_mut().fire(now, &mut wakes);
             inner.stats.timers_fired.add(fired as u64);
         }
         for w in wakes.drain(..) {

@@ -34,6 +34,11 @@ impl Timers {
         key
     }
 
+    /// Inserts under a key the caller makes unique.
+    fn insert_key(&mut self, key: (Instant, u64), waker: Waker) {
+        self.map.insert(key, waker);
+    }
+
     pub fn update(&mut self, key: (Instant, u64), waker: &Waker) {
         if let Some(w) = self.map.get_mut(&key)
             && !w.will_wake(waker)
@@ -83,43 +88,55 @@ impl Timers {
 /// later than the last): a [`Sleep`] per wait would cost a map insert and a
 /// remove each time, where this costs two compares. Its owner must call
 /// [`LazyDeadline::clear`] before it goes (or leave one spurious wake behind).
+///
+/// Its map key is the armed deadline and an `id` the owner passes on every
+/// call, unique among the lazy deadlines alive on the proactor (a
+/// connection's fd, open while it lives): one `Instant`, not a key, in
+/// every idle connection.
 #[derive(Debug, Default)]
 pub struct LazyDeadline {
-    /// The map's key while it holds an entry for this deadline, or held it
-    /// until it fired.
-    armed: std::cell::Cell<Option<(Instant, u64)>>,
+    /// The deadline of the map's entry while it holds one for this, or
+    /// held it until it fired.
+    armed: std::cell::Cell<Option<Instant>>,
 }
+
+/// Sets lazy deadlines' map keys apart from [`Sleep`]'s, which count up
+/// from 1 and never reach it.
+const LAZY_ID: u64 = 1 << 63;
 
 impl LazyDeadline {
     /// True once `at` has passed (a timer turn found it due); otherwise `cx`
     /// is woken no later than at `at` (perhaps earlier, spuriously). Every
-    /// poll must come from the same task: the waker is the one stored when
-    /// the entry was armed.
-    pub fn poll_until(&self, p: &Proactor, at: Instant, cx: &mut Context<'_>) -> bool {
+    /// poll must come from the same task (the waker is the one stored when
+    /// the entry was armed) and pass the same `id`.
+    pub fn poll_until(&self, p: &Proactor, id: i32, at: Instant, cx: &mut Context<'_>) -> bool {
+        let key = |at| (at, LAZY_ID | u64::from(id as u32));
         let mut timers = p.inner.timers.borrow_mut();
-        if let Some(key) = self.armed.get() {
-            if !timers.has_fired(key.0) {
-                if key.0 <= at {
+        if let Some(armed) = self.armed.get() {
+            if !timers.has_fired(armed) {
+                if armed <= at {
                     // Still in the map, due no later than `at`: it wakes us.
                     return false;
                 }
-                timers.remove(key);
+                timers.remove(key(armed));
             }
             self.armed.set(None);
         }
         if timers.has_fired(at) {
             return true;
         }
-        self.armed.set(Some(timers.insert(at, cx.waker().clone())));
+        timers.insert_key(key(at), cx.waker().clone());
+        self.armed.set(Some(at));
         false
     }
 
-    /// Takes the deadline out of the map (if it has not fired).
-    pub fn clear(&self, p: &Proactor) {
-        if let Some(key) = self.armed.take() {
+    /// Takes the deadline out of the map (if it has not fired); `id` as
+    /// given to [`LazyDeadline::poll_until`].
+    pub fn clear(&self, p: &Proactor, id: i32) {
+        if let Some(armed) = self.armed.take() {
             let mut timers = p.inner.timers.borrow_mut();
-            if !timers.has_fired(key.0) {
-                timers.remove(key);
+            if !timers.has_fired(armed) {
+                timers.remove((armed, LAZY_ID | u64::from(id as u32)));
             }
         }
     }

@@ -4,8 +4,9 @@
 //! ```text
 //!   multishot recv armed once ── CQE {res=78, BUFFER=3} ──▶ copy into rbuf,
 //!   buffer 3 back to the ring → decode → route → encode into wbuf
-//!   (more complete requests? loop) → IORING_OP_SEND wbuf (moved into the
-//!   operation; back with the CQE) → idle: request state back to the pool
+//!   (more complete requests? loop) → IORING_OP_SEND of the answer, split
+//!   off wbuf and not waited for (a detached send) → idle: request state
+//!   back to the pool; the idle wait watches the send
 //! ```
 //!
 //! Unlike the epoll driver there is no "try the read first": the recv is
@@ -44,7 +45,6 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// One connection's state (small: an idle connection is this, its task
 /// and its armed recv).
 pub(super) struct Conn {
-    pub(super) ctx: Rc<WorkerCtx>,
     pub(super) stream: TcpStream,
     /// Buffers and decoder while a request is in hand; `None` while idle.
     pub(super) active: Option<Box<Active>>,
@@ -70,9 +70,10 @@ pub(super) struct Conn {
     /// The one timer entry every wait for bytes shares: going idle again
     /// moves the deadline later without touching the timer map.
     deadline: proactor::time::LazyDeadline,
-    /// Counts the connection open; declared last so that it drops after
-    /// the socket is closed.
-    _guard: ConnGuard,
+    /// The worker, through the guard that counts the connection open
+    /// (one reference for both); declared last so that it drops after the
+    /// socket is closed.
+    pub(super) ctx: ConnGuard,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
@@ -83,6 +84,8 @@ pub(super) struct Conn {
 /// holds it once instead of also keeping `serve`'s two arguments.
 pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future<Output = ()>> {
     let guard = ctx.open_connection();
+    drop(ctx);
+    let ctx = &guard;
     let now = Instant::now();
     let on = (ctx.config.admin).surface_of(stream.as_fd());
     if on == Surface::Admin {
@@ -92,7 +95,6 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
     // operator reaches --admin directly).
     let proxied = on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd());
     let mut conn = Conn {
-        ctx,
         stream,
         active: None,
         head_started: None,
@@ -102,7 +104,7 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         tls: false,
         nagle: driver::Nagle::Unwritten,
         deadline: Default::default(),
-        _guard: guard,
+        ctx: guard,
     };
     if let Some(tls) = conn.ctx.tls.on(on) {
         // Dropped on failure: its guard counts the connection closed.
@@ -158,7 +160,8 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.deadline.clear(&self.ctx.proactor);
+        self.deadline
+            .clear(&self.ctx.proactor, self.stream.as_raw_fd());
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
@@ -206,14 +209,16 @@ impl Conn {
                     TimeoutKind::Header,
                 )
             } else {
+                // The turn's clock: an idle deadline needs no finer one.
                 (
-                    Instant::now() + self.ctx.config.idle_timeout,
+                    self.ctx.proactor.now() + self.ctx.config.idle_timeout,
                     TimeoutKind::Idle,
                 )
             };
             let taken = match self.recv(at, kind, Waiting::Idle).await {
                 Ok(Some(buf)) => {
-                    self.head_started = Some(Instant::now());
+                    // When the turn that brought the bytes woke up.
+                    self.head_started = Some(self.ctx.proactor.now());
                     self.take_bytes(&buf)
                 }
                 Ok(None) => return Stop::Done,
@@ -344,7 +349,9 @@ impl Conn {
     /// to answer in this turn encodes into the rest of it. Otherwise every
     /// connection waiting for its send's CQE held a state of its own (two
     /// 4 KiB buffers): opening 10,000 connections (scripts/idle-memory.sh)
-    /// peaked at 2.4 MB of them, heap that stayed resident after.
+    /// peaked at 2.4 MB of them, heap that stayed resident after. That send
+    /// is detached ([`proactor::TcpStream::send_detached`]): the connection
+    /// goes idle without waiting for its CQE.
     pub(super) async fn flush(&mut self) -> Res {
         self.write_out(0).await
     }
@@ -579,7 +586,8 @@ impl Future for Recv<'_> {
             _ => this.at,
         };
         let at = this.at.min(write_at);
-        if conn.deadline.poll_until(&conn.ctx.proactor, at, cx) {
+        let id = conn.stream.as_raw_fd();
+        if conn.deadline.poll_until(&conn.ctx.proactor, id, at, cx) {
             return Poll::Ready(Err(if write_at < this.at {
                 Stop::Timeout(TimeoutKind::Write)
             } else if this.in_grace {

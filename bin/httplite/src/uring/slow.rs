@@ -46,7 +46,9 @@ impl Waits for Conn {
 
     #[inline]
     fn start_request(&mut self) {
-        self.request_started = self.head_started.take().unwrap_or_else(Instant::now);
+        // A pipelined request: its turn's clock, as the first one's.
+        self.request_started =
+            (self.head_started.take()).unwrap_or_else(|| self.ctx.proactor.now());
     }
 
     #[inline]
