@@ -128,6 +128,7 @@ impl Builder {
                 wake_buf: RefCell::new(Vec::new()),
                 stats: Arc::new(Counters::default()),
                 max_wait: self.max_wait,
+                now: Cell::new(Instant::now()),
             }),
         };
         p.arm_notify();
@@ -183,6 +184,8 @@ pub(crate) struct Inner {
     pub(crate) wake_buf: RefCell<Vec<Waker>>,
     pub stats: Arc<Counters>,
     pub(crate) max_wait: Option<Duration>,
+    /// When the last turn's CQEs had been reaped ([`Proactor::now`]).
+    pub(crate) now: Cell<Instant>,
 }
 
 thread_local! {
@@ -227,6 +230,15 @@ impl Proactor {
         CURRENT
             .with(|c| c.borrow().clone())
             .expect("no proactor entered on this thread")
+    }
+
+    /// The time the last turn woke up (read once its CQEs were reaped): a
+    /// cached clock, at most one loop turn old, for deadlines that need no
+    /// finer precision (idle and header timeouts). The read is the one the
+    /// turn makes to fire its timers anyway.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        self.inner.now.get()
     }
 
     /// A handle that wakes this proactor from any thread.
@@ -321,8 +333,24 @@ impl Proactor {
     /// # Safety
     /// As [`Proactor::push`]; the caller keeps the memory the SQE points to
     /// until the operation's last CQE, or hands it to [`Proactor::release`].
-    pub(crate) unsafe fn start(&self, kind: Kind, mut sqe: Sqe) -> OpKey {
+    pub(crate) unsafe fn start(&self, kind: Kind, sqe: Sqe) -> OpKey {
+        // SAFETY: our caller's contract.
+        unsafe { self.start_with(kind, sqe, |_, _| {}) }
+    }
+
+    /// [`Proactor::start`], with `with` run on the table and the new key
+    /// before the SQE is queued (to keep the operation's memory there).
+    ///
+    /// # Safety
+    /// As [`Proactor::start`].
+    pub(crate) unsafe fn start_with(
+        &self,
+        kind: Kind,
+        mut sqe: Sqe,
+        with: impl FnOnce(&mut Ops, OpKey),
+    ) -> OpKey {
         let key = self.inner.ops.borrow_mut().insert(kind);
+        with(&mut self.inner.ops.borrow_mut(), key);
         if let Some(fds) = late_fds(&sqe) {
             self.inner.ops.borrow_mut().insert_late(key, fds);
         }
@@ -520,8 +548,10 @@ impl Proactor {
             self.dispatch(cqe, &mut wakes);
         }
         drop(cqes);
+        let now = Instant::now();
+        inner.now.set(now);
         if inner.timers.borrow().len() != 0 {
-            let fired = inner.timers.borrow_mut().fire(Instant::now(), &mut wakes);
+            let fired = inner.timers.borrow_mut().fire(now, &mut wakes);
             inner.stats.timers_fired.add(fired as u64);
         }
         for w in wakes.drain(..) {
@@ -555,6 +585,35 @@ impl Proactor {
             return;
         };
         let more = cqe.flags & IORING_CQE_F_MORE != 0;
+        if let Kind::Send { awaits } = slot.kind
+            && !slot.orphan
+            && !more
+        {
+            let idx = (cqe.user_data & 0xffff_ffff) as u32;
+            if ops
+                .detached_len(idx)
+                .is_some_and(|len| cqe.res >= 0 && cqe.res as u32 == len)
+            {
+                // Every byte went: its owner learns only if it waits.
+                let waker = ops.slot_at(idx).waker.take().filter(|_| awaits);
+                wakes.extend(waker);
+                let buf = ops.remove(idx);
+                self.inner.stats.in_flight.set(ops.live() as u64);
+                drop(ops);
+                drop(buf);
+                return;
+            }
+            let slot = ops.slot_at(idx);
+            slot.cqes.push_back(Completion {
+                res: cqe.res,
+                flags: cqe.flags,
+            });
+            slot.done = true;
+            if let Some(w) = slot.waker.take() {
+                wakes.push(w);
+            }
+            return;
+        }
         let c = Completion {
             res: cqe.res,
             flags: cqe.flags,

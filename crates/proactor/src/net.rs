@@ -171,12 +171,20 @@ impl Drop for RecvBuf {
     }
 }
 
+/// A [`TcpStream`]'s `send` word with no detached send in flight: a
+/// `user_data` no operation has (the notifier's).
+const NO_SEND: u64 = crate::driver::NOTIFY_UD;
+
 /// A connected socket driven by the ring.
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Option<OwnedFd>,
     p: Proactor,
     recv: Cell<Option<OpKey>>,
+    /// The `user_data` of the detached send in flight
+    /// ([`TcpStream::send_detached`]), or [`NO_SEND`] (a word, not an
+    /// `Option<OpKey>`: every idle connection keeps one).
+    send: Cell<u64>,
 }
 
 impl TcpStream {
@@ -197,6 +205,7 @@ impl TcpStream {
             fd: Some(fd),
             p: p.clone(),
             recv: Cell::new(None),
+            send: Cell::new(NO_SEND),
         }
     }
 
@@ -306,6 +315,87 @@ impl TcpStream {
         (Ok(()), tail.buf)
     }
 
+    /// Sends all of `buf` without waiting for it (`MSG_WAITALL`: the
+    /// kernel sends the rest of a short send itself): the stream keeps the
+    /// operation, the proactor the buffer. A completion that reports every
+    /// byte sent frees both and wakes nobody; any other is kept for
+    /// [`TcpStream::poll_detached`], which the next send must wait on
+    /// first (two sends in flight could interleave their bytes).
+    ///
+    /// Dropping the stream with the send in flight cancels it.
+    ///
+    /// # Panics
+    /// If a detached send is still in flight, or `buf` is 4 GiB or more.
+    pub fn send_detached<B: IoBuf>(&self, buf: B, flags: libc::c_int) {
+        assert!(self.send.get() == NO_SEND, "a detached send in flight");
+        let len = u32::try_from(buf.len()).expect("a send under 4 GiB");
+        let sqe = op::send_sqe(
+            self.raw(),
+            buf.as_ptr(),
+            buf.len(),
+            libc::MSG_WAITALL | flags,
+        );
+        let buf: Box<dyn std::any::Any> = Box::new(buf);
+        // SAFETY: the SQE points into `buf`'s stable memory (IoBuf), which
+        // the table keeps until the slot is freed, after the last CQE. The
+        // stream owns the fd, and its close goes through the ring behind
+        // this SQE (module docs).
+        let key = unsafe {
+            self.p
+                .start_with(Kind::Send { awaits: false }, sqe, |ops, key| {
+                    ops.insert_detached(key, len, buf)
+                })
+        };
+        self.send.set(key.user_data());
+    }
+
+    /// Whether a detached send was started and not yet seen to end by
+    /// [`TcpStream::poll_detached`].
+    pub fn has_detached(&self) -> bool {
+        self.send.get() != NO_SEND
+    }
+
+    /// Whether the detached send has ended: `Ready(None)` if it sent every
+    /// byte (or there is none), `Ready(Some((result, buf)))` if it did not
+    /// (an error, or a count short of the whole: the caller sends the rest),
+    /// with the buffer back; `Pending` (with `cx` woken at that end) while
+    /// it is in flight. `B` must be the type given to
+    /// [`TcpStream::send_detached`].
+    ///
+    /// `awaits`: whether `cx` is to be woken when everything is sent too,
+    /// not only on a failure (an idle connection wants no wake for a send
+    /// that went well; one about to close does).
+    pub fn poll_detached<B: IoBuf>(
+        &self,
+        cx: &mut Context<'_>,
+        awaits: bool,
+    ) -> Poll<Option<(io::Result<usize>, B)>> {
+        let ud = self.send.get();
+        if ud == NO_SEND {
+            return Poll::Ready(None);
+        }
+        let mut ops = self.p.inner.ops.borrow_mut();
+        let Some(slot) = ops.get(ud) else {
+            // Freed by its CQE: everything went.
+            self.send.set(NO_SEND);
+            return Poll::Ready(None);
+        };
+        let Some(c) = slot.cqes.pop_front() else {
+            slot.kind = Kind::Send { awaits };
+            match &slot.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => slot.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        };
+        let buf = ops.remove(ud as u32).expect("a detached send's buffer");
+        self.p.inner.stats.in_flight.set(ops.live() as u64);
+        drop(ops);
+        self.send.set(NO_SEND);
+        let buf = buf.downcast::<B>().expect("the type the send was given");
+        Poll::Ready(Some((op::result(c.res), *buf)))
+    }
+
     /// `shutdown(2)` through the ring.
     pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
         // SAFETY: the stream owns the fd and is borrowed while the future
@@ -348,6 +438,14 @@ impl Drop for TcpStream {
         // shutdown still in the kernel holds the close back until its last
         // CQE (`Proactor::close_detached`).
         if let Some(key) = self.recv.take() {
+            self.p.release(key, None);
+        }
+        let ud = self.send.replace(NO_SEND);
+        if ud != NO_SEND && self.p.inner.ops.borrow_mut().get(ud).is_some() {
+            let key = OpKey {
+                idx: ud as u32,
+                generation: (ud >> 32) as u32,
+            };
             self.p.release(key, None);
         }
         if let Some(fd) = self.fd.take() {

@@ -20,6 +20,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::task::Waker;
@@ -38,6 +39,14 @@ pub enum Kind {
     Read,
     /// Anything else (send, close, shutdown, timeout): nothing to undo.
     Other,
+    /// A detached send ([`crate::TcpStream::send_detached`]): its buffer
+    /// waits beside the table, and a CQE that reports every byte sent
+    /// frees the slot and the buffer at once, waking its owner only if it
+    /// `awaits` that end (not just a failure).
+    Send {
+        /// Whether the owner waits for the send to end, not only to fail.
+        awaits: bool,
+    },
 }
 
 /// One CQE's result and flags, as a future receives it.
@@ -148,6 +157,29 @@ pub(crate) struct Ops {
     /// Operations whose fds the kernel looks up late (by slot index), and
     /// the closes waiting for them; dropped with their slot.
     late: HashMap<u32, Late>,
+    /// Detached sends (by slot index): the length that means "all sent",
+    /// and the buffer, freed with the slot.
+    detached: HashMap<u32, (u32, Box<dyn Any>), BuildHasherDefault<IdxHasher>>,
+}
+
+/// Hashes a slot index with one multiply: the detached-send map is
+/// touched twice per send, and its keys are small integers no one
+/// chooses from outside.
+#[derive(Default)]
+pub(crate) struct IdxHasher(u64);
+
+impl Hasher for IdxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// An operation in flight whose fds the kernel looks up only when one of
@@ -208,6 +240,11 @@ impl Ops {
         s
     }
 
+    /// The live slot at `idx`.
+    pub(crate) fn slot_at(&mut self, idx: u32) -> &mut Slot {
+        &mut self.slots[idx as usize]
+    }
+
     /// Marks a slot orphaned (its future is gone, the kernel is not done).
     pub fn orphan(&mut self, key: OpKey, parked: Option<Box<dyn Any>>) {
         let s = self.slot(key);
@@ -217,6 +254,17 @@ impl Ops {
             self.parked.insert(key.idx, p);
         }
         self.orphans += 1;
+    }
+
+    /// Keeps a detached send's buffer, and the result that means it sent
+    /// all of it, until its slot is freed.
+    pub(crate) fn insert_detached(&mut self, key: OpKey, len: u32, buf: Box<dyn Any>) {
+        self.detached.insert(key.idx, (len, buf));
+    }
+
+    /// The length a detached send must report to have sent everything.
+    pub(crate) fn detached_len(&self, idx: u32) -> Option<u32> {
+        self.detached.get(&idx).map(|d| d.0)
     }
 
     /// Records that the kernel looks up the fds of `key`'s operation late
@@ -267,6 +315,11 @@ impl Ops {
             self.parked.remove(&idx)
         } else {
             None
+        };
+        // A detached send parks nothing of its own: its buffer is here.
+        let parked = match s.kind {
+            Kind::Send { .. } => self.detached.remove(&idx).map(|d| d.1).or(parked),
+            _ => parked,
         };
         // Nearly always empty: only SHUTDOWN and SPLICE are late.
         if self.late.is_empty() {

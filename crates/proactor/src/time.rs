@@ -21,6 +21,9 @@ use crate::Proactor;
 pub(crate) struct Timers {
     map: BTreeMap<(Instant, u64), Waker>,
     seq: u64,
+    /// The `now` of the last [`Timers::fire`]: every deadline at or before
+    /// it has left the map, none after it has.
+    fired_through: Option<Instant>,
 }
 
 impl Timers {
@@ -29,6 +32,11 @@ impl Timers {
         let key = (at, self.seq);
         self.map.insert(key, waker);
         key
+    }
+
+    /// Inserts under a key the caller makes unique.
+    fn insert_key(&mut self, key: (Instant, u64), waker: Waker) {
+        self.map.insert(key, waker);
     }
 
     pub fn update(&mut self, key: (Instant, u64), waker: &Waker) {
@@ -49,6 +57,7 @@ impl Timers {
 
     /// Moves the wakers of every deadline ≤ `now` into `out`.
     pub fn fire(&mut self, now: Instant, out: &mut Vec<Waker>) -> usize {
+        self.fired_through = Some(now);
         let mut n = 0;
         while let Some(entry) = self.map.first_entry() {
             if entry.key().0 > now {
@@ -62,6 +71,74 @@ impl Timers {
 
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Whether a deadline at `at` has fired (it is out of the map).
+    fn has_fired(&self, at: Instant) -> bool {
+        self.fired_through.is_some_and(|t| at <= t)
+    }
+}
+
+/// One deadline kept in the timer map across many waits of one task, whose
+/// deadline may move later for free: the map keeps the *armed* entry, moved
+/// only earlier; when it fires before the deadline that counts, the task is
+/// woken once, and the next poll arms it again for that deadline.
+///
+/// A connection waits under a new deadline for every idle wait (each one
+/// later than the last): a [`Sleep`] per wait would cost a map insert and a
+/// remove each time, where this costs two compares. Its owner must call
+/// [`LazyDeadline::clear`] before it goes (or leave one spurious wake behind).
+///
+/// Its map key is the armed deadline and an `id` the owner passes on every
+/// call, unique among the lazy deadlines alive on the proactor (a
+/// connection's fd, open while it lives): one `Instant`, not a key, in
+/// every idle connection.
+#[derive(Debug, Default)]
+pub struct LazyDeadline {
+    /// The deadline of the map's entry while it holds one for this, or
+    /// held it until it fired.
+    armed: std::cell::Cell<Option<Instant>>,
+}
+
+/// Sets lazy deadlines' map keys apart from [`Sleep`]'s, which count up
+/// from 1 and never reach it.
+const LAZY_ID: u64 = 1 << 63;
+
+impl LazyDeadline {
+    /// True once `at` has passed (a timer turn found it due); otherwise `cx`
+    /// is woken no later than at `at` (perhaps earlier, spuriously). Every
+    /// poll must come from the same task (the waker is the one stored when
+    /// the entry was armed) and pass the same `id`.
+    pub fn poll_until(&self, p: &Proactor, id: i32, at: Instant, cx: &mut Context<'_>) -> bool {
+        let key = |at| (at, LAZY_ID | u64::from(id as u32));
+        let mut timers = p.inner.timers.borrow_mut();
+        if let Some(armed) = self.armed.get() {
+            if !timers.has_fired(armed) {
+                if armed <= at {
+                    // Still in the map, due no later than `at`: it wakes us.
+                    return false;
+                }
+                timers.remove(key(armed));
+            }
+            self.armed.set(None);
+        }
+        if timers.has_fired(at) {
+            return true;
+        }
+        timers.insert_key(key(at), cx.waker().clone());
+        self.armed.set(Some(at));
+        false
+    }
+
+    /// Takes the deadline out of the map (if it has not fired); `id` as
+    /// given to [`LazyDeadline::poll_until`].
+    pub fn clear(&self, p: &Proactor, id: i32) {
+        if let Some(armed) = self.armed.take() {
+            let mut timers = p.inner.timers.borrow_mut();
+            if !timers.has_fired(armed) {
+                timers.remove((armed, LAZY_ID | u64::from(id as u32)));
+            }
+        }
     }
 }
 

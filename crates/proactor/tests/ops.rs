@@ -524,3 +524,66 @@ fn wake_all_polls_every_task_once() {
     });
     assert_eq!(seen, 6, "each task polled once more, no more");
 }
+
+/// A detached send larger than the socket buffer still goes out whole
+/// (`MSG_WAITALL`: the kernel sends the rest itself), and an owner that
+/// waits for its end is woken when it has sent everything.
+#[test]
+fn a_detached_send_goes_out_whole() {
+    const LEN: usize = 8 << 20;
+    let listener = std::net::TcpListener::bind(localhost()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reader = thread::spawn(move || {
+        let mut client = StdStream::connect(addr).unwrap();
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        got
+    });
+    let (server, _) = listener.accept().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let s = proactor::TcpStream::from_std(server).unwrap();
+        let bytes: Vec<u8> = (0..LEN).map(|i| i as u8).collect();
+        s.send_detached(bytes, 0);
+        assert!(s.has_detached());
+        let end = std::future::poll_fn(|cx| s.poll_detached::<Vec<u8>>(cx, true)).await;
+        assert!(end.is_none(), "a short or failed send");
+        assert!(!s.has_detached());
+        s.close().await.unwrap();
+    });
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), LEN);
+    assert!(got.iter().enumerate().all(|(i, &b)| b == i as u8));
+}
+
+/// A detached send to a peer that has gone reports its failure, with the
+/// buffer back.
+#[test]
+fn a_failed_detached_send_reports_its_error() {
+    let listener = std::net::TcpListener::bind(localhost()).unwrap();
+    let client = StdStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    // Gone: the first send draws a reset, and a later one fails.
+    drop(client);
+    let rt = runtime();
+    rt.block_on(async {
+        let s = proactor::TcpStream::from_std(server).unwrap();
+        let mut failed = None;
+        for _ in 0..3 {
+            s.send_detached(vec![7u8; 1024], 0);
+            match std::future::poll_fn(|cx| s.poll_detached::<Vec<u8>>(cx, true)).await {
+                None => time::sleep(Duration::from_millis(20)).await,
+                Some((r, buf)) => {
+                    assert_eq!(buf.len(), 1024);
+                    failed = Some(r);
+                    break;
+                }
+            }
+        }
+        let err = failed.expect("no send failed").expect_err("a failed send");
+        assert!(
+            matches!(err.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)),
+            "{err}"
+        );
+    });
+}

@@ -4,8 +4,9 @@
 //! ```text
 //!   multishot recv armed once ── CQE {res=78, BUFFER=3} ──▶ copy into rbuf,
 //!   buffer 3 back to the ring → decode → route → encode into wbuf
-//!   (more complete requests? loop) → IORING_OP_SEND wbuf (moved into the
-//!   operation; back with the CQE) → idle: request state back to the pool
+//!   (more complete requests? loop) → IORING_OP_SEND of the answer, split
+//!   off wbuf and not waited for (a detached send) → idle: request state
+//!   back to the pool; the idle wait watches the send
 //! ```
 //!
 //! Unlike the epoll driver there is no "try the read first": the recv is
@@ -44,7 +45,6 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// One connection's state (small: an idle connection is this, its task
 /// and its armed recv).
 pub(super) struct Conn {
-    pub(super) ctx: Rc<WorkerCtx>,
     pub(super) stream: TcpStream,
     /// Buffers and decoder while a request is in hand; `None` while idle.
     pub(super) active: Option<Box<Active>>,
@@ -67,9 +67,13 @@ pub(super) struct Conn {
     /// Whether the next send needs `TCP_NODELAY` first (shares the word
     /// with the flags above).
     pub(super) nagle: driver::Nagle,
-    /// Counts the connection open; declared last so that it drops after
-    /// the socket is closed.
-    _guard: ConnGuard,
+    /// The one timer entry every wait for bytes shares: going idle again
+    /// moves the deadline later without touching the timer map.
+    deadline: proactor::time::LazyDeadline,
+    /// The worker, through the guard that counts the connection open
+    /// (one reference for both); declared last so that it drops after the
+    /// socket is closed.
+    pub(super) ctx: ConnGuard,
 }
 
 /// Serves one connection to the end. Never panics on bad input: protocol
@@ -80,6 +84,8 @@ pub(super) struct Conn {
 /// holds it once instead of also keeping `serve`'s two arguments.
 pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future<Output = ()>> {
     let guard = ctx.open_connection();
+    drop(ctx);
+    let ctx = &guard;
     let now = Instant::now();
     let on = (ctx.config.admin).surface_of(stream.as_fd());
     if on == Surface::Admin {
@@ -89,7 +95,6 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
     // operator reaches --admin directly).
     let proxied = on == Surface::Public && ctx.config.proxy.expects_header(stream.as_raw_fd());
     let mut conn = Conn {
-        ctx,
         stream,
         active: None,
         head_started: None,
@@ -98,7 +103,8 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
         on,
         tls: false,
         nagle: driver::Nagle::Unwritten,
-        _guard: guard,
+        deadline: Default::default(),
+        ctx: guard,
     };
     if let Some(tls) = conn.ctx.tls.on(on) {
         // Dropped on failure: its guard counts the connection closed.
@@ -137,13 +143,25 @@ pub(super) fn serve(ctx: Rc<WorkerCtx>, stream: TcpStream) -> Option<impl Future
                 }
             }
         }
-        let stop = conn.run().await;
+        let mut stop = conn.run().await;
+        // An answer may still be on its way (a detached send): it goes
+        // before the close, unless it is what timed out.
+        // (Boxed: this state must not enlarge every idle connection's
+        // future.)
+        if !matches!(stop, Stop::Timeout(TimeoutKind::Write))
+            && conn.stream.has_detached()
+            && let Err(failed) = Box::pin(conn.sent()).await
+        {
+            stop = failed;
+        }
         conn.finish(stop);
     })
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        self.deadline
+            .clear(&self.ctx.proactor, self.stream.as_raw_fd());
         if let Some(active) = self.active.take() {
             self.ctx.pool.put(active);
         }
@@ -191,14 +209,16 @@ impl Conn {
                     TimeoutKind::Header,
                 )
             } else {
+                // The turn's clock: an idle deadline needs no finer one.
                 (
-                    Instant::now() + self.ctx.config.idle_timeout,
+                    self.ctx.proactor.now() + self.ctx.config.idle_timeout,
                     TimeoutKind::Idle,
                 )
             };
             let taken = match self.recv(at, kind, Waiting::Idle).await {
                 Ok(Some(buf)) => {
-                    self.head_started = Some(Instant::now());
+                    // When the turn that brought the bytes woke up.
+                    self.head_started = Some(self.ctx.proactor.now());
                     self.take_bytes(&buf)
                 }
                 Ok(None) => return Stop::Done,
@@ -281,7 +301,7 @@ impl Conn {
     fn recv(&self, at: Instant, kind: TimeoutKind, waiting: Waiting) -> Recv<'_> {
         Recv {
             conn: self,
-            sleep: proactor::time::sleep_until(at),
+            at,
             kind,
             waiting,
             in_grace: false,
@@ -329,7 +349,9 @@ impl Conn {
     /// to answer in this turn encodes into the rest of it. Otherwise every
     /// connection waiting for its send's CQE held a state of its own (two
     /// 4 KiB buffers): opening 10,000 connections (scripts/idle-memory.sh)
-    /// peaked at 2.4 MB of them, heap that stayed resident after.
+    /// peaked at 2.4 MB of them, heap that stayed resident after. That send
+    /// is detached ([`proactor::TcpStream::send_detached`]): the connection
+    /// goes idle without waiting for its CQE.
     pub(super) async fn flush(&mut self) -> Res {
         self.write_out(0).await
     }
@@ -340,6 +362,7 @@ impl Conn {
         if self.tls {
             return Box::pin(self.write_out_tls(flags)).await;
         }
+        self.sent().await?;
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
@@ -349,16 +372,70 @@ impl Conn {
         if self.nagle.before_write(flags & libc::MSG_MORE != 0) {
             let _ = reactor::sys::set_nodelay(self.stream.as_fd(), true);
         }
-        let at = Instant::now() + self.ctx.config.write_timeout;
         if active.is_between_requests() {
+            // Not waited for: the connection goes idle at once, and the
+            // idle wait watches the send (its write timeout, its failure).
             let answer = active.wbuf.split();
             self.release_active();
-            return uio::send_all(&self.stream, answer, at, flags).await.0;
+            let answer = uio::SendBuf {
+                buf: answer,
+                start: 0,
+            };
+            self.stream.send_detached(answer, flags);
+            return Ok(());
         }
+        let at = Instant::now() + self.ctx.config.write_timeout;
         let wbuf = std::mem::take(&mut active.wbuf);
         let (r, wbuf) = uio::send_all(&self.stream, wbuf, at, flags).await;
         self.io().wbuf = wbuf;
         r
+    }
+
+    /// Waits, under the write timeout, until the detached send in flight
+    /// (if any) has sent everything.
+    pub(super) async fn sent(&mut self) -> Res {
+        if !self.stream.has_detached() {
+            return Ok(());
+        }
+        // Nearly always over already (its CQE came in an earlier turn): no
+        // clock read, no timer then.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(r) = self.poll_sent(&mut cx, false) {
+            return r;
+        }
+        let at = Instant::now() + self.ctx.config.write_timeout;
+        uio::until(
+            at,
+            TimeoutKind::Write,
+            std::future::poll_fn(|cx| self.poll_sent(cx, true)),
+        )
+        .await?
+    }
+
+    /// Whether the detached send has sent everything (`Ready(Ok)`) or
+    /// failed; a short send's rest is sent on, detached again. `awaits`:
+    /// `cx` is woken when everything is sent too, not only on a failure.
+    fn poll_sent(&self, cx: &mut std::task::Context<'_>, awaits: bool) -> Poll<Res> {
+        loop {
+            let (r, mut rest) = match self.stream.poll_detached::<uio::SendBuf>(cx, awaits) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Ready(Some(ended)) => ended,
+            };
+            match r {
+                Ok(0) => return Poll::Ready(Err(Stop::Io(io::ErrorKind::WriteZero.into()))),
+                Ok(n) => rest.start += n,
+                // The ring retries a full socket itself; should it answer
+                // EAGAIN all the same, the same send goes again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Poll::Ready(Err(Stop::Io(e))),
+            }
+            self.stream.send_detached(rest, 0);
+        }
     }
 
     /// Writes what is buffered, then half-closes and drains what the client
@@ -372,6 +449,9 @@ impl Conn {
     /// so the close never finds unread bytes there to turn into a reset.)
     pub(super) async fn close(&mut self) -> Stop {
         if let Err(stop) = self.flush().await {
+            return stop;
+        }
+        if let Err(stop) = self.sent().await {
             return stop;
         }
         if self.tls
@@ -453,11 +533,12 @@ impl Conn {
 }
 
 /// The wait of [`Conn::recv`], written out as a struct so that an idle
-/// connection's future holds only this: one reference, the timer, three
+/// connection's future holds only this: one reference, the deadline, three
 /// bytes (a closure capturing each field it reads was twice the size).
 struct Recv<'a> {
     conn: &'a Conn,
-    sleep: proactor::time::Sleep,
+    /// Under the connection's [`Conn::deadline`].
+    at: Instant,
     kind: TimeoutKind,
     waiting: Waiting,
     /// Shutdown began while a first request may still be on its way.
@@ -473,6 +554,15 @@ impl Future for Recv<'_> {
         if let Poll::Ready(r) = conn.stream.poll_recv(cx) {
             return Poll::Ready(r.map_err(Stop::Io));
         }
+        // An answer still in flight: its failure ends the wait, and so does
+        // its write timeout, counted from when the wait began (an idle
+        // wait begins as its answer is sent).
+        let sending = conn.stream.has_detached()
+            && match conn.poll_sent(cx, false) {
+                Poll::Ready(Ok(())) => false,
+                Poll::Ready(Err(stop)) => return Poll::Ready(Err(stop)),
+                Poll::Pending => true,
+            };
         if this.waiting == Waiting::Idle && conn.ctx.shutdown.get() {
             // A client accepted just before shutdown has its first
             // request on the way: it gets the grace, not a close.
@@ -484,11 +574,23 @@ impl Future for Recv<'_> {
             };
             if !this.in_grace {
                 this.in_grace = true;
-                this.sleep = proactor::time::sleep_until(grace_end);
+                this.at = grace_end;
             }
         }
-        if Pin::new(&mut this.sleep).poll(cx).is_ready() {
-            return Poll::Ready(Err(if this.in_grace {
+        let config = &conn.ctx.config;
+        let write_at = match this.kind {
+            TimeoutKind::Idle if sending && !this.in_grace => this
+                .at
+                .checked_sub(config.idle_timeout)
+                .map_or(this.at, |began| began + config.write_timeout),
+            _ => this.at,
+        };
+        let at = this.at.min(write_at);
+        let id = conn.stream.as_raw_fd();
+        if conn.deadline.poll_until(&conn.ctx.proactor, id, at, cx) {
+            return Poll::Ready(Err(if write_at < this.at {
+                Stop::Timeout(TimeoutKind::Write)
+            } else if this.in_grace {
                 Stop::Shutdown
             } else {
                 Stop::Timeout(this.kind)

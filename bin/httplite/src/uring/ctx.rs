@@ -75,9 +75,18 @@ impl WorkerCtx {
     }
 }
 
-/// Marks a connection closed when dropped.
+/// Marks a connection closed when dropped; meanwhile, the connection's
+/// reference to its worker.
 pub(super) struct ConnGuard {
     ctx: Rc<WorkerCtx>,
+}
+
+impl std::ops::Deref for ConnGuard {
+    type Target = Rc<WorkerCtx>;
+
+    fn deref(&self) -> &Rc<WorkerCtx> {
+        &self.ctx
+    }
 }
 
 impl Drop for ConnGuard {

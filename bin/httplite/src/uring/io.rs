@@ -19,8 +19,8 @@ use super::conn::{Res, Stop};
 /// The unsent part of a write buffer, `buf[start..]`, owned by a send
 /// while the kernel reads it.
 pub(super) struct SendBuf {
-    buf: BytesMut,
-    start: usize,
+    pub(super) buf: BytesMut,
+    pub(super) start: usize,
 }
 
 // SAFETY: a `BytesMut`'s bytes live on the heap and do not move when the

@@ -46,7 +46,9 @@ impl Waits for Conn {
 
     #[inline]
     fn start_request(&mut self) {
-        self.request_started = self.head_started.take().unwrap_or_else(Instant::now);
+        // A pipelined request: its turn's clock, as the first one's.
+        self.request_started =
+            (self.head_started.take()).unwrap_or_else(|| self.ctx.proactor.now());
     }
 
     #[inline]
@@ -86,6 +88,8 @@ impl Waits for Conn {
     /// ring poll), and beyond it, or over TLS, `pread` into an owned buffer
     /// sent with `IORING_OP_SEND` (sealed first over TLS).
     async fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Res {
+        // No byte of the file may pass an answer still in flight.
+        self.sent().await?;
         let end = offset + len;
         let mut off = offset;
         let fd = file.as_fd();
