@@ -169,6 +169,7 @@ fn app() -> &'static Arc<App> {
             exposure: httplite::exposure::Exposure::DEMO,
             health_path: None,
             max_sleeping: 1024,
+            proxy: Default::default(),
         })
     })
 }

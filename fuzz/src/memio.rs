@@ -7,10 +7,11 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr};
 use std::ops::Range;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use httplite::blocking::{BlockingIo, Deadline};
+use httplite::blocking::upstream::{PollWaits, Side, Upstream};
+use httplite::blocking::{BlockingIo, Deadline, FileChunk};
 
 use crate::Knobs;
 
@@ -23,6 +24,10 @@ pub struct Wire {
     pub write_shut: bool,
     /// Client bytes the server has read.
     pub consumed: usize,
+    /// When the server let go of the socket, bytes the client had sent
+    /// were still unread (the rest of the read in progress, which a read
+    /// with room for more would have returned).
+    pub unread_at_close: bool,
 }
 
 /// One connection's socket, in memory.
@@ -40,6 +45,7 @@ pub struct MemIo<'a> {
 impl Drop for MemIo<'_> {
     fn drop(&mut self) {
         self.wire.write_shut = self.write_shut.get();
+        self.wire.unread_at_close = !self.current.is_empty();
     }
 }
 
@@ -66,6 +72,8 @@ impl<'a> MemIo<'a> {
 // SAFETY: `read_uninit` counts `n <= buf.len()` bytes and writes each of
 // them from the input.
 unsafe impl BlockingIo for MemIo<'_> {
+    type Waits = PollWaits;
+
     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], _: Deadline) -> io::Result<usize> {
         if self.current.is_empty() {
             match self.reads.next() {
@@ -95,28 +103,34 @@ unsafe impl BlockingIo for MemIo<'_> {
         Ok(n)
     }
 
-    fn sendfile(
-        &mut self,
-        file: RawFd,
-        offset: &mut u64,
-        count: usize,
-        _: Deadline,
-    ) -> io::Result<usize> {
-        assert!(!self.write_shut.get(), "sendfile after shutdown(Write)");
-        let mut chunk = vec![0u8; count.min(64 * 1024)];
-        let at = libc::off_t::try_from(*offset).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: `chunk` is a live, writable buffer of `chunk.len()` bytes,
-        // and `file` is the open file the server is sending (a bad fd would
-        // only make pread fail with EBADF).
-        let n = unsafe { libc::pread(file, chunk.as_mut_ptr().cast(), chunk.len(), at) };
+    fn send_file(&mut self, chunk: FileChunk<'_>, _: Deadline) -> io::Result<usize> {
+        assert!(!self.write_shut.get(), "send_file after shutdown(Write)");
+        // Copied whatever `chunk.copy` says: memory has no zero-copy path.
+        let mut buf = vec![0u8; chunk.count.min(64 * 1024)];
+        let at = libc::off_t::try_from(*chunk.offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes,
+        // and `chunk.file` is the open file the server is sending.
+        let n = unsafe {
+            libc::pread(
+                chunk.file.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                at,
+            )
+        };
         let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
-        self.wire.output.extend_from_slice(&chunk[..n]);
-        *offset += n as u64;
+        self.wire.output.extend_from_slice(&buf[..n]);
+        *chunk.offset += n as u64;
         Ok(n)
     }
 
     fn wait_readable(&mut self, _: Deadline) -> io::Result<()> {
         Ok(()) // data, or the end of the stream, is always there
+    }
+
+    fn wait_either(&mut self, _: &Upstream<Self::Waits>, _: Deadline) -> io::Result<Side> {
+        // No sockets here: a proxied tunnel cannot be driven from memory.
+        Err(io::ErrorKind::Unsupported.into())
     }
 
     fn sleep(&mut self, _: Duration) {}
