@@ -65,17 +65,18 @@ fuzz_target!(|data: &[u8]| {
         apps().1.clone()
     };
     let log = knobs.one_in(2).then(log_path);
+    // The writer thread writes the log; it is finished before the file is
+    // read, or a previous input's lines could still be on their way.
+    let mut log_writer = None;
     let mut ctx = Ctx {
         app,
         config: Arc::new(config),
         stats: Stats::new(1).worker(0),
         access_log: log.map(|path| {
             std::fs::File::create(path).expect("empty the access log");
-            AccessLog::new(
-                LogSink::open(path, WhenFull::Block)
-                    .expect("open the access log")
-                    .0,
-            )
+            let (sink, writer) = LogSink::open(path, WhenFull::Block).expect("open the access log");
+            log_writer = Some(writer);
+            AccessLog::new(sink)
         }),
         idle: IdleSet::default(),
         tls: Default::default(),
@@ -113,7 +114,13 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     if let Some(access_log) = ctx.access_log.take() {
-        drop(access_log); // flushes
+        drop(access_log); // flushes into the writer's queue
+        if let Some(writer) = log_writer.take() {
+            assert!(
+                writer.finish(std::time::Duration::from_secs(10)),
+                "the access-log writer did not finish"
+            );
+        }
         let lines = std::fs::read(log_path()).expect("read the access log");
         if let Err(e) = check_log(&lines, answers.len()) {
             panic!("{e}\nlog: {}", lines.escape_ascii());
