@@ -323,6 +323,7 @@ pub(crate) fn scan(b: &[u8], limits: &Limits, host: &mut HostCache) -> Option<Or
         return None;
     }
     let line_end = line_len + 2;
+
     // Header lines. Every check that could fail hands the head to httparse.
     // What the loop keeps is plain locals, so that it stays in registers;
     // limits that only bound the total are checked once, after it.

@@ -111,10 +111,10 @@ fn recall_section(
         if !(fits && m.version == version && section == &m.bytes[..section.len()]) {
             return None;
         }
+        MISSES.set(0);
         // Offsets only grow by as much as the request line did: as `u16`s,
         // wrapping adds of the difference. Unused slots stay 0, as the
         // scan leaves them.
-        MISSES.set(0);
         let delta = line_end.wrapping_sub(m.line_end) as u16;
         let (count, hosts, with_value) = m.found;
         for (i, (start, &then)) in starts.iter_mut().zip(&m.starts).enumerate() {

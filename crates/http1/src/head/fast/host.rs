@@ -74,11 +74,18 @@ impl HostCache {
         let same = word & self.mask == self.word
             && match self.more_len {
                 0 => true,
-                1 => load16(b, start + 16).map(|w| w & self.more_mask) == Some(self.more[0]),
+                1 => self.second_word_matches(b, start),
                 _ => self.more_match(b, start),
             };
         let cr = start + self.cr;
         (same && b.get(cr + 1) == Some(&b'\n')).then_some(cr + 2)
+    }
+
+    /// Whether a value of one word more (up to 31 bytes with its CR)
+    /// matches in its second word, from `start + 16`.
+    #[inline(always)]
+    fn second_word_matches(&self, b: &[u8], start: usize) -> bool {
+        load16(b, start + 16).map(|w| w & self.more_mask) == Some(self.more[0])
     }
 
     /// Whether the words after the first match those from `start + 16`.
@@ -91,7 +98,7 @@ impl HostCache {
         // A value of up to 31 bytes (a host name and port, most often)
         // has one word more: one compare, without the loop's setup.
         if self.more_len == 1 {
-            return load16(b, start + 16).map(|w| w & self.more_mask) == Some(self.more[0]);
+            return self.second_word_matches(b, start);
         }
         let last = self.more_len - 1;
         self.more
