@@ -188,6 +188,52 @@ fn connection_close_is_honoured() {
     }
 }
 
+/// Segments the client's kernel has received on `c` (`tcpi_segs_in`).
+fn segments_in(c: &Client) -> u32 {
+    use std::os::fd::AsRawFd;
+    // `struct tcp_info` up to `tcpi_segs_in` (Linux 4.2), read as bytes:
+    // the libc crate's struct stops short of it.
+    const SEGS_IN: usize = 140;
+    let mut info = [0u8; 232];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: the fd is the client's open socket; `info` is writable for
+    // `len` bytes, and the kernel writes at most that and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            c.stream().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "TCP_INFO: {}", io::Error::last_os_error());
+    assert!(len as usize >= SEGS_IN + 4, "TCP_INFO is {len} bytes");
+    u32::from_ne_bytes(info[SEGS_IN..SEGS_IN + 4].try_into().unwrap())
+}
+
+/// A connection's last answer and the server's FIN arrive in one segment:
+/// a `Connection: close` exchange costs the client exactly the segments of
+/// the same answer on a connection that stays open.
+#[test]
+fn the_last_answer_arrives_with_the_fin() {
+    for rt in runtimes() {
+        let server = Server::start(rt, &[]);
+        let mut open = server.connect();
+        assert_eq!(open.get("/_httplite/plaintext").status, 200, "[{rt}]");
+        let kept = segments_in(&open);
+        let mut closed = server.connect();
+        closed.send(&get_close("/_httplite/plaintext"));
+        assert_eq!(closed.read_response().status, 200, "[{rt}]");
+        closed.expect_closed(Duration::from_secs(2));
+        assert_eq!(
+            segments_in(&closed),
+            kept,
+            "[{rt}] the answer and the FIN came in separate segments"
+        );
+    }
+}
+
 #[test]
 fn many_requests_on_one_connection() {
     for rt in runtimes() {

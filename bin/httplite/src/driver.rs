@@ -138,6 +138,38 @@ pub fn cap_event_stream_buffer(fd: RawFd) {
     };
 }
 
+/// How a driver sends what its write buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// As it is: an answer the client is waiting for.
+    Now,
+    /// With `MSG_MORE`: a file body follows at once, and the head's last
+    /// partial segment waits to fill up with it, as `TCP_CORK` (nginx's
+    /// `tcp_nopush`) would make it, without the two `setsockopt` calls.
+    BodyFollows,
+    /// With `MSG_MORE`, right before the connection closes: the last
+    /// partial segment waits for the FIN that the `close` (or a lingering
+    /// close's `shutdown`) queues next, and the two leave as one segment.
+    /// The client's kernel then takes one arrival instead of two and sends
+    /// one ACK for both: 8 segments per `Connection: close` exchange
+    /// instead of 10 (docs/request-path.md).
+    Last,
+}
+
+impl Flush {
+    /// Whether the send takes `MSG_MORE`.
+    #[inline(always)]
+    pub fn more(self) -> bool {
+        self != Flush::Now
+    }
+
+    /// The `send(2)` flags it adds (to `MSG_NOSIGNAL`).
+    #[inline(always)]
+    pub fn send_flags(self) -> libc::c_int {
+        if self.more() { libc::MSG_MORE } else { 0 }
+    }
+}
+
 /// Nagle's algorithm on a connection. It holds a small segment back while
 /// earlier data is unacknowledged, so a connection's first write always
 /// leaves at once, and only a later one can wait (for the client's delayed
@@ -155,15 +187,17 @@ pub enum Nagle {
 }
 
 impl Nagle {
-    /// Before a write: whether `TCP_NODELAY` must be set first. `split`:
-    /// another write follows at once (a head, then its file body); set
-    /// between the two, `TCP_NODELAY` would push the first out in a
-    /// segment of its own, so it goes now.
+    /// Before a write sent as `how`: whether `TCP_NODELAY` must be set
+    /// first. A head whose file body follows at once turns it off now: set
+    /// between the two, `TCP_NODELAY` would push the head out in a segment
+    /// of its own. A write before a close never needs it: the FIN pushes
+    /// out whatever is queued.
     #[inline(always)]
-    pub fn before_write(&mut self, split: bool) -> bool {
+    pub fn before_write(&mut self, how: Flush) -> bool {
         match *self {
+            _ if how == Flush::Last => false,
             Nagle::Off => false,
-            Nagle::Unwritten if !split => {
+            Nagle::Unwritten if how == Flush::Now => {
                 *self = Nagle::Written;
                 false
             }

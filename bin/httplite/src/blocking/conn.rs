@@ -31,7 +31,7 @@ use site::respond::{self, Handled, Slow};
 use site::routes::App;
 use site::stats::{ErrorKind, TimeoutKind, WorkerStats};
 
-use crate::driver::{self, is_disconnect};
+use crate::driver::{self, Flush, is_disconnect};
 
 /// Flush the write buffer once it holds this much, even mid-batch.
 const FLUSH_AT: usize = 64 * 1024;
@@ -273,8 +273,9 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// see its `close`): the last read came back long, something of a next
     /// request is buffered, the server is shutting down, or the connection
     /// is TLS (whose records a short read of plaintext says nothing of).
+    /// The last answer leaves with the FIN ([`Flush::Last`]).
     fn close(&mut self) -> Stop {
-        if let Err(stop) = self.flush() {
+        if let Err(stop) = self.write_out(Flush::Last) {
             return stop;
         }
         let unread_possible = I::ENCRYPTED
@@ -415,13 +416,14 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// write's waiting half is out of line).
     #[inline(always)]
     fn flush(&mut self) -> Res {
-        self.write_out(false)
+        self.write_out(Flush::Now)
     }
 
-    /// [`Conn::flush`]; with `more`, by [`BlockingIo::write_more`], because
-    /// a file body follows at once.
-    fn write_out(&mut self, more: bool) -> Res {
-        if !self.wbuf.is_empty() && self.nagle.before_write(more) {
+    /// [`Conn::flush`], sent as `how` says (with `MSG_MORE`, by
+    /// [`BlockingIo::write_more`]).
+    fn write_out(&mut self, how: Flush) -> Res {
+        let more = how.more();
+        if !self.wbuf.is_empty() && self.nagle.before_write(how) {
             self.io.set_nodelay();
         }
         let mut off = 0;
@@ -512,7 +514,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     Event::Offloaded(self.io.offload(self.ctx.app.jobs.pool(), work))
                 }
                 Step::SendFile { file, offset, len } => {
-                    self.write_out(true)?;
+                    self.write_out(Flush::BodyFollows)?;
                     self.send_file(&file, offset, len)?;
                     Event::Sent
                 }
@@ -642,7 +644,7 @@ impl<I: BlockingIo> Conn<'_, I> {
         let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
-        if self.nagle.before_write(false) {
+        if self.nagle.before_write(Flush::Now) {
             self.io.set_nodelay();
         }
         while off < end {

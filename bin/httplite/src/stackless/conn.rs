@@ -315,7 +315,7 @@ impl<S: Transport> Conn<S> {
     /// [`driver::Nagle`]).
     #[inline(always)]
     fn before_write(&mut self) {
-        if self.nagle.before_write(false) {
+        if self.nagle.before_write(driver::Flush::Now) {
             self.stream.set_nodelay();
         }
     }

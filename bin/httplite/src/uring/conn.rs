@@ -32,7 +32,7 @@ use site::stats::TimeoutKind;
 use super::ctx::{ConnGuard, WorkerCtx};
 use super::io as uio;
 use super::tls::TlsConn;
-use crate::driver;
+use crate::driver::{self, Flush};
 use crate::stackless::answer;
 pub(super) use crate::stackless::answer::{Res, Stop};
 use crate::stackless::ctx::Active;
@@ -353,12 +353,12 @@ impl Conn {
     /// is detached ([`proactor::TcpStream::send_detached`]): the connection
     /// goes idle without waiting for its CQE.
     pub(super) async fn flush(&mut self) -> Res {
-        self.write_out(0).await
+        self.write_out(Flush::Now).await
     }
 
-    /// [`Conn::flush`] with more `send(2)` flags: `MSG_MORE` when a file
-    /// body follows at once.
-    pub(super) async fn write_out(&mut self, flags: libc::c_int) -> Res {
+    /// [`Conn::flush`], sent as `how` says.
+    pub(super) async fn write_out(&mut self, how: Flush) -> Res {
+        let flags = how.send_flags();
         if self.tls {
             return Box::pin(self.write_out_tls(flags)).await;
         }
@@ -369,7 +369,7 @@ impl Conn {
         if active.wbuf.is_empty() {
             return Ok(());
         }
-        if self.nagle.before_write(flags & libc::MSG_MORE != 0) {
+        if self.nagle.before_write(how) {
             let _ = reactor::sys::set_nodelay(self.stream.as_fd(), true);
         }
         if active.is_between_requests() {
@@ -447,8 +447,10 @@ impl Conn {
     /// request now answered, and the server is not shutting down. (The
     /// multishot recv has already taken whatever arrived off the socket,
     /// so the close never finds unread bytes there to turn into a reset.)
+    ///
+    /// The last answer leaves with the FIN ([`Flush::Last`]).
     pub(super) async fn close(&mut self) -> Stop {
-        if let Err(stop) = self.flush().await {
+        if let Err(stop) = self.write_out(Flush::Last).await {
             return stop;
         }
         if let Err(stop) = self.sent().await {

@@ -80,7 +80,7 @@ impl Waits for Conn {
     }
 
     fn flush_more(&mut self) -> impl Future<Output = Res> {
-        self.write_out(libc::MSG_MORE)
+        self.write_out(crate::driver::Flush::BodyFollows)
     }
 
     /// Sends `len` bytes of `file` from `offset`: `sendfile(2)` on the

@@ -26,7 +26,7 @@ use site::access_log::UpstreamLog;
 use site::respond::{Handled, Outcome, Slow};
 use site::stats::TimeoutKind;
 
-use crate::driver;
+use crate::driver::{self, Flush};
 
 /// How much a closing connection reads and discards at most.
 const LINGER_BYTES: usize = 64 * 1024;
@@ -58,8 +58,9 @@ impl<S: Transport> Conn<S> {
     /// a plain close then sends a FIN, never a reset, and saves a
     /// `shutdown`, a wait and a `read` per connection. That is nginx's rule
     /// too (`lingering_close on` lingers only when more may come).
+    /// The last answer leaves with the FIN ([`Flush::Last`]).
     async fn close(&mut self) -> Stop {
-        if let Err(stop) = self.flush().await {
+        if let Err(stop) = self.write_out(Flush::Last).await {
             return stop;
         }
         let unread_possible =
@@ -134,20 +135,19 @@ impl<S: Transport> Conn<S> {
     /// what the transport still holds (TLS records), under the write
     /// timeout.
     async fn flush(&mut self) -> Res {
-        self.write_out(false).await
+        self.write_out(Flush::Now).await
     }
 
-    /// [`Conn::flush`]; with `more`, the bytes are sent with `MSG_MORE`
-    /// because a file body follows at once (one segment fewer per
-    /// response: see [`Transport::try_write_more`]).
-    async fn write_out(&mut self, more: bool) -> Res {
+    /// [`Conn::flush`], with the bytes sent as `how` says.
+    async fn write_out(&mut self, how: Flush) -> Res {
         let len = self.active.as_ref().map_or(0, |a| a.wbuf.len());
         if len == 0 {
             return self.flush_transport().await;
         }
-        if self.nagle.before_write(more) {
+        if self.nagle.before_write(how) {
             self.stream.set_nodelay();
         }
+        let more = how.more();
         // Optimistic: a socket's send buffer nearly always has room, so try
         // before asking about readiness. A short write or `WouldBlock`
         // clears writable readiness, so the wait below lasts until the
@@ -288,7 +288,7 @@ impl<S: Transport> Waits for Conn<S> {
     }
 
     fn flush_more(&mut self) -> impl Future<Output = Res> {
-        self.write_out(true)
+        self.write_out(Flush::BodyFollows)
     }
 
     /// Sends `len` bytes of `file` from `offset`: with `sendfile(2)` up to
