@@ -23,6 +23,9 @@
 # measures how often it slept: the figure that flipped between two values
 # from round to round (docs/benchmarks.md). A run where the server was
 # throttled in under 80 % of the periods was not saturated and is marked so.
+# The churn workload runs at half the cap: a new connection costs wrk about
+# as much as it costs the server, and at 50 % every server waited for wrk
+# (throttled in 33-95 % of the periods, 2026-11-29).
 # These workloads run in slices: for each of them, each round starts every
 # configuration at once, warms each up, then gives each in turn a --slice of
 # load, --slices times over; a cell's figure for the round is the median of
@@ -164,7 +167,8 @@ keep_named() { # list-of-names array-name
     arr=("${kept[@]}")
 }
 
-# Workloads: name|connections|path-kind|mode|capped (1: saturated, --cap)
+# Workloads: name|connections|path-kind|mode|capped (1: saturated at --cap,
+# 2: saturated at half of it, 0: open)
 WORKLOADS=(
     "keepalive-c64|64|plain|latency|1"
     "keepalive-c256|256|plain|latency|1"
@@ -173,7 +177,7 @@ WORKLOADS=(
     "pipelined16-c256|256|plain|pipeline|1"
     "static-1MiB-c64|64|static|latency|0"
     "sleep10ms-c5000|5000|sleep|latency|0"
-    "churn-close-c64|64|churn|close|1"
+    "churn-close-c64|64|churn|close|2"
 )
 [ -z "$ONLY" ] || keep_named "$ONLY" CONFIGS
 [ -z "$ONLY_WORKLOADS" ] || keep_named "$ONLY_WORKLOADS" WORKLOADS
@@ -318,18 +322,20 @@ run_sliced() { # round workload-line config-lines...: a saturated workload, in s
     local round=$1 wl conns pk mode capped slot s c name kind rt disp w path t_start names=() paths=() metas=()
     IFS='|' read -r wl conns pk mode capped <<<"$2"
     shift 2
+    local cap=$CAP
+    [ "$capped" = 2 ] && cap=$(((CAP + 1) / 2))
     slot=0
     for c in "$@"; do
         IFS='|' read -r name kind rt disp w <<<"$c"
         path=$(path_for "$kind" "$pk")
         [ -z "$path" ] && continue
         if start_server "$slot" "$kind" "$rt" "$disp" "$w"; then
-            cap_set "${CGS[slot]}" "$CAP"
+            cap_set "${CGS[slot]}" "$cap"
             names[slot]=$name paths[slot]=$path metas[slot]="$name,$kind,$rt,$disp,$w,$wl,$conns"
             # Warm-up, not measured: the first second of a fresh server is slower.
             taskset -c 1 wrk -t1 -c"$conns" -d1s "http://127.0.0.1:${PORTS[slot]}$path" > /dev/null 2>&1 || true
         else
-            echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$CAP,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"
+            echo "$round,$name,$kind,$rt,$disp,$w,$wl,$conns,$cap,,0,0,0,,,0,,0,0,start-failed" >> "$CSV"
             stop_server "$slot"
         fi
         slot=$((slot + 1))
@@ -337,7 +343,7 @@ run_sliced() { # round workload-line config-lines...: a saturated workload, in s
     for s in $(seq 1 "$SLICES"); do
         for slot in "${!names[@]}"; do
             t_start=$(date +%s.%N)
-            echo "$(measure "$slot" "$SLICE" "$mode" "$conns" "${paths[slot]}" "$CAP" "$s,$round,${metas[slot]}"),${t_start:0:14}" >> "$SLICES_CSV"
+            echo "$(measure "$slot" "$SLICE" "$mode" "$conns" "${paths[slot]}" "$cap" "$s,$round,${metas[slot]}"),${t_start:0:14}" >> "$SLICES_CSV"
         done
     done
     stop_all
@@ -389,7 +395,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for i in $(seq 0 $((n - 1))); do order+=("${CONFIGS[$(( (i + round - 1) % n ))]}"); done
     for wl in "${WORKLOADS[@]}"; do
         IFS='|' read -r _ _ _ _ capped <<<"$wl"
-        if [ "$capped" = 1 ]; then
+        if [ "$capped" != 0 ]; then
             run_sliced "$round" "$wl" "${order[@]}"
         else
             for c in "${order[@]}"; do run_one "$round" "$c" "$wl"; done

@@ -33,6 +33,9 @@ for r in rows:
 saturated = [w for w in workloads if any(r["cap_pct"] not in ("", "0") for (c, w2), rs in runs.items()
                                          if w2 == w for r in rs)]
 open_wl = [w for w in workloads if w not in saturated]
+# A workload capped lower than --cap (bench.sh halves it for churn).
+own_cap = {w: r["cap_pct"] for w in saturated for (c, w2), rs in runs.items() if w2 == w
+           for r in rs if r["cap_pct"] not in ("", "0", cap)}
 
 
 def vals(cfg, wl, key):
@@ -139,7 +142,11 @@ md.append("Pinning: 1-worker servers (every `-w1` configuration, threadpool, for
           "server CPU is the cgroup's CPU time: every thread and process it ran (nginx's master and "
           "worker, fork's children, including those that already exited).\n")
 md.append(f"**Saturated workloads** ({', '.join(saturated) or 'none'}): the cgroup caps the server at "
-          f"{cap} % of one core (CFS quota), below what wrk can drive from its core, so "
+          f"{cap} % of one core (CFS quota)"
+          + "".join(f"; {w} at {c} %, because a new connection costs wrk about as much as it "
+                    "costs the server, and at the full cap every server waited for wrk"
+                    for w, c in own_cap.items())
+          + ", below what wrk can drive from its core, so "
           "every server is the bottleneck in every run and always has a batch waiting when it wakes. "
           "Their figure is server CPU per request at saturation, and requests/s per server core "
           "(10^6 / µs); requests/s and latency under a cap are not reported (they measure the cap). "

@@ -188,6 +188,20 @@ fn count(ctx: &Ctx, stop: Stop) {
 }
 
 /// Maps a timed-out I/O error to the timeout that caused it.
+/// What became of a new connection's first request within the grace
+/// after its accept ([`Conn::first_request`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FirstRequest {
+    /// Bytes of it are in `rbuf`.
+    Read,
+    /// Bytes of it are in the socket (TLS, whose handshake reads them).
+    Ready,
+    /// The client closed without sending any.
+    Ended,
+    /// Nothing came (or this is not a new connection's first request).
+    NotYet,
+}
+
 fn timed(kind: TimeoutKind) -> impl Fn(io::Error) -> Stop {
     move |e| {
         if e.kind() == io::ErrorKind::TimedOut {
@@ -291,16 +305,33 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// A new connection's first request is on its way: the first
     /// [`driver::FIRST_REQUEST_GRACE`] after the accept is waited for
     /// outside the idle set, so that a shutdown meanwhile does not close
-    /// over it. True if bytes arrived within it.
-    fn first_request_arrived(&mut self) -> Res<bool> {
+    /// over it.
+    ///
+    /// A plain connection reads at once: a client sends its request right
+    /// after connecting, so it is nearly always there already, and a wait
+    /// first would cost a registration and a trip through the scheduler
+    /// (under `threads`, a `poll`). TLS only waits for the first bytes
+    /// here: its handshake comes first, under the header timeout. So does
+    /// an I/O that learns of a shutdown only in a wait
+    /// ([`BlockingIo::STOPS_IN_WAITS`]).
+    fn first_request(&mut self) -> Res<FirstRequest> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
-            return Ok(false);
+            return Ok(FirstRequest::NotYet);
         };
         let grace = driver::first_request_grace(&self.ctx.config);
         let grace = Deadline::Since(accepted, grace);
-        match self.io.wait_readable(grace) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+        let outcome = if I::ENCRYPTED || I::STOPS_IN_WAITS {
+            self.io.wait_readable(grace).map(|()| FirstRequest::Ready)
+        } else {
+            self.read_some(grace).map(|n| match n {
+                0 => FirstRequest::Ended,
+                _ => FirstRequest::Read,
+            })
+        };
+        match outcome {
+            Ok(FirstRequest::Ended) => Err(self.ended()),
+            Ok(first) => Ok(first),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(FirstRequest::NotYet),
             Err(e) => Err(Stop::Io(e)),
         }
     }
@@ -331,22 +362,29 @@ impl<I: BlockingIo> Conn<'_, I> {
                     TimeoutKind::Idle,
                 ),
             };
-            if !self.first_request_arrived()? {
-                if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
-                    // Shutting down. A request that has already arrived is
-                    // served, with `Connection: close`: closing over it
-                    // would reset the connection.
-                    if self
-                        .io
-                        .wait_readable(Deadline::After(ALREADY_THERE))
-                        .is_err()
-                    {
-                        return Err(Stop::Done);
+            match self.first_request()? {
+                FirstRequest::Read => {
+                    self.head_started = Some(self.io.now());
+                    return Ok(());
+                }
+                FirstRequest::Ready | FirstRequest::Ended => {}
+                FirstRequest::NotYet => {
+                    if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
+                        // Shutting down. A request that has already arrived
+                        // is served, with `Connection: close`: closing over
+                        // it would reset the connection.
+                        if self
+                            .io
+                            .wait_readable(Deadline::After(ALREADY_THERE))
+                            .is_err()
+                        {
+                            return Err(Stop::Done);
+                        }
+                    } else {
+                        let waited = self.idle_wait(timeout);
+                        self.ctx.idle.leave(&self.idle);
+                        waited.map_err(timed(kind))?;
                     }
-                } else {
-                    let waited = self.idle_wait(timeout);
-                    self.ctx.idle.leave(&self.idle);
-                    waited.map_err(timed(kind))?;
                 }
             }
             self.head_started = Some(self.io.now());
@@ -363,27 +401,40 @@ impl<I: BlockingIo> Conn<'_, I> {
                 TimeoutKind::Idle,
             ),
         };
+        match self.read_some(deadline).map_err(timed(kind))? {
+            0 => Err(self.ended()),
+            _ => Ok(()),
+        }
+    }
+
+    /// One read into `rbuf`'s spare room (made at least [`MIN_READ`]),
+    /// waiting until `deadline`: how many bytes came (0: the client has
+    /// closed).
+    #[inline(always)]
+    pub(super) fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
         }
         let room = self.rbuf.capacity() - self.rbuf.len();
         let n = self
             .io
-            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)
-            .map_err(timed(kind))?;
+            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)?;
         self.drained = n < room;
-        if n == 0 {
-            return Err(if self.decoder.is_idle() && self.rbuf.is_empty() {
-                Stop::Done
-            } else {
-                Stop::Io(io::ErrorKind::UnexpectedEof.into())
-            });
-        }
         // SAFETY: the first `n` bytes of the spare capacity are initialised
         // and `n` fits in it: `BlockingIo` is an `unsafe trait` whose
         // implementations promise exactly that of `read_uninit`.
         unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-        Ok(())
+        Ok(n)
+    }
+
+    /// Why the connection stops when the client has closed: done between
+    /// requests, cut short within one.
+    fn ended(&self) -> Stop {
+        if self.decoder.is_idle() && self.rbuf.is_empty() {
+            Stop::Done
+        } else {
+            Stop::Io(io::ErrorKind::UnexpectedEof.into())
+        }
     }
 
     /// The wait between two requests, until `timeout`: an idle connection

@@ -136,6 +136,12 @@ pub unsafe trait BlockingIo {
     /// connection, so an idle wait frees them instead (see the connection
     /// loop's `idle_wait`). Coroutines share their worker's pool.
     const OWN_THREAD: bool = false;
+    /// Whether only a wait learns of a shutdown (a fork child takes its
+    /// stop signal while it waits): a new connection's first request is
+    /// then waited for before it is read, so that an answer given during
+    /// a shutdown says `Connection: close`. Otherwise the first read is
+    /// tried at once (the connection's `first_request`).
+    const STOPS_IN_WAITS: bool = false;
     /// The connection ends and this is its socket's only holder: a
     /// reactor-registered socket can let its close take it out of epoll
     /// (no `EPOLL_CTL_DEL`). Nothing to do for a plain blocking socket.
@@ -245,6 +251,8 @@ pub unsafe trait BlockingIoWrapper {
     const ENCRYPTED: bool = <Self::Inner as BlockingIo>::ENCRYPTED;
     /// [`BlockingIo::OWN_THREAD`].
     const OWN_THREAD: bool = <Self::Inner as BlockingIo>::OWN_THREAD;
+    /// [`BlockingIo::STOPS_IN_WAITS`].
+    const STOPS_IN_WAITS: bool = <Self::Inner as BlockingIo>::STOPS_IN_WAITS;
     /// The I/O underneath.
     fn inner(&self) -> &Self::Inner;
     /// The I/O underneath, to call.
@@ -346,6 +354,7 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
     type Waits = <W::Inner as BlockingIo>::Waits;
     const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
     const OWN_THREAD: bool = <W as BlockingIoWrapper>::OWN_THREAD;
+    const STOPS_IN_WAITS: bool = <W as BlockingIoWrapper>::STOPS_IN_WAITS;
     #[inline]
     fn will_close(&mut self) {
         BlockingIoWrapper::will_close(self);

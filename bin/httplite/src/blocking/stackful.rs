@@ -37,8 +37,10 @@ struct Stackful {
     /// poll and taken only when the timer fires): while the timer is
     /// unfired, a wait need not poll it again.
     timer_has_waker: bool,
-    /// Set when a wait for readability ended: the next read goes straight
-    /// to the socket instead of asking the registry again.
+    /// Set when a read is worth trying before asking the registry: after
+    /// a wait for readability ended, and on a connection just accepted,
+    /// whose request nearly always came with it (its socket enters epoll
+    /// only if that read finds nothing: `TcpStream::from_accepted_fd`).
     woken_readable: bool,
 }
 
@@ -406,7 +408,7 @@ fn spawn_connection(
             reactor,
             timer: None,
             timer_has_waker: false,
-            woken_readable: false,
+            woken_readable: true,
         };
         super::tls::serve(&open.ctx, io);
     });

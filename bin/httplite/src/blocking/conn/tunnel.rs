@@ -24,7 +24,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use site::stats::TimeoutKind;
 
-use super::{Conn, MIN_READ, Stop};
+use super::{Conn, Stop};
 use crate::blocking::upstream::{Side, Upstream};
 use crate::blocking::{BlockingIo, Deadline};
 
@@ -78,19 +78,5 @@ impl<I: BlockingIo> Conn<'_, I> {
                 return (sent, None);
             }
         }
-    }
-
-    /// One read of the client's bytes into `rbuf` (0 at the end).
-    pub(super) fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
-        if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
-            self.rbuf.reserve(MIN_READ);
-        }
-        let n = self
-            .io
-            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)?;
-        // SAFETY: the first `n` bytes of the spare capacity are initialised
-        // and `n` fits in it: `BlockingIo`'s contract for `read_uninit`.
-        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-        Ok(n)
     }
 }
