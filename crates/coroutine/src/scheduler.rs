@@ -127,8 +127,8 @@ impl Header {
             let core = unsafe { &*core };
             if Arc::ptr_eq(&core.shared, &self.shared) {
                 if trace::chrome::on() {
-                    let id = self.id;
-                    trace::chrome::wake(id, format_args!("\"co\":{id},\"from\":\"local\""));
+                    let (key, id) = (self.key, core.id_of(self.key));
+                    trace::chrome::wake(key, format_args!("\"co\":{id},\"from\":\"local\""));
                 }
                 core.push_local(self.key);
                 return;
@@ -143,10 +143,16 @@ impl Header {
     fn schedule_remote(&self) {
         let shared = &self.shared;
         if trace::chrome::on() {
-            // Before the push: the resume it causes must find the flow.
-            let id = self.id;
+            // Before the push: the resume it causes must find the flow. The
+            // id is on the coroutine's stack, out of this thread's reach:
+            // the slab key names it.
+            let key = self.key;
             let owner = Arc::as_ptr(shared).addr();
-            trace::chrome::remote_wake(owner, id, format_args!("\"co\":{id},\"from\":\"remote\""));
+            trace::chrome::remote_wake(
+                owner,
+                key,
+                format_args!("\"key\":{key},\"from\":\"remote\""),
+            );
         }
         {
             let mut inbox = shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
@@ -343,12 +349,11 @@ impl Core {
         let stack = stack::take(self.stack_size)?;
         let key = self.slab.borrow().next_key();
         let id = raw::next_id();
-        let cell = Arc::new(TaskCell::<T>::new(Header::new(
-            key,
+        let cell = Arc::new(TaskCell::<T>::new(
+            Header::new(key, self.shared.clone()),
             id,
-            self.shared.clone(),
-        )));
-        self.start(stack, body, cell.clone());
+        ));
+        self.start(stack, id, body, cell.clone());
         Ok(JoinHandle::new(cell))
     }
 
@@ -362,20 +367,20 @@ impl Core {
         let key = self.slab.borrow().next_key();
         let id = raw::next_id();
         let cell = Arc::new(DetachedCell {
-            header: Header::new(key, id, self.shared.clone()),
+            header: Header::new(key, self.shared.clone()),
         });
-        self.start(stack, body, cell);
+        self.start(stack, id, body, cell);
         Ok(())
     }
 
     /// Sets up a new coroutine on `stack` and queues it.
-    fn start<F, T, C>(&self, stack: stack::Stack, body: F, cell: Arc<C>)
+    fn start<F, T, C>(&self, stack: stack::Stack, id: u64, body: F, cell: Arc<C>)
     where
         F: FnOnce() -> T + 'static,
         C: Completion<T> + TaskOps + Wake + Send + Sync + 'static,
     {
         let header = cell.header();
-        let (key, id) = (header.key, header.id);
+        let key = header.key;
         let payload = TaskPayload {
             frame: TaskFrame {
                 waker: std::mem::ManuallyDrop::new(cell.clone().into()),
@@ -429,14 +434,14 @@ impl Core {
             };
             let header = crate::task::header_of(&entry.task);
             header.queued.store(false, Ordering::Release);
-            let id = trace::active().then_some(header.id);
+            let id = trace::active().then(|| entry.raw.control().id);
             (entry.raw.control_ptr(), entry.frame, id)
         };
         self.counters().resumes.bump();
         let traced = id.map(|id| {
             if trace::chrome::on() {
                 trace::chrome::begin(&format!("resume co={id}"), format_args!("\"co\":{id}"));
-                trace::chrome::woken_poll(Arc::as_ptr(&self.shared).addr(), id);
+                trace::chrome::woken_poll(Arc::as_ptr(&self.shared).addr(), key);
             } else {
                 trace::emit("switch", format_args!("sched -> co={id}"));
             }
@@ -482,7 +487,7 @@ impl Core {
             Outcome::Returned | Outcome::Running => {}
         }
         let size = entry.raw.stack_size();
-        let id = entry.task.header().id;
+        let id = entry.raw.control().id;
         if let Some(used) = entry.raw.release(self.watermarks) {
             entry
                 .task
@@ -495,6 +500,16 @@ impl Core {
             }
         }
         drop(entry); // outside the slab's borrow
+    }
+
+    /// The id of the coroutine `key` names, for trace lines (0 if it has
+    /// finished, or the slab is borrowed: a wake from inside the slab's
+    /// own bookkeeping).
+    #[cold]
+    fn id_of(&self, key: u64) -> u64 {
+        let slab = self.slab.try_borrow();
+        let entry = slab.as_ref().ok().and_then(|s| s.get(key));
+        entry.map_or(0, |e| e.raw.control().id)
     }
 
     /// Cancels one coroutine and runs it until it has unwound.

@@ -135,15 +135,14 @@ enum Waits {
 /// listener it came in on (see [`super::tls::serve`]).
 pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Surface) {
     crate::driver::trace_arrival(io.fd());
-    let pool = BufferPool::current();
-    let (mut rbuf, mut wbuf) = (BytesMut::new(), BytesMut::new());
-    pool.get(&mut rbuf, &mut wbuf);
     let mut conn = Conn {
-        pool,
+        pool: BufferPool::current(),
         idle: ctx.idle.slot(),
         decoder: Decoder::new(ctx.config.limits),
-        rbuf,
-        wbuf,
+        // Taken from the pool once the first bytes are there (see
+        // `Conn::fill`).
+        rbuf: BytesMut::new(),
+        wbuf: BytesMut::new(),
         head_started: Some(io.now()),
         request_started: io.now(),
         served: 0,
@@ -386,6 +385,13 @@ impl<I: BlockingIo> Conn<'_, I> {
                         waited.map_err(timed(kind))?;
                     }
                 }
+            }
+            // A new connection holds no buffers while its first request is
+            // on its way: in a burst of accepts, thousands of them wait at
+            // once, and their buffers, freed as they went idle, would stay
+            // behind as holes in the worker's heap.
+            if self.rbuf.capacity() == 0 {
+                self.pool.get(&mut self.rbuf, &mut self.wbuf);
             }
             self.head_started = Some(self.io.now());
         }
