@@ -140,7 +140,7 @@ pub fn serve<I: BlockingIo>(ctx: &Ctx, io: I, client: Option<SocketAddr>, on: Su
         idle: ctx.idle.slot(),
         decoder: Decoder::new(ctx.config.limits),
         // Taken from the pool once the first bytes are there (see
-        // `Conn::fill`).
+        // `Conn::read_some`).
         rbuf: BytesMut::new(),
         wbuf: BytesMut::new(),
         head_started: Some(io.now()),
@@ -193,10 +193,8 @@ fn count(ctx: &Ctx, stop: Stop) {
 enum FirstRequest {
     /// Bytes of it are in `rbuf`.
     Read,
-    /// Bytes of it are in the socket (TLS, whose handshake reads them).
+    /// Bytes of it are in the socket, to be read.
     Ready,
-    /// The client closed without sending any.
-    Ended,
     /// Nothing came (or this is not a new connection's first request).
     NotYet,
 }
@@ -317,20 +315,48 @@ impl<I: BlockingIo> Conn<'_, I> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return Ok(FirstRequest::NotYet);
         };
+        if !(I::ENCRYPTED || I::STOPS_IN_WAITS) {
+            match self.read_now()? {
+                Some(0) => return Err(self.ended()),
+                Some(_) => return Ok(FirstRequest::Read),
+                None => {}
+            }
+        }
         let grace = driver::first_request_grace(&self.ctx.config);
-        let grace = Deadline::Since(accepted, grace);
-        let outcome = if I::ENCRYPTED || I::STOPS_IN_WAITS {
-            self.io.wait_readable(grace).map(|()| FirstRequest::Ready)
-        } else {
-            self.read_some(grace).map(|n| match n {
-                0 => FirstRequest::Ended,
-                _ => FirstRequest::Read,
-            })
-        };
-        match outcome {
-            Ok(FirstRequest::Ended) => Err(self.ended()),
-            Ok(first) => Ok(first),
+        match self.io.wait_readable(Deadline::Since(accepted, grace)) {
+            Ok(()) => Ok(FirstRequest::Ready),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(FirstRequest::NotYet),
+            Err(e) => Err(Stop::Io(e)),
+        }
+    }
+
+    /// One read that does not wait ([`BlockingIo::read_now`]): how many
+    /// bytes came (0: the client has closed), or `None` if nothing is there
+    /// yet. Buffers come from the pool for it and go back if it finds
+    /// nothing, so that connections waiting for their first bytes hold
+    /// none (see `fill`).
+    fn read_now(&mut self) -> Res<Option<usize>> {
+        if self.rbuf.capacity() == 0 {
+            self.pool.get(&mut self.rbuf, &mut self.wbuf);
+        }
+        let room = self.rbuf.capacity() - self.rbuf.len();
+        match self.io.read_now(self.rbuf.spare_capacity_mut()) {
+            Ok(n) => {
+                self.drained = n < room;
+                // SAFETY: as in `read_some`: `read_now` is under the same
+                // contract as `read_uninit`.
+                unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                Ok(Some(n))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                self.pool.put(&mut self.rbuf, &mut self.wbuf);
+                Ok(None)
+            }
             Err(e) => Err(Stop::Io(e)),
         }
     }
@@ -366,7 +392,7 @@ impl<I: BlockingIo> Conn<'_, I> {
                     self.head_started = Some(self.io.now());
                     return Ok(());
                 }
-                FirstRequest::Ready | FirstRequest::Ended => {}
+                FirstRequest::Ready => {}
                 FirstRequest::NotYet => {
                     if !self.ctx.idle.enter(&self.idle, self.io.fd()) {
                         // Shutting down. A request that has already arrived
@@ -385,13 +411,6 @@ impl<I: BlockingIo> Conn<'_, I> {
                         waited.map_err(timed(kind))?;
                     }
                 }
-            }
-            // A new connection holds no buffers while its first request is
-            // on its way: in a burst of accepts, thousands of them wait at
-            // once, and their buffers, freed as they went idle, would stay
-            // behind as holes in the worker's heap.
-            if self.rbuf.capacity() == 0 {
-                self.pool.get(&mut self.rbuf, &mut self.wbuf);
             }
             self.head_started = Some(self.io.now());
         }
@@ -416,8 +435,16 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// One read into `rbuf`'s spare room (made at least [`MIN_READ`]),
     /// waiting until `deadline`: how many bytes came (0: the client has
     /// closed).
+    ///
+    /// A new connection holds no buffers while its first request is on its
+    /// way: in a burst of accepts, thousands of them wait at once, and
+    /// their buffers, freed as they went idle, would stay behind as holes
+    /// in the worker's heap. They come from the pool here, with the bytes.
     #[inline(always)]
     pub(super) fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
+        if self.rbuf.capacity() == 0 {
+            self.pool.get(&mut self.rbuf, &mut self.wbuf);
+        }
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
         }

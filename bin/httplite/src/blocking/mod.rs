@@ -156,6 +156,15 @@ pub unsafe trait BlockingIo {
     /// bytes that were written.
     fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>], deadline: Deadline)
     -> io::Result<usize>;
+    /// [`BlockingIo::read_uninit`] without waiting: `WouldBlock` if
+    /// nothing is there yet (same safety contract). For a new connection's
+    /// first request, which nearly always came with it. An I/O that cannot
+    /// read without waiting (TLS, whose handshake comes first) keeps this
+    /// default, and the connection waits before it reads.
+    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        let _ = buf;
+        Err(io::ErrorKind::WouldBlock.into())
+    }
     /// Writes some of `buf` (never raising `SIGPIPE`).
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize>;
     /// [`BlockingIo::write`] when more follows at once (a file body after
@@ -276,6 +285,11 @@ pub unsafe trait BlockingIoWrapper {
     ) -> io::Result<usize> {
         self.inner_mut().read_uninit(buf, deadline)
     }
+    /// [`BlockingIo::read_now`], under the trait's safety contract.
+    #[inline]
+    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        self.inner_mut().read_now(buf)
+    }
     /// [`BlockingIo::write`].
     #[inline]
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
@@ -370,6 +384,10 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
         deadline: Deadline,
     ) -> io::Result<usize> {
         BlockingIoWrapper::read_uninit(self, buf, deadline)
+    }
+    #[inline]
+    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        BlockingIoWrapper::read_now(self, buf)
     }
     #[inline]
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {

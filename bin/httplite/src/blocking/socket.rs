@@ -191,6 +191,10 @@ unsafe impl BlockingIo for Blocking {
         }
     }
 
+    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        sys::recv_nowait(self.stream.as_fd(), buf)
+    }
+
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         self.send_with(buf, deadline, sys::send)
     }

@@ -37,10 +37,8 @@ struct Stackful {
     /// poll and taken only when the timer fires): while the timer is
     /// unfired, a wait need not poll it again.
     timer_has_waker: bool,
-    /// Set when a read is worth trying before asking the registry: after
-    /// a wait for readability ended, and on a connection just accepted,
-    /// whose request nearly always came with it (its socket enters epoll
-    /// only if that read finds nothing: `TcpStream::from_accepted_fd`).
+    /// Set when a wait for readability ended: the next read goes straight
+    /// to the socket instead of asking the registry again.
     woken_readable: bool,
 }
 
@@ -164,6 +162,10 @@ unsafe impl BlockingIo for Stackful {
             }
         }
         self.read_waiting(buf, deadline)
+    }
+
+    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        self.stream.try_read_uninit(buf)
     }
 
     #[inline(always)]
@@ -408,7 +410,7 @@ fn spawn_connection(
             reactor,
             timer: None,
             timer_has_waker: false,
-            woken_readable: true,
+            woken_readable: false,
         };
         super::tls::serve(&open.ctx, io);
     });
