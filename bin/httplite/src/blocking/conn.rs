@@ -304,18 +304,14 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// outside the idle set, so that a shutdown meanwhile does not close
     /// over it.
     ///
-    /// A plain connection reads at once: a client sends its request right
-    /// after connecting, so it is nearly always there already, and a wait
-    /// first would cost a registration and a trip through the scheduler
-    /// (under `threads`, a `poll`). TLS only waits for the first bytes
-    /// here: its handshake comes first, under the header timeout. So does
-    /// an I/O that learns of a shutdown only in a wait
-    /// ([`BlockingIo::STOPS_IN_WAITS`]).
+    /// An I/O with [`BlockingIo::READ_FIRST`] reads at once: a client
+    /// sends its request right after connecting, so it is nearly always
+    /// there already.
     fn first_request(&mut self) -> Res<FirstRequest> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return Ok(FirstRequest::NotYet);
         };
-        if !(I::ENCRYPTED || I::STOPS_IN_WAITS) {
+        if I::READ_FIRST {
             match self.read_now()? {
                 Some(0) => return Err(self.ended()),
                 Some(_) => return Ok(FirstRequest::Read),

@@ -136,12 +136,17 @@ pub unsafe trait BlockingIo {
     /// connection, so an idle wait frees them instead (see the connection
     /// loop's `idle_wait`). Coroutines share their worker's pool.
     const OWN_THREAD: bool = false;
-    /// Whether only a wait learns of a shutdown (a fork child takes its
-    /// stop signal while it waits): a new connection's first request is
-    /// then waited for before it is read, so that an answer given during
-    /// a shutdown says `Connection: close`. Otherwise the first read is
-    /// tried at once (the connection's `first_request`).
-    const STOPS_IN_WAITS: bool = false;
+    /// Whether a new connection's first request is read at once
+    /// ([`BlockingIo::read_now`]) rather than waited for first (the
+    /// connection's `first_request`). A thread per connection saves a
+    /// `poll` by it. Not for TLS, whose handshake comes first; nor for a
+    /// fork child, which learns of a stop only while it waits (an answer
+    /// given during a shutdown must say `Connection: close`); nor for
+    /// coroutines, which gained nothing measurable by it (the wait's
+    /// `epoll_ctl` saved, a `read` more when the request is not there yet)
+    /// and whose stacks went deeper on that path (a second page for about
+    /// one in eighty idle connections).
+    const READ_FIRST: bool = false;
     /// The connection ends and this is its socket's only holder: a
     /// reactor-registered socket can let its close take it out of epoll
     /// (no `EPOLL_CTL_DEL`). Nothing to do for a plain blocking socket.
@@ -158,9 +163,8 @@ pub unsafe trait BlockingIo {
     -> io::Result<usize>;
     /// [`BlockingIo::read_uninit`] without waiting: `WouldBlock` if
     /// nothing is there yet (same safety contract). For a new connection's
-    /// first request, which nearly always came with it. An I/O that cannot
-    /// read without waiting (TLS, whose handshake comes first) keeps this
-    /// default, and the connection waits before it reads.
+    /// first request, which nearly always came with it; asked only of an
+    /// I/O with [`BlockingIo::READ_FIRST`].
     fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let _ = buf;
         Err(io::ErrorKind::WouldBlock.into())
@@ -260,8 +264,11 @@ pub unsafe trait BlockingIoWrapper {
     const ENCRYPTED: bool = <Self::Inner as BlockingIo>::ENCRYPTED;
     /// [`BlockingIo::OWN_THREAD`].
     const OWN_THREAD: bool = <Self::Inner as BlockingIo>::OWN_THREAD;
-    /// [`BlockingIo::STOPS_IN_WAITS`].
-    const STOPS_IN_WAITS: bool = <Self::Inner as BlockingIo>::STOPS_IN_WAITS;
+    /// [`BlockingIo::READ_FIRST`]: not the inner I/O's, because the inner
+    /// read is not the wrapper's own (TLS decrypts what it reads, a fork
+    /// child takes its stop signal in waits). A wrapper that opts in
+    /// overrides [`BlockingIoWrapper::read_now`] too.
+    const READ_FIRST: bool = false;
     /// The I/O underneath.
     fn inner(&self) -> &Self::Inner;
     /// The I/O underneath, to call.
@@ -285,10 +292,12 @@ pub unsafe trait BlockingIoWrapper {
     ) -> io::Result<usize> {
         self.inner_mut().read_uninit(buf, deadline)
     }
-    /// [`BlockingIo::read_now`], under the trait's safety contract.
+    /// [`BlockingIo::read_now`], under the trait's safety contract: never
+    /// asked unless the wrapper opts in to [`BlockingIoWrapper::READ_FIRST`].
     #[inline]
     fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        self.inner_mut().read_now(buf)
+        let _ = buf;
+        Err(io::ErrorKind::WouldBlock.into())
     }
     /// [`BlockingIo::write`].
     #[inline]
@@ -368,7 +377,7 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
     type Waits = <W::Inner as BlockingIo>::Waits;
     const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
     const OWN_THREAD: bool = <W as BlockingIoWrapper>::OWN_THREAD;
-    const STOPS_IN_WAITS: bool = <W as BlockingIoWrapper>::STOPS_IN_WAITS;
+    const READ_FIRST: bool = <W as BlockingIoWrapper>::READ_FIRST;
     #[inline]
     fn will_close(&mut self) {
         BlockingIoWrapper::will_close(self);

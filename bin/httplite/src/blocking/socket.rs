@@ -177,6 +177,7 @@ impl Blocking {
 unsafe impl BlockingIo for Blocking {
     type Waits = super::upstream::PollWaits;
     const OWN_THREAD: bool = true;
+    const READ_FIRST: bool = true;
     fn read_uninit(
         &mut self,
         buf: &mut [MaybeUninit<u8>],

@@ -268,7 +268,6 @@ impl ChildIo<'_> {
 // contract; only the waits are this socket's, and they read nothing.
 unsafe impl BlockingIoWrapper for ChildIo<'_> {
     type Inner = Blocking;
-    const STOPS_IN_WAITS: bool = true;
 
     #[inline]
     fn inner(&self) -> &Blocking {
