@@ -212,15 +212,23 @@ impl<S: Transport> Connection<S> {
             let stop = match exit.take() {
                 Some(fast::Exit::Stop(stop)) => stop,
                 Some(fast::Exit::Resume(resume)) => {
-                    let State::Fast(mut conn) = std::mem::replace(&mut self.state, State::Finished)
-                    else {
-                        unreachable!("the fast path returned it")
-                    };
-                    self.state = State::General(Box::pin(async move {
-                        let stop = conn.run(resume).await;
-                        (conn, stop)
-                    }));
-                    continue;
+                    if matches!(resume, Resume::Close)
+                        && let State::Fast(conn) = &mut self.state
+                        && let Some(stop) = conn.close_now()
+                    {
+                        stop
+                    } else {
+                        let State::Fast(mut conn) =
+                            std::mem::replace(&mut self.state, State::Finished)
+                        else {
+                            unreachable!("the fast path returned it")
+                        };
+                        self.state = State::General(Box::pin(async move {
+                            let stop = conn.run(resume).await;
+                            (conn, stop)
+                        }));
+                        continue;
+                    }
                 }
                 None => match &mut self.state {
                     State::General(general) => match general.as_mut().poll(cx) {

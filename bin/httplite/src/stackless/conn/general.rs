@@ -15,6 +15,7 @@ use std::os::fd::AsFd;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use bytes::Buf;
 use http1::Request;
 use reactor::Interest;
 
@@ -58,14 +59,13 @@ impl<S: Transport> Conn<S> {
     /// a plain close then sends a FIN, never a reset, and saves a
     /// `shutdown`, a wait and a `read` per connection. That is nginx's rule
     /// too (`lingering_close on` lingers only when more may come).
+    ///
     /// The last answer leaves with the FIN ([`Flush::Last`]).
     async fn close(&mut self) -> Stop {
         if let Err(stop) = self.write_out(Flush::Last).await {
             return stop;
         }
-        let unread_possible =
-            !self.drained || !self.between_requests() || self.ctx.shutdown.is_set();
-        if unread_possible {
+        if self.unread_possible() {
             self.linger_close().await;
         } else if S::WRITES_ITSELF {
             // TLS ends with `close_notify` (a client may take its absence
@@ -73,6 +73,51 @@ impl<S: Transport> Conn<S> {
             let _ = self.stream.shutdown(Shutdown::Write);
         }
         Stop::Done
+    }
+
+    /// Whether the client may still be sending (see [`Conn::close`]).
+    fn unread_possible(&self) -> bool {
+        !self.drained || !self.between_requests() || self.ctx.shutdown.is_set()
+    }
+
+    /// [`Conn::close`] without a wait, where none is needed: a plain
+    /// stream whose socket takes the last answer whole, with nothing more
+    /// to come from the client. `None`: the general path closes. A
+    /// `Connection: close` answer then ends the connection without the
+    /// general path's future (allocated, moved into its box, polled and
+    /// freed): 2,800 user-space instructions per new connection instead
+    /// of 4,000 (callgrind, `ab -c 16`, 5,000 connections against 1,000).
+    pub(super) fn close_now(&mut self) -> Option<Stop> {
+        if S::WRITES_ITSELF || self.unread_possible() {
+            return None;
+        }
+        let Some(wbuf) = self.active.as_mut().map(|a| &mut a.wbuf) else {
+            return Some(Stop::Done);
+        };
+        if wbuf.is_empty() {
+            return Some(Stop::Done);
+        }
+        // `Flush::Last`: the answer leaves with the FIN; no `TCP_NODELAY`.
+        match self.stream.try_write_more(wbuf) {
+            Ok(n) if n == wbuf.len() => {
+                wbuf.clear();
+                Some(Stop::Done)
+            }
+            Ok(0) => Some(Stop::Io(io::ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                wbuf.advance(n);
+                None
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                None
+            }
+            Err(e) => Some(Stop::Io(e)),
+        }
     }
 
     /// Reads more bytes into `rbuf` within a request (a partial head or a
