@@ -195,8 +195,8 @@ impl Nagle {
     #[inline(always)]
     pub fn before_write(&mut self, how: Flush) -> bool {
         match *self {
-            _ if how == Flush::Last => false,
             Nagle::Off => false,
+            _ if how == Flush::Last => false,
             Nagle::Unwritten if how == Flush::Now => {
                 *self = Nagle::Written;
                 false

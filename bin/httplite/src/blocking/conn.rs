@@ -307,6 +307,7 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// An I/O with [`BlockingIo::READ_FIRST`] reads at once: a client
     /// sends its request right after connecting, so it is nearly always
     /// there already.
+    #[inline(never)]
     fn first_request(&mut self) -> Res<FirstRequest> {
         let Some(accepted) = self.head_started.filter(|_| self.served == 0) else {
             return Ok(FirstRequest::NotYet);
@@ -383,7 +384,11 @@ impl<I: BlockingIo> Conn<'_, I> {
                     TimeoutKind::Idle,
                 ),
             };
-            match self.first_request()? {
+            let first = match self.served {
+                0 => self.first_request()?,
+                _ => FirstRequest::NotYet,
+            };
+            match first {
                 FirstRequest::Read => {
                     self.head_started = Some(self.io.now());
                     return Ok(());
