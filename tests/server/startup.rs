@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Server, TempDir, is_fork, run_binary, runtimes, wait_until};
+use crate::harness::{Client, Server, TempDir, is_fork, run_binary, runtimes, wait_until};
 
 /// Runs the binary; `Err` unless it exits with code 2, prints exactly one
 /// non-empty line on stderr mentioning `mention`, and nothing on stdout.
@@ -222,6 +222,57 @@ fn a_worker_that_fails_its_set_up_stops_the_start() {
                 "[{rt} {dispatch}] {stderr}"
             );
             assert!(!stdout.contains("listening"), "[{rt} {dispatch}] {stdout}");
+        }
+    }
+}
+
+/// A lone worker accepts from the listener itself unless told otherwise:
+/// no acceptor thread (nor its hop for every new connection), and the
+/// listening line says so. `--dispatch acceptor` still gets one.
+#[test]
+fn a_lone_worker_accepts_itself_unless_told_otherwise() {
+    use std::io::BufRead;
+    // Fork's parent accepts: it has no dispatch.
+    for rt in runtimes().iter().filter(|rt| !is_fork(rt)) {
+        let cases: [(&[&str], &str, bool); 2] = [
+            (&[], "reuseport", false),
+            (&["--dispatch", "acceptor"], "acceptor", true),
+        ];
+        for (extra, mode, has_acceptor) in cases {
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_httplite"))
+                .args(["--bind", "127.0.0.1:0", "--runtime", rt, "--workers", "1"])
+                .args(extra)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // Kept open until the exit: the server prints as it stops.
+            let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            assert!(
+                line.contains(&format!("dispatch: {mode}")),
+                "[{rt} {extra:?}] {line}"
+            );
+            let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+                .unwrap()
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .collect();
+            // Thread names are cut to 15 bytes: "dispatch-accept".
+            let acceptor = threads.iter().any(|t| t.starts_with("dispatch-accept"));
+            assert_eq!(acceptor, has_acceptor, "[{rt} {extra:?}] {threads:?}");
+            let addr = line
+                .split("http://")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("[{rt}] no address in {line}"));
+            assert_eq!(Client::connect(addr).get("/nope").status, 404, "[{rt}]");
+            // SAFETY: kill(2) on our own child's PID, which it still has
+            // (it has not been waited for).
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            assert!(child.wait().unwrap().success(), "[{rt} {extra:?}]");
         }
     }
 }

@@ -88,9 +88,10 @@ pub struct Cli {
     #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
 
-    /// How connections reach workers.
-    #[arg(long, value_enum, default_value_t = DispatchMode::Acceptor)]
-    pub dispatch: DispatchMode,
+    /// How connections reach workers [default: acceptor; with one worker,
+    /// reuseport: a lone worker accepts from the listener itself].
+    #[arg(long, value_enum)]
+    pub dispatch: Option<DispatchMode>,
 
     /// Concurrency design that runs the connections.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Stackless)]

@@ -162,7 +162,15 @@ fn run(cli: Cli) -> Result<()> {
     let workers = cli
         .workers
         .map_or_else(dispatch::default_workers, usize::from);
-    let copies = match cli.dispatch {
+    // A lone worker has no one to share with: unless told otherwise, it
+    // accepts from the listener itself (reuseport's path with one socket,
+    // which sets no SO_REUSEPORT), and a new connection skips the
+    // acceptor's hop: a second thread on the same core, the pipe, a wake.
+    let dispatch_mode = cli.dispatch.unwrap_or(match workers {
+        1 => DispatchMode::Reuseport,
+        _ => DispatchMode::Acceptor,
+    });
+    let copies = match dispatch_mode {
         DispatchMode::Acceptor => 1,
         DispatchMode::Reuseport => workers,
     };
@@ -275,7 +283,7 @@ fn run(cli: Cli) -> Result<()> {
 
     let dconfig = dispatch::Config {
         workers,
-        mode: match cli.dispatch {
+        mode: match dispatch_mode {
             DispatchMode::Acceptor => dispatch::Mode::Acceptor,
             DispatchMode::Reuseport => dispatch::Mode::ReusePort,
         },
@@ -404,7 +412,7 @@ fn run(cli: Cli) -> Result<()> {
                 .map(|how| format!(" [inherited: {how}]"))
                 .unwrap_or_default(),
             cli.runtime,
-            cli.dispatch,
+            dispatch_mode,
             app.root
                 .as_ref()
                 .map(|r| format!(", root: {}", r.path().display()))
