@@ -186,7 +186,6 @@ fn count(ctx: &Ctx, stop: Stop) {
     }
 }
 
-/// Maps a timed-out I/O error to the timeout that caused it.
 /// What became of a new connection's first request within the grace
 /// after its accept ([`Conn::first_request`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -199,6 +198,7 @@ enum FirstRequest {
     NotYet,
 }
 
+/// Maps a timed-out I/O error to the timeout that caused it.
 fn timed(kind: TimeoutKind) -> impl Fn(io::Error) -> Stop {
     move |e| {
         if e.kind() == io::ErrorKind::TimedOut {
@@ -333,16 +333,11 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// nothing, so that connections waiting for their first bytes hold
     /// none (see `fill`).
     fn read_now(&mut self) -> Res<Option<usize>> {
-        if self.rbuf.capacity() == 0 {
-            self.pool.get(&mut self.rbuf, &mut self.wbuf);
-        }
-        let room = self.rbuf.capacity() - self.rbuf.len();
+        let room = self.make_room();
         match self.io.read_now(self.rbuf.spare_capacity_mut()) {
             Ok(n) => {
-                self.drained = n < room;
-                // SAFETY: as in `read_some`: `read_now` is under the same
-                // contract as `read_uninit`.
-                unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                // SAFETY: `read_now`'s count, as `took` requires.
+                unsafe { self.took(n, room) };
                 Ok(Some(n))
             }
             Err(e)
@@ -443,22 +438,39 @@ impl<I: BlockingIo> Conn<'_, I> {
     /// in the worker's heap. They come from the pool here, with the bytes.
     #[inline(always)]
     pub(super) fn read_some(&mut self, deadline: Deadline) -> io::Result<usize> {
+        let room = self.make_room();
+        let n = self
+            .io
+            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)?;
+        // SAFETY: `read_uninit`'s count, as `took` requires.
+        unsafe { self.took(n, room) };
+        Ok(n)
+    }
+
+    /// Makes `rbuf`'s spare room at least [`MIN_READ`] (buffers from the
+    /// pool if it has none), and returns it.
+    #[inline(always)]
+    fn make_room(&mut self) -> usize {
         if self.rbuf.capacity() == 0 {
             self.pool.get(&mut self.rbuf, &mut self.wbuf);
         }
         if self.rbuf.capacity() - self.rbuf.len() < MIN_READ {
             self.rbuf.reserve(MIN_READ.max(self.rbuf.len()));
         }
-        let room = self.rbuf.capacity() - self.rbuf.len();
-        let n = self
-            .io
-            .read_uninit(self.rbuf.spare_capacity_mut(), deadline)?;
+        self.rbuf.capacity() - self.rbuf.len()
+    }
+
+    /// Counts `n` bytes just read into `rbuf`'s spare room of `room`.
+    ///
+    /// # Safety
+    /// The first `n` bytes of the spare capacity were initialised by the
+    /// read, and `n <= room`: what `BlockingIo`, an `unsafe trait`,
+    /// promises of `read_uninit` and `read_now`.
+    #[inline(always)]
+    unsafe fn took(&mut self, n: usize, room: usize) {
         self.drained = n < room;
-        // SAFETY: the first `n` bytes of the spare capacity are initialised
-        // and `n` fits in it: `BlockingIo` is an `unsafe trait` whose
-        // implementations promise exactly that of `read_uninit`.
+        // SAFETY: the caller's promise.
         unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-        Ok(n)
     }
 
     /// Why the connection stops when the client has closed: done between

@@ -264,11 +264,6 @@ pub unsafe trait BlockingIoWrapper {
     const ENCRYPTED: bool = <Self::Inner as BlockingIo>::ENCRYPTED;
     /// [`BlockingIo::OWN_THREAD`].
     const OWN_THREAD: bool = <Self::Inner as BlockingIo>::OWN_THREAD;
-    /// [`BlockingIo::READ_FIRST`]: not the inner I/O's, because the inner
-    /// read is not the wrapper's own (TLS decrypts what it reads, a fork
-    /// child takes its stop signal in waits). A wrapper that opts in
-    /// overrides [`BlockingIoWrapper::read_now`] too.
-    const READ_FIRST: bool = false;
     /// The I/O underneath.
     fn inner(&self) -> &Self::Inner;
     /// The I/O underneath, to call.
@@ -291,13 +286,6 @@ pub unsafe trait BlockingIoWrapper {
         deadline: Deadline,
     ) -> io::Result<usize> {
         self.inner_mut().read_uninit(buf, deadline)
-    }
-    /// [`BlockingIo::read_now`], under the trait's safety contract: never
-    /// asked unless the wrapper opts in to [`BlockingIoWrapper::READ_FIRST`].
-    #[inline]
-    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        let _ = buf;
-        Err(io::ErrorKind::WouldBlock.into())
     }
     /// [`BlockingIo::write`].
     #[inline]
@@ -377,7 +365,9 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
     type Waits = <W::Inner as BlockingIo>::Waits;
     const ENCRYPTED: bool = <W as BlockingIoWrapper>::ENCRYPTED;
     const OWN_THREAD: bool = <W as BlockingIoWrapper>::OWN_THREAD;
-    const READ_FIRST: bool = <W as BlockingIoWrapper>::READ_FIRST;
+    // `READ_FIRST` and `read_now` stay the trait's defaults: the inner
+    // I/O's read is not the wrapper's own (TLS decrypts what it reads, a
+    // fork child takes its stop signal in waits).
     #[inline]
     fn will_close(&mut self) {
         BlockingIoWrapper::will_close(self);
@@ -393,10 +383,6 @@ unsafe impl<W: BlockingIoWrapper> BlockingIo for W {
         deadline: Deadline,
     ) -> io::Result<usize> {
         BlockingIoWrapper::read_uninit(self, buf, deadline)
-    }
-    #[inline]
-    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        BlockingIoWrapper::read_now(self, buf)
     }
     #[inline]
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {

@@ -164,10 +164,6 @@ unsafe impl BlockingIo for Stackful {
         self.read_waiting(buf, deadline)
     }
 
-    fn read_now(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        self.stream.try_read_uninit(buf)
-    }
-
     #[inline(always)]
     fn write(&mut self, buf: &[u8], deadline: Deadline) -> io::Result<usize> {
         // Optimistic: a send buffer nearly always has room, so skip the
