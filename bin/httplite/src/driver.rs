@@ -194,14 +194,13 @@ impl Nagle {
     /// out whatever is queued.
     #[inline(always)]
     pub fn before_write(&mut self, how: Flush) -> bool {
-        match *self {
-            Nagle::Off => false,
-            _ if how == Flush::Last => false,
-            Nagle::Unwritten if how == Flush::Now => {
+        match (*self, how) {
+            (Nagle::Off, _) | (_, Flush::Last) => false,
+            (Nagle::Unwritten, Flush::Now) => {
                 *self = Nagle::Written;
                 false
             }
-            Nagle::Unwritten | Nagle::Written => {
+            (Nagle::Unwritten | Nagle::Written, _) => {
                 *self = Nagle::Off;
                 true
             }
