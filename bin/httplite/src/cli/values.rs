@@ -1,6 +1,7 @@
 //! The types of the flags' values: what `--bind`, `--runtime`,
 //! `--dispatch` and the other flags that name a choice may say, each with
-//! its parser or its clap `ValueEnum`, and the site's name for it.
+//! its parser (or clap's `ValueEnum`) and, where the site has one, the
+//! site's name for it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,6 +1,5 @@
 //! The `http` trace line and the access-log line of each answered request
-//! on the io_uring driver (the client a PROXY header named, if any, else
-//! the socket's peer).
+//! on the io_uring driver; a proxied request's line names its upstream.
 
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
