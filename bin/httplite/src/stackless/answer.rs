@@ -253,10 +253,10 @@ pub(crate) async fn answer<C: Waits>(conn: &mut C) -> Option<Stop> {
 /// stays open), or why the connection ends.
 ///
 /// The blocking designs have the same loop without the `.await`s
-/// (`blocking/conn.rs`); it cannot be this code, since a wait there blocks
-/// the thread of control (a coroutine's or an OS thread's) while here it
-/// must return `Pending` to the executor, and Rust has no way to be generic
-/// over that.
+/// (`blocking/conn/slow.rs`); it cannot be this code, since a wait there
+/// blocks the thread of control (a coroutine's or an OS thread's) while
+/// here it must return `Pending` to the executor, and Rust has no way to be
+/// generic over that.
 pub(crate) async fn handle_slow<C: Waits>(conn: &mut C, slow: Slow) -> Res<bool> {
     let slow = match slow.into_proxied() {
         Ok(p) => return super::proxy::proxy(conn, p.req, &p.route).await,

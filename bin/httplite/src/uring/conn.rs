@@ -16,31 +16,29 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http1::Request;
 use proactor::{RecvBuf, TcpStream};
-use site::access_log::Entry;
 use site::exposure::Surface;
-use site::respond::{self, Handled, Outcome, Slow};
+use site::respond::{self, Handled, Slow};
 use site::stats::TimeoutKind;
 
 use super::ctx::{ConnGuard, WorkerCtx};
-use super::io as uio;
 use super::tls::TlsConn;
-use crate::driver::{self, Flush};
+use crate::driver;
 use crate::stackless::answer;
 pub(super) use crate::stackless::answer::{Res, Stop};
 use crate::stackless::ctx::Active;
+pub(super) use log::{log, log_proxied};
+use recv::Waiting;
 
-/// How long a closing connection waits for the client's FIN.
-const LINGER: Duration = Duration::from_secs(1);
-/// How much a closing connection reads and discards at most.
-const LINGER_BYTES: usize = 64 * 1024;
+mod log;
+mod recv;
+mod send;
 
 /// One connection's state (small: an idle connection is this, its task
 /// and its armed recv).
@@ -181,15 +179,6 @@ impl Drop for Conn {
     }
 }
 
-/// What a wait for bytes may also end on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Waiting {
-    /// Between requests: shutdown ends it too.
-    Idle,
-    /// Within a request: only the deadline does.
-    InRequest,
-}
-
 impl Conn {
     /// Counts why the connection stopped; dropping it closes the socket
     /// (its recv cancelled, a `close` queued on the ring).
@@ -295,19 +284,6 @@ impl Conn {
             .then(|| self.request_started + driver::first_request_grace(&self.ctx.config))
     }
 
-    /// The next bytes of the connection (`None`: the client closed), or a
-    /// timeout of `kind` at `at`; an idle wait also ends at shutdown
-    /// (after the first-request grace, see [`driver::FIRST_REQUEST_GRACE`]).
-    fn recv(&self, at: Instant, kind: TimeoutKind, waiting: Waiting) -> Recv<'_> {
-        Recv {
-            conn: self,
-            at,
-            kind,
-            waiting,
-            in_grace: false,
-        }
-    }
-
     /// Reads more bytes within a request (a partial head under the header
     /// timeout however slowly it trickles in, a body under the idle one).
     pub(super) async fn fill(&mut self) -> Res {
@@ -339,151 +315,6 @@ impl Conn {
                 Stop::Io(io::ErrorKind::UnexpectedEof.into())
             }),
         }
-    }
-
-    /// Sends what the write buffer holds, under the write timeout.
-    ///
-    /// Between requests the request state goes back to the pool as the send
-    /// is submitted, not when its CQE comes: the answer is split off the
-    /// write buffer (the same allocation, shared), so the next connection
-    /// to answer in this turn encodes into the rest of it. Otherwise every
-    /// connection waiting for its send's CQE held a state of its own (two
-    /// 4 KiB buffers): opening 10,000 connections (scripts/idle-memory.sh)
-    /// peaked at 2.4 MB of them, heap that stayed resident after. That send
-    /// is detached ([`proactor::TcpStream::send_detached`]): the connection
-    /// goes idle without waiting for its CQE.
-    pub(super) async fn flush(&mut self) -> Res {
-        self.write_out(Flush::Now).await
-    }
-
-    /// [`Conn::flush`], sent as `how` says.
-    pub(super) async fn write_out(&mut self, how: Flush) -> Res {
-        let flags = how.send_flags();
-        if self.tls {
-            return Box::pin(self.write_out_tls(flags)).await;
-        }
-        self.sent().await?;
-        let Some(active) = self.active.as_mut() else {
-            return Ok(());
-        };
-        if active.wbuf.is_empty() {
-            return Ok(());
-        }
-        if self.nagle.before_write(how) {
-            let _ = reactor::sys::set_nodelay(self.stream.as_fd(), true);
-        }
-        if active.is_between_requests() {
-            // Not waited for: the connection goes idle at once, and the
-            // idle wait watches the send (its write timeout, its failure).
-            let answer = active.wbuf.split();
-            self.release_active();
-            let answer = uio::SendBuf {
-                buf: answer,
-                start: 0,
-            };
-            self.stream.send_detached(answer, flags);
-            return Ok(());
-        }
-        let at = Instant::now() + self.ctx.config.write_timeout;
-        let wbuf = std::mem::take(&mut active.wbuf);
-        let (r, wbuf) = uio::send_all(&self.stream, wbuf, at, flags).await;
-        self.io().wbuf = wbuf;
-        r
-    }
-
-    /// Waits, under the write timeout, until the detached send in flight
-    /// (if any) has sent everything.
-    pub(super) async fn sent(&mut self) -> Res {
-        if !self.stream.has_detached() {
-            return Ok(());
-        }
-        // Nearly always over already (its CQE came in an earlier turn): no
-        // clock read, no timer then.
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if let Poll::Ready(r) = self.poll_sent(&mut cx, false) {
-            return r;
-        }
-        let at = Instant::now() + self.ctx.config.write_timeout;
-        uio::until(
-            at,
-            TimeoutKind::Write,
-            std::future::poll_fn(|cx| self.poll_sent(cx, true)),
-        )
-        .await?
-    }
-
-    /// Whether the detached send has sent everything (`Ready(Ok)`) or
-    /// failed; a short send's rest is sent on, detached again. `awaits`:
-    /// `cx` is woken when everything is sent too, not only on a failure.
-    fn poll_sent(&self, cx: &mut std::task::Context<'_>, awaits: bool) -> Poll<Res> {
-        loop {
-            let (r, mut rest) = match self.stream.poll_detached::<uio::SendBuf>(cx, awaits) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Ready(Some(ended)) => ended,
-            };
-            match r {
-                Ok(0) => return Poll::Ready(Err(Stop::Io(io::ErrorKind::WriteZero.into()))),
-                Ok(n) => rest.start += n,
-                // The ring retries a full socket itself; should it answer
-                // EAGAIN all the same, the same send goes again.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Poll::Ready(Err(Stop::Io(e))),
-            }
-            self.stream.send_detached(rest, 0);
-        }
-    }
-
-    /// Writes what is buffered, then half-closes and drains what the client
-    /// still sends (bounded), so that closing with unread input does not
-    /// turn into a reset that could destroy the answer before it is read.
-    ///
-    /// The half-close and the drain are skipped when nothing more can come
-    /// (the stackless driver's rule): everything received was a whole
-    /// request now answered, and the server is not shutting down. (The
-    /// multishot recv has already taken whatever arrived off the socket,
-    /// so the close never finds unread bytes there to turn into a reset.)
-    ///
-    /// The last answer leaves with the FIN ([`Flush::Last`]).
-    pub(super) async fn close(&mut self) -> Stop {
-        if let Err(stop) = self.write_out(Flush::Last).await {
-            return stop;
-        }
-        if let Err(stop) = self.sent().await {
-            return stop;
-        }
-        if self.tls
-            && let Err(stop) = Box::pin(self.close_tls()).await
-        {
-            return stop;
-        }
-        if !self.tls && self.between_requests() && !self.ctx.shutdown.get() {
-            return Stop::Done;
-        }
-        if self
-            .stream
-            .shutdown(std::net::Shutdown::Write)
-            .await
-            .is_err()
-        {
-            return Stop::Done;
-        }
-        let deadline = Instant::now() + LINGER;
-        let mut drained = 0;
-        while drained < LINGER_BYTES {
-            match self
-                .recv(deadline, TimeoutKind::Write, Waiting::InRequest)
-                .await
-            {
-                Ok(Some(buf)) => drained += buf.len(),
-                _ => break,
-            }
-        }
-        Stop::Done
     }
 
     /// The request-time state, taken from the pool if the connection has
@@ -531,128 +362,6 @@ impl Conn {
             shutting_down,
             |req, out| log(ctx, fd, *on, req, out, started),
         )
-    }
-}
-
-/// The wait of [`Conn::recv`], written out as a struct so that an idle
-/// connection's future holds only this: one reference, the deadline, three
-/// bytes (a closure capturing each field it reads was twice the size).
-struct Recv<'a> {
-    conn: &'a Conn,
-    /// Under the connection's [`Conn::deadline`].
-    at: Instant,
-    kind: TimeoutKind,
-    waiting: Waiting,
-    /// Shutdown began while a first request may still be on its way.
-    in_grace: bool,
-}
-
-impl Future for Recv<'_> {
-    type Output = Res<Option<RecvBuf>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let conn = this.conn;
-        if let Poll::Ready(r) = conn.stream.poll_recv(cx) {
-            return Poll::Ready(r.map_err(Stop::Io));
-        }
-        // An answer still in flight: its failure ends the wait, and so does
-        // its write timeout, counted from when the wait began (an idle
-        // wait begins as its answer is sent).
-        let sending = conn.stream.has_detached()
-            && match conn.poll_sent(cx, false) {
-                Poll::Ready(Ok(())) => false,
-                Poll::Ready(Err(stop)) => return Poll::Ready(Err(stop)),
-                Poll::Pending => true,
-            };
-        if this.waiting == Waiting::Idle && conn.ctx.shutdown.get() {
-            // A client accepted just before shutdown has its first
-            // request on the way: it gets the grace, not a close.
-            let Some(grace_end) = conn
-                .first_request_grace_end()
-                .filter(|&end| Instant::now() < end)
-            else {
-                return Poll::Ready(Err(Stop::Shutdown));
-            };
-            if !this.in_grace {
-                this.in_grace = true;
-                this.at = grace_end;
-            }
-        }
-        let config = &conn.ctx.config;
-        let write_at = match this.kind {
-            TimeoutKind::Idle if sending && !this.in_grace => this
-                .at
-                .checked_sub(config.idle_timeout)
-                .map_or(this.at, |began| began + config.write_timeout),
-            _ => this.at,
-        };
-        let at = this.at.min(write_at);
-        let id = conn.stream.as_raw_fd();
-        if conn.deadline.poll_until(&conn.ctx.proactor, id, at, cx) {
-            return Poll::Ready(Err(if write_at < this.at {
-                Stop::Timeout(TimeoutKind::Write)
-            } else if this.in_grace {
-                Stop::Shutdown
-            } else {
-                Stop::Timeout(this.kind)
-            }));
-        }
-        Poll::Pending
-    }
-}
-
-/// The `http` trace line and the access-log line of one answer.
-#[inline]
-pub(super) fn log(
-    ctx: &WorkerCtx,
-    fd: std::os::fd::RawFd,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-) {
-    log_with(ctx, fd, on, req, out, started, None);
-}
-
-/// [`log`] for a proxied request, whose line names its upstream.
-pub(super) fn log_proxied(
-    ctx: &WorkerCtx,
-    fd: std::os::fd::RawFd,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-    upstream: site::access_log::UpstreamLog<'_>,
-) {
-    log_with(ctx, fd, on, req, out, started, Some(upstream));
-}
-
-fn log_with(
-    ctx: &WorkerCtx,
-    fd: std::os::fd::RawFd,
-    on: Surface,
-    req: &Request,
-    out: Outcome,
-    started: Instant,
-    upstream: Option<site::access_log::UpstreamLog<'_>>,
-) {
-    driver::trace_outcome(fd, req, out, started);
-    if let Some(log) = &ctx.access_log {
-        // The client a PROXY header named, if this connection sent one.
-        let client = match ctx.config.proxy.listeners {
-            crate::proxy::Listeners::None => None,
-            _ => ctx.proxy_clients.borrow().get(&fd).copied(),
-        };
-        let peer = (ctx.config.proxy).client_of(client, fd, req, || {
-            // SAFETY: `fd` is this connection's socket, open until the
-            // connection ends, after this call.
-            reactor::sys::peer_addr(unsafe { BorrowedFd::borrow_raw(fd) }).ok()
-        });
-        log.log(&Entry {
-            upstream,
-            ..Entry::new(peer, req, on, out.status.code(), out.bytes, Some(started))
-        });
     }
 }
 

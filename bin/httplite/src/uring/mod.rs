@@ -21,7 +21,7 @@
 //! |---|---|
 //! | `worker.rs` | one worker thread: the shared executor on the proactor, its waits on the dispatch port |
 //! | `ctx.rs` | what the connections of one worker share |
-//! | `conn.rs` | one connection: the idle wait for the recv, the reads and sends of the shared loop, closing |
+//! | `conn.rs` | one connection: the idle loop and the reads of the shared loop; in `conn/`, the wait for the recv (`recv.rs`), sends and closing (`send.rs`), the access-log line (`log.rs`) |
 //! | `slow.rs` | the rest of its waits for the shared loop: files, event streams |
 //! | `io.rs` | sends with an owned buffer, `sendfile(2)`, waits under a deadline |
 //! | `tls.rs` | HTTPS: the TLS session fed from completions, records sent from owned buffers |
