@@ -3,7 +3,8 @@
 # H2O and lighttpd, in one run, each row with its goal.
 #
 # Every server gets one worker (one thread), no access log, the same root (a
-# temp dir with a 1 KiB, a 64 KiB and a 16 MiB file of random bytes) and a
+# temp dir with a 1 KiB, a 64 KiB and a 16 MiB file of random bytes, read
+# back from the disk before the servers start; see --fresh-files) and a
 # 127.0.0.1 port of its own; the server runs on CPU 0 (taskset -c 0) and
 # `wrk -t1` on CPU 1. Each server runs in a cgroup of its own
 # (scripts/lib/cpu-cap.sh), which counts the CPU of all its threads and
@@ -84,10 +85,12 @@
 #                  namespaces (needs root and `ip`)
 #   --quick        a fast check: 1 round of 2 s, 4 slices (explicit
 #                  --rounds/--duration/--slices win)
+#   --fresh-files  serve the files from the page cache as their writes left
+#                  it, instead of dropping them and reading them back (below)
 # Env: HTTPLITE_HEAVY_LOCK=/path runs cargo under `flock` on that file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS="" DURATION="" QUICK=0 CAP=50 SLICES="" SLICE=2 CELL_LIST="1k,64k,16m,404,304" NETNS=0
+ROUNDS="" DURATION="" QUICK=0 CAP=50 SLICES="" SLICE=2 CELL_LIST="1k,64k,16m,404,304" NETNS=0 FRESH=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -98,6 +101,7 @@ while [ $# -gt 0 ]; do
         --cells) CELL_LIST=$2; shift 2 ;;
         --netns) NETNS=1; CELL_LIST=16m; shift ;;
         --quick) QUICK=1; shift ;;
+        --fresh-files) FRESH=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -225,6 +229,23 @@ mkdir -p "$ROOT"
 head -c 1024 /dev/urandom > "$ROOT/1k.bin"
 head -c 65536 /dev/urandom > "$ROOT/64k.bin"
 head -c 16777216 /dev/urandom > "$ROOT/16m.bin"
+# A deployed site's files were written long before and come into the page
+# cache from the disk, through readahead, in large folios; a file written a
+# moment ago stays cached in the small folios its writes made, and a
+# loopback client copies `sendfile`d bytes out of those more slowly
+# (docs/static-files.md). So, unless --fresh-files, the files are flushed,
+# dropped from the page cache and read back once before any server starts.
+if [ "$FRESH" = 0 ]; then
+    python3 - "$ROOT"/*.bin <<'PY'
+import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+PY
+    cat "$ROOT"/*.bin > /dev/null
+fi
 # nginx's worker and H2O drop to nobody when started as root.
 chmod 755 "$TMP" "$ROOT"; chmod 644 "$ROOT"/*.bin
 declare -A SHA=() SIZE=()
@@ -462,6 +483,8 @@ NA_LIST=""
 for s in "${SERVERS[@]}"; do [ -n "${NA[$s]:-}" ] && NA_LIST+="$s=${NA[$s]}"$'\n'; done
 WHERE="loopback (127.0.0.1)"
 [ "$NETNS" = 1 ] && WHERE="a veth pair between two network namespaces (server $SADDR)"
+if [ "$FRESH" = 1 ]; then WHERE="$WHERE, files served as their writes left them in the page cache"
+else WHERE="$WHERE, files read back into the page cache from the disk"; fi
 python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$(versions | paste -sd, | sed 's/,/, /g')" \
     "$NA_LIST" "$CAP" "$CELL_LIST" "$SLICES" "$SLICE" "$OUT" "${SERVERS[*]}" "$WHERE" \
     > "$OUT/table.md" <<'PY'
