@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Wake;
 use std::time::Duration;
 
-use reactor::{Counter, Notifier, Reactor, trace};
+use reactor::{Notifier, Reactor, trace};
 
 use crate::raw::{self, RawCoroutine, State};
 use crate::stack;
@@ -41,6 +41,13 @@ use crate::task::{
     TaskPayload, task_entry,
 };
 use crate::{wait, watermark};
+
+mod slab;
+mod stats;
+
+pub(crate) use slab::Slab;
+pub(crate) use stats::Counters;
+pub use stats::{RuntimeStats, StatsHandle};
 
 /// Coroutine resumes per tick before the reactor is checked (without
 /// blocking), so a crowd of ready coroutines cannot starve the network.
@@ -58,44 +65,6 @@ pub(crate) struct Shared {
     pub(crate) remote_wakes: AtomicU64,
     /// Written by the owner thread only; read by [`StatsHandle`]s anywhere.
     pub(crate) counters: Counters,
-}
-
-impl Shared {
-    fn snapshot(&self) -> RuntimeStats {
-        let c = &self.counters;
-        RuntimeStats {
-            spawned: c.spawned.get(),
-            alive: c.alive.get(),
-            alive_high_water: c.alive_high_water.get(),
-            resumes: c.resumes.get(),
-            completed: c.completed.get(),
-            panicked: c.panicked.get(),
-            cancelled: c.cancelled.get(),
-            local_wakes: c.local_wakes.get(),
-            remote_wakes: self.remote_wakes.load(Ordering::Relaxed),
-            ticks: c.ticks.get(),
-            queue_high_water: c.queue_high_water.get(),
-            stack_high_water: c.stack_high_water.get(),
-        }
-    }
-}
-
-/// Reads a runtime's counters from any thread (a stats page served by
-/// another worker).
-#[derive(Clone)]
-pub struct StatsHandle(pub(crate) Arc<Shared>);
-
-impl StatsHandle {
-    /// A snapshot of the counters.
-    pub fn snapshot(&self) -> RuntimeStats {
-        self.0.snapshot()
-    }
-}
-
-impl std::fmt::Debug for StatsHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.snapshot().fmt(f)
-    }
 }
 
 pub(crate) struct Inbox {
@@ -177,141 +146,6 @@ pub(crate) struct Entry {
     /// [`crate::task::header_of`] (no virtual call on every resume).
     task: Arc<dyn TaskOps>,
     frame: NonNull<TaskFrame>,
-}
-
-struct Slot {
-    generation: u32,
-    /// Valid while set: the stack it points into belongs to the entry's
-    /// own `raw`, which only [`Slab::remove`] (or the slab's drop) moves
-    /// out, before the stack can be released.
-    entry: Option<NonNull<Entry>>,
-}
-
-/// Live coroutines by key (`generation << 32 | index`). A finished
-/// coroutine's slot gets a new generation, so a stale wake is ignored.
-#[derive(Default)]
-pub(crate) struct Slab {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    live: usize,
-}
-
-impl Slab {
-    fn next_key(&self) -> u64 {
-        let index = self.free.last().copied().unwrap_or(self.slots.len() as u32);
-        let generation = self.slots.get(index as usize).map_or(0, |s| s.generation);
-        (u64::from(generation) << 32) | u64::from(index)
-    }
-
-    /// Takes ownership of the initialised entry at `entry`.
-    ///
-    /// # Safety
-    /// `entry` is initialised, lies on the stack its own `raw` owns, and
-    /// nothing else reads, moves or drops it.
-    unsafe fn insert(&mut self, entry: NonNull<Entry>) -> u64 {
-        let key = self.next_key();
-        let index = key as u32;
-        if self.free.pop().is_none() {
-            self.slots.push(Slot {
-                generation: 0,
-                entry: None,
-            });
-        }
-        self.slots[index as usize].entry = Some(entry);
-        self.live += 1;
-        key
-    }
-
-    fn get(&self, key: u64) -> Option<&Entry> {
-        let slot = self.slots.get(key as u32 as usize)?;
-        let entry = (slot.generation == (key >> 32) as u32).then_some(slot.entry)??;
-        // SAFETY: a set slot owns a live entry (see `insert`); the stack it
-        // lies on stays mapped while the entry is in the slab.
-        Some(unsafe { entry.as_ref() })
-    }
-
-    fn remove(&mut self, key: u64) -> Option<Entry> {
-        let slot = self.slots.get_mut(key as u32 as usize)?;
-        if slot.generation != (key >> 32) as u32 {
-            return None;
-        }
-        let entry = slot.entry.take()?;
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(key as u32);
-        self.live -= 1;
-        // SAFETY: the slot owned the entry and no longer points at it: it is
-        // moved off the stack once, before its `raw` can release that stack.
-        Some(unsafe { entry.read() })
-    }
-
-    pub(crate) fn keys(&self) -> Vec<u64> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.entry.is_some())
-            .map(|(i, s)| (u64::from(s.generation) << 32) | i as u64)
-            .collect()
-    }
-}
-
-impl Drop for Slab {
-    fn drop(&mut self) {
-        // The runtime's drop empties the slab; what is left (a runtime that
-        // could not cancel everything) is dropped as the entries would have
-        // been in place: an unfinished coroutine's stack is leaked.
-        for slot in &mut self.slots {
-            if let Some(entry) = slot.entry.take() {
-                // SAFETY: as in `remove`.
-                drop(unsafe { entry.read() });
-            }
-        }
-    }
-}
-
-/// Single-writer counters (see [`reactor::Counter`]).
-#[derive(Default)]
-pub(crate) struct Counters {
-    spawned: Counter,
-    alive: Counter,
-    alive_high_water: Counter,
-    resumes: Counter,
-    completed: Counter,
-    panicked: Counter,
-    cancelled: Counter,
-    local_wakes: Counter,
-    ticks: Counter,
-    queue_high_water: Counter,
-    stack_high_water: Counter,
-}
-
-/// A snapshot of a runtime's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RuntimeStats {
-    /// Coroutines spawned (the main one included).
-    pub spawned: u64,
-    /// Coroutines alive now: each holds one stack.
-    pub alive: u64,
-    /// Most coroutines (so stacks) alive at once.
-    pub alive_high_water: u64,
-    /// Resumes (each is a switch in and, later, one out).
-    pub resumes: u64,
-    /// Coroutines finished (returned, panicked or cancelled).
-    pub completed: u64,
-    /// Coroutines that panicked.
-    pub panicked: u64,
-    /// Coroutines that were cancelled.
-    pub cancelled: u64,
-    /// Wakes from this thread.
-    pub local_wakes: u64,
-    /// Wakes from other threads (through the inbox and eventfd).
-    pub remote_wakes: u64,
-    /// Loop iterations that ended in a reactor turn.
-    pub ticks: u64,
-    /// Longest the run queue has been.
-    pub queue_high_water: u64,
-    /// Deepest stack use of any finished coroutine, in bytes (0 unless
-    /// [`crate::Builder::stack_watermarks`] is on).
-    pub stack_high_water: u64,
 }
 
 pub(crate) struct Core {
