@@ -108,17 +108,19 @@
 //! - **A failed `fork()`** closes its connection unanswered and pauses
 //!   accepting for 20 ms, as `EMFILE` pauses it.
 
+mod accept;
 mod child;
 mod console;
 pub mod jobs;
 pub mod log;
 pub mod shared;
 mod signals;
+mod tickets;
 mod upgrade;
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -210,22 +212,6 @@ pub struct Parent {
     /// The jobs process (see [`jobs`]), started by [`Parent::jobs`].
     jobs: Option<jobs::JobsProcess>,
 }
-
-/// How often, at most, the parent asks its ticketers to roll their keys
-/// (they roll when their period, hours long, is over).
-const TICKET_CHECK: Duration = Duration::from_secs(60);
-
-/// Bytes the parent encrypts so that its ticketer (and every child's copy)
-/// accepts tickets up to that length: more than a session's ticket holds
-/// without client certificates (a 48-byte secret, the SNI name and ALPN
-/// protocol of at most 255 bytes each, and a few small fields).
-const TICKET_PRIMER: [u8; 1024] = [0; 1024];
-
-/// How long the parent stops accepting after a failed `fork()` (`EAGAIN`
-/// at the process limit, `ENOMEM`): the connection it was for is closed
-/// unanswered, and the ones behind it wait in the kernel's queue for a
-/// child to end rather than be accepted and closed as fast as they come.
-const FORK_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Signals the parent takes through its signalfd.
 const SIGNALS: [libc::c_int; 5] = [
@@ -323,45 +309,6 @@ impl Parent {
     /// [`run`]: Parent::run
     pub fn log_to(&mut self, log: Arc<log::ForkLog>) {
         self.log = Some(log);
-    }
-
-    /// Serves HTTPS with `tls` (the children's `ctx.tls`): SIGHUP reads the
-    /// certificate files again here, so every child forked from then on
-    /// handshakes with the new pair (children already running keep theirs,
-    /// as open connections do under the other designs).
-    ///
-    /// The session-ticket keys live in each process's copy of the ticketer,
-    /// and two things in it change only when that process encrypts a
-    /// ticket: the keys roll when their period is over (rustls's
-    /// `TicketRotator`), and the ticketer refuses to decrypt a ticket longer
-    /// than the longest it has encrypted itself (aws-lc-rs's RFC 5077
-    /// ticketer). A child lives for one connection, so left alone every
-    /// child would refuse every ticket it had not issued, and would start
-    /// from the start-up keys forever. So the parent encrypts a ticket's
-    /// worth of bytes (1 KiB) before it forks, at most once a
-    /// minute: each child inherits keys that have rolled on time and that
-    /// take any ticket another child issued (the session-ID cache, by
-    /// contrast, is each child's own and dies with it: see docs/tls.md).
-    pub fn tls(&mut self, tls: crate::tls::TlsByListener) {
-        self.tls = tls;
-    }
-
-    /// Lets the ticketers roll their keys if they are due (see
-    /// [`Parent::tls`]).
-    fn roll_ticket_keys(&mut self) {
-        if !self.tls.any()
-            || self
-                .tickets_rolled
-                .is_some_and(|t| t.elapsed() < TICKET_CHECK)
-        {
-            return;
-        }
-        self.tickets_rolled = Some(Instant::now());
-        for tls in [&self.tls.public, &self.tls.admin].into_iter().flatten() {
-            // Encrypting takes the rotator's path that rolls, and sets the
-            // current key's longest ticket.
-            let _ = tls.config.ticketer.encrypt(&TICKET_PRIMER);
-        }
     }
 
     /// Serves until SIGINT/SIGTERM and the children's end: every accepted
@@ -491,68 +438,6 @@ impl Parent {
         self.drain_until = None;
         self.deadline = Some(Instant::now() + self.settings.grace);
     }
-
-    /// Accepts and forks until the queue is empty, the bound is reached or
-    /// accepting or forking fails; a time to retry after if it failed for
-    /// lack of fds, memory or processes.
-    fn accept_some(&mut self, listener: RawFd, ctx: &Ctx) -> Option<Instant> {
-        for _ in 0..64 {
-            if self
-                .settings
-                .max_connections
-                .is_some_and(|m| self.children.len() >= m)
-            {
-                self.page.paused_at_max.fetch_add(1, Ordering::Relaxed);
-                return None;
-            }
-            // SAFETY: `listener` is the number of one of `self.listeners`,
-            // which stay open while this runs (they are closed only by
-            // `Parent::stop`).
-            match reactor::sys::accept_fd(unsafe { BorrowedFd::borrow_raw(listener) }) {
-                Ok(conn) => {
-                    if let Err(retry) = self.spawn(conn, ctx) {
-                        return Some(retry);
-                    }
-                }
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return None,
-                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                        return Some(Instant::now() + Duration::from_millis(10));
-                    }
-                    _ => continue, // that connection's own failure
-                },
-            }
-        }
-        None
-    }
-
-    /// Forks a child for `conn`; the parent's copy closes on return. If
-    /// the fork fails, `conn` is closed unanswered and the time to try
-    /// again after is returned.
-    fn spawn(&mut self, conn: OwnedFd, ctx: &Ctx) -> Result<(), Instant> {
-        let page = self.page;
-        page.counters.connections.fetch_add(1, Ordering::Relaxed);
-        self.roll_ticket_keys();
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        let fd = conn.as_raw_fd();
-        match self.fork() {
-            -1 => {
-                reactor::trace!("fork", "failed fd={fd}");
-                page.fork_failed.fetch_add(1, Ordering::Relaxed);
-                page.counters.closed.fetch_add(1, Ordering::Relaxed);
-                Err(Instant::now() + FORK_BACKOFF)
-            }
-            0 => child::run(conn, &self.inherited_fds(), parent, ctx),
-            pid => {
-                reactor::trace!("fork", "pid={pid} fd={fd}");
-                self.children.insert(pid);
-                let alive = page.alive.fetch_add(1, Ordering::Relaxed) + 1;
-                page.high_water.fetch_max(alive, Ordering::Relaxed);
-                Ok(())
-            }
-        }
-    }
 }
 
 impl Parent {
@@ -562,28 +447,6 @@ impl Parent {
         process.start(&self.inherited_fds())?;
         self.jobs = Some(process);
         Ok(())
-    }
-
-    /// The parent's fds a forked process must close: the listeners (all
-    /// open while the parent forks) and the signalfd.
-    fn inherited_fds(&self) -> Vec<RawFd> {
-        let listeners = self.listeners.iter().map(|l| l.fds()[0].as_raw_fd());
-        listeners.chain([self.signals.as_raw_fd()]).collect()
-    }
-
-    /// `fork()`, or the failure [`Settings::test_fork_failure`] asks for.
-    fn fork(&mut self) -> libc::pid_t {
-        if let Some(failing) = self.settings.test_fork_failure {
-            let until = *self
-                .failing_until
-                .get_or_insert_with(|| Instant::now() + failing);
-            if Instant::now() < until {
-                return -1;
-            }
-        }
-        // SAFETY: this process has one thread (see the module doc), so the
-        // child is a complete copy with no lock held by a vanished thread.
-        unsafe { libc::fork() }
     }
 }
 
