@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 
+use super::byte_scan::{movemask_portable, stop_bits};
 use super::*;
 use crate::BodyKind;
 use crate::head::parse_slow;
